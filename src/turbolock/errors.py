@@ -1,0 +1,99 @@
+"""The typed error hierarchy. Every error turbolock raises derives from ``LockError``.
+
+Messages name the lock and the argument at fault, never a token or a password.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+
+class LockError(Exception):
+    """Root of every error raised by turbolock."""
+
+
+class InvalidArgumentError(LockError, ValueError):
+    """An argument has a value turbolock refuses; ``argument`` names it.
+
+    Raised before anything is sent to Redis.
+    """
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(f"{argument}: {message}")
+        self.argument = argument
+
+
+class InvalidArgumentTypeError(LockError, TypeError):
+    """An argument has a type turbolock refuses; ``argument`` names it.
+
+    Raised before anything is sent to Redis.
+    """
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(f"{argument}: {message}")
+        self.argument = argument
+
+
+class ConnectionError(LockError, builtins.ConnectionError):  # noqa: A001 - public name by design
+    """The server could not be reached, or the connection broke during a call."""
+
+
+class TimeoutError(ConnectionError, builtins.TimeoutError):  # noqa: A001 - public name by design
+    """A call did not complete within its deadline."""
+
+
+class AuthenticationError(ConnectionError):
+    """The server refused the credentials (the password is never part of the message)."""
+
+
+class ProtocolError(ConnectionError):
+    """The server sent bytes that are not valid RESP2; the connection is discarded."""
+
+
+class AcquireOutcomeUnknownError(ConnectionError):
+    """An acquire was sent but its reply never came: the lock may have been taken.
+
+    turbolock treats the name as "maybe held" and releases it with the token it sent,
+    at once if it can and otherwise as soon as a connection works again; ``cleaned_up``
+    says whether that release has already been done.
+    """
+
+    def __init__(self, message: str, names: list[str | bytes], cleaned_up: bool) -> None:
+        super().__init__(message)
+        self.names = names
+        self.cleaned_up = cleaned_up
+
+
+class ResponseError(LockError):
+    """The server answered a command with an error (WRONGTYPE, OOM, READONLY, NOPERM...)."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class LockNotOwnedError(LockError):
+    """A release or extend found the lock no longer ours (expired, or someone else's)."""
+
+
+class LockNotAcquiredError(LockError):
+    """A blocking acquire gave up when its timeout passed (the context manager raises it)."""
+
+
+class ReplyError(Exception):
+    """An error reply as the core parser returns it (a value in a batch, not raised).
+
+    Client code turns it into ``ResponseError`` where an error reply is not expected.
+    """
+
+    @property
+    def code(self) -> str:
+        """The error's first word, e.g. ``NOSCRIPT`` or ``WRONGTYPE``."""
+        message = str(self.args[0]) if self.args else ""
+        return message.split(" ", 1)[0]
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.args == self.args
+
+    def __hash__(self) -> int:
+        return hash(self.args)
