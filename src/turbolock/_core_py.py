@@ -96,7 +96,7 @@ class CommandBuffer:
         prefix = self._prefix
         plen = len(prefix)
         parts = []
-        for name, token in zip(names, tokens):
+        for name, token in zip(names, tokens, strict=True):
             _check_bytes(name, token)
             parts.append(b"*6\r\n$3\r\nSET\r\n$%d\r\n%b%b\r\n$%d\r\n%b%b" % (
                 plen + len(name), prefix, name, len(token), token, tail))
@@ -119,7 +119,7 @@ class CommandBuffer:
         prefix = self._prefix
         plen = len(prefix)
         parts = []
-        for name, token in zip(names, tokens):
+        for name, token in zip(names, tokens, strict=True):
             _check_bytes(name, token)
             parts.append(b"%b$%d\r\n%b%b\r\n$%d\r\n%b\r\n%b" % (
                 head, plen + len(name), prefix, name, len(token), token, tail))

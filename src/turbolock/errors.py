@@ -6,6 +6,7 @@ Messages name the lock and the argument at fault, never a token or a password.
 from __future__ import annotations
 
 import builtins
+from typing import Any
 
 
 class LockError(Exception):
@@ -50,18 +51,30 @@ class ProtocolError(ConnectionError):
     """The server sent bytes that are not valid RESP2; the connection is discarded."""
 
 
-class AcquireOutcomeUnknownError(ConnectionError):
-    """An acquire was sent but its reply never came: the lock may have been taken.
+class OutcomeUnknownError(ConnectionError):
+    """Commands were sent but their replies never came; ``names`` lists the locks affected."""
 
-    turbolock treats the name as "maybe held" and releases it with the token it sent,
-    at once if it can and otherwise as soon as a connection works again; ``cleaned_up``
-    says whether that release has already been done.
-    """
-
-    def __init__(self, message: str, names: list[str | bytes], cleaned_up: bool) -> None:
+    def __init__(self, message: str, names: list[str | bytes]) -> None:
         super().__init__(message)
         self.names = names
+
+
+class AcquireOutcomeUnknownError(OutcomeUnknownError):
+    """An acquire was sent but its reply never came: the lock may have been taken.
+
+    turbolock treats the names as "maybe held" and releases them with the tokens it sent,
+    at once if it can and otherwise as soon as a connection works again; ``cleaned_up``
+    says whether that release has already been done. For a bulk acquire, ``acquired`` holds
+    the leases whose replies did arrive (still held: release or keep them) and ``not_sent``
+    the names never sent.
+    """
+
+    def __init__(self, message: str, names: list[str | bytes], cleaned_up: bool,
+                 acquired: list[Any] | None = None, not_sent: list[str | bytes] | None = None) -> None:
+        super().__init__(message, names)
         self.cleaned_up = cleaned_up
+        self.acquired = acquired if acquired is not None else []
+        self.not_sent = not_sent if not_sent is not None else []
 
 
 class ResponseError(LockError):
@@ -78,6 +91,10 @@ class LockNotOwnedError(LockError):
 
 class LockNotAcquiredError(LockError):
     """A blocking acquire gave up when its timeout passed (the context manager raises it)."""
+
+
+class LockUsageError(LockError, RuntimeError):
+    """A Lock object was used out of order: acquired twice, or released while not held."""
 
 
 class ReplyError(Exception):

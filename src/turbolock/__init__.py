@@ -1,0 +1,62 @@
+"""turbolock: fast distributed locks on Redis.
+
+``LockClient`` takes, extends, releases and queries locks, one at a time or thousands per
+call; ``client.lock(name, ttl)`` gives a ``Lock`` for ``with`` blocks and decorators.
+"""
+
+from __future__ import annotations
+
+from . import _core
+from ._validate import MAX_NAME_BYTES, MAX_TTL_MS, MIN_TOKEN_BYTES
+from .bulk import MAX_BULK, AcquireManyResult
+from .client import LockClient
+from .errors import (
+    AcquireOutcomeUnknownError,
+    AuthenticationError,
+    ConnectionError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    LockError,
+    LockNotAcquiredError,
+    LockNotOwnedError,
+    LockUsageError,
+    OutcomeUnknownError,
+    ProtocolError,
+    ResponseError,
+    TimeoutError,
+)
+from .lease import Lease, LockInfo
+from .lock import Lock
+from .options import ConnectionOptions
+
+implementation: str = str(_core.default_core.IMPLEMENTATION)
+"""The core in use by default: "c" (compiled, over hiredis) or "py" (pure Python)."""
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MAX_BULK",
+    "MAX_NAME_BYTES",
+    "MAX_TTL_MS",
+    "MIN_TOKEN_BYTES",
+    "AcquireManyResult",
+    "AcquireOutcomeUnknownError",
+    "AuthenticationError",
+    "ConnectionError",
+    "ConnectionOptions",
+    "InvalidArgumentError",
+    "InvalidArgumentTypeError",
+    "Lease",
+    "Lock",
+    "LockClient",
+    "LockError",
+    "LockInfo",
+    "LockNotAcquiredError",
+    "LockNotOwnedError",
+    "LockUsageError",
+    "OutcomeUnknownError",
+    "ProtocolError",
+    "ResponseError",
+    "TimeoutError",
+    "implementation",
+]

@@ -1,0 +1,184 @@
+"""One blocking connection to one server: a socket, a core parser and a core command buffer.
+
+A connection moves bytes and nothing else: commands are encoded by the core's
+``CommandBuffer`` and replies decoded by its ``RespParser``. Any failure after bytes were
+sent leaves replies unaccounted for, so the connection is closed and never reused.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import select
+import socket
+import ssl
+import time
+from types import ModuleType
+from typing import Any
+
+from .errors import (
+    AuthenticationError,
+    ConnectionError,
+    ProtocolError,
+    ReplyError,
+    ResponseError,
+    TimeoutError,
+)
+from .options import ConnectionOptions
+
+_READ_SIZE = 65536
+
+
+class Connection:
+    __slots__ = ("options", "buffer", "parser", "sock", "pid", "broken", "_read_buf", "_read_view")
+
+    def __init__(self, options: ConnectionOptions, core: ModuleType, key_prefix: bytes) -> None:
+        self.options = options
+        self.buffer: Any = core.CommandBuffer(key_prefix)
+        self.parser: Any = core.RespParser()
+        self.sock: socket.socket | None = None
+        self.pid = os.getpid()
+        self._read_buf = bytearray(_READ_SIZE)
+        self._read_view = memoryview(self._read_buf)
+        self.broken = False
+
+    def connect(self, deadline: float) -> None:
+        """Open the socket, TLS included, then AUTH and SELECT, all before ``deadline``."""
+        opts = self.options
+        limit = min(opts.connect_timeout, deadline - time.monotonic())
+        if limit <= 0:
+            raise TimeoutError(f"no time left to connect to {opts.address}")
+        connect_deadline = time.monotonic() + limit
+        try:
+            if opts.unix_socket_path is not None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(limit)
+                try:
+                    sock.connect(opts.unix_socket_path)
+                except BaseException:
+                    sock.close()
+                    raise
+            else:
+                sock = socket.create_connection((opts.host, opts.port), timeout=limit)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            if opts.ssl:
+                try:
+                    sock = opts.ssl_context().wrap_socket(sock, server_hostname=opts.host)
+                except BaseException:
+                    sock.close()
+                    raise
+        except TimeoutError:
+            raise
+        except builtins.TimeoutError as exc:
+            raise TimeoutError(f"connecting to {opts.address} timed out after {limit:.3g}s") from exc
+        except ssl.SSLError as exc:
+            raise ConnectionError(f"TLS handshake with {opts.address} failed: {exc.reason or exc}") from None
+        except OSError as exc:
+            raise ConnectionError(f"cannot connect to {opts.address}: {exc.strerror or exc}") from None
+        self.sock = sock
+        try:
+            self._handshake(connect_deadline)
+        except BaseException:
+            self.close()
+            raise
+
+    def _handshake(self, deadline: float) -> None:
+        opts = self.options
+        buf = self.buffer
+        expected = 0
+        if opts.password is not None:
+            auth = ("AUTH", opts.username, opts.password) if opts.username else ("AUTH", opts.password)
+            buf.append_command(auth)
+            expected += 1
+        if opts.db:
+            buf.append_command(("SELECT", opts.db))
+            expected += 1
+        if not expected:
+            return
+        replies = self.roundtrip(buf.take(), expected, deadline)
+        for reply in replies:
+            if isinstance(reply, ReplyError):
+                if reply.code in ("WRONGPASS", "NOAUTH", "NOPERM") or "AUTH" in str(reply).upper():
+                    who = f"user {opts.username!r}" if opts.username else "the default user"
+                    raise AuthenticationError(
+                        f"{opts.address} refused the credentials of {who}: {reply.code}")
+                raise ResponseError(f"{opts.address} refused connection set-up: {reply}", reply.code)
+
+    def is_stale(self) -> bool:
+        """True when an idle connection has something to read: the server closed it or sent junk."""
+        sock = self.sock
+        if sock is None:
+            return True
+        try:
+            readable, _, _ = select.select((sock,), (), (), 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    def roundtrip(self, data: bytes, count: int, deadline: float) -> list[object]:
+        """Write ``data`` and return the next ``count`` replies; on any failure the connection is broken."""
+        self.send(data, deadline)
+        return self.read(count, deadline)
+
+    def send(self, data: bytes, deadline: float) -> None:
+        sock = self.sock
+        if sock is None:
+            raise ConnectionError(f"connection to {self.options.address} is closed")
+        try:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise builtins.TimeoutError
+            sock.settimeout(remaining)
+            sock.sendall(data)
+        except BaseException as exc:
+            raise self._break(exc) from None
+
+    def read(self, count: int, deadline: float) -> list[object]:
+        """The next ``count`` replies, waiting no later than ``deadline``."""
+        sock = self.sock
+        if sock is None:
+            raise ConnectionError(f"connection to {self.options.address} is closed")
+        parser = self.parser
+        try:
+            replies = parser.get_replies(count) if parser.buffered() else []
+            view = self._read_view
+            while len(replies) < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise builtins.TimeoutError
+                sock.settimeout(remaining)
+                n = sock.recv_into(view)
+                if not n:
+                    raise EOFError
+                parser.feed(view[:n])
+                replies.extend(parser.get_replies(count - len(replies)))
+            return replies
+        except BaseException as exc:
+            raise self._break(exc) from None
+
+    def _break(self, exc: BaseException) -> BaseException:
+        self.broken = True
+        self.close()
+        return self._translate(exc)
+
+    def _translate(self, exc: BaseException) -> BaseException:
+        address = self.options.address
+        if isinstance(exc, TimeoutError | ProtocolError | ConnectionError):
+            return exc
+        if isinstance(exc, builtins.TimeoutError):
+            return TimeoutError(f"{address} did not answer within the call's deadline")
+        if isinstance(exc, EOFError):
+            return ConnectionError(f"{address} closed the connection")
+        if isinstance(exc, OSError):
+            return ConnectionError(f"connection to {address} failed: {exc.strerror or exc}")
+        return exc
+
+    def close(self) -> None:
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+

@@ -1,0 +1,148 @@
+"""Runs encoded lock commands on a pooled connection, for one lock or for many.
+
+It owns the rules every operation shares: one deadline per call (per chunk for bulk calls),
+a connection that failed mid-call is discarded, and a script the server forgot (NOSCRIPT,
+after SCRIPT FLUSH or a restart) is loaded again in the same write as the retried commands.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from . import _scripts
+from ._connection import Connection
+from ._pipeline import PipelineBroken, noscript_indices, run_chunks
+from ._pool import ConnectionPool
+from .errors import ReplyError, ResponseError
+
+
+class _Marker:
+    __slots__ = ("label",)
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def __repr__(self) -> str:
+        return self.label
+
+
+UNKNOWN = _Marker("UNKNOWN")
+"""Sent, but the connection failed before the reply came."""
+NOT_SENT = _Marker("NOT_SENT")
+"""Never sent: the connection failed before this item's chunk went out."""
+
+
+def _script_load(conn: Connection, script: _scripts.Script) -> bytes:
+    buf = conn.buffer
+    buf.append_command((b"SCRIPT", b"LOAD", script.source))
+    data: bytes = buf.take()
+    return data
+
+
+def _check_loaded(head: list[object], script: _scripts.Script) -> None:
+    if head and type(head[0]) is ReplyError:
+        error = head[0]
+        raise ResponseError(f"cannot load the {script.name} script: {error}", error.code)
+
+
+class Executor:
+    __slots__ = ("pool", "timeout", "chunk_size")
+
+    def __init__(self, pool: ConnectionPool, timeout: float, chunk_size: int) -> None:
+        self.pool = pool
+        self.timeout = timeout
+        self.chunk_size = chunk_size
+
+    def one(self, data: bytes) -> object:
+        """One command already encoded; its single reply. Transport errors propagate."""
+        deadline = time.monotonic() + self.timeout
+        pool = self.pool
+        conn = pool.get(deadline)
+        try:
+            reply = conn.roundtrip(data, 1, deadline)[0]
+        except BaseException:
+            pool.discard(conn)
+            raise
+        pool.put(conn)
+        return reply
+
+    def script_one(self, script: _scripts.Script, key: bytes, token: bytes, ttl_ms: int | None) -> object:
+        """EVALSHA of a single-key script; on NOSCRIPT, SCRIPT LOAD and the retry go out together."""
+        deadline = time.monotonic() + self.timeout
+        pool = self.pool
+        conn = pool.get(deadline)
+        try:
+            buf = conn.buffer
+            buf.append_evalsha(script.sha, key, token, ttl_ms)
+            reply = conn.roundtrip(buf.take(), 1, deadline)[0]
+            if type(reply) is ReplyError and reply.code == "NOSCRIPT":
+                load = _script_load(conn, script)
+                buf.append_evalsha(script.sha, key, token, ttl_ms)
+                head, reply = conn.roundtrip(load + buf.take(), 2, deadline)
+                _check_loaded([head], script)
+        except BaseException:
+            pool.discard(conn)
+            raise
+        pool.put(conn)
+        return reply
+
+    def many(self, count: int, encode: Any, script: _scripts.Script | None = None, keys: Sequence[bytes] = (),
+             tokens: Sequence[bytes] = (), ttl_ms: int | None = None) -> list[object]:
+        """Replies for ``count`` items in input order; an item whose outcome the connection lost
+        is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
+
+        For scripts, items answered NOSCRIPT are sent again after loading the script
+        (``keys``/``tokens``/``ttl_ms`` say how to rebuild them).
+        """
+        results: list[object] = [NOT_SENT] * count
+        if not count:
+            return results
+        pool = self.pool
+        conn = pool.get(time.monotonic() + self.timeout)
+        try:
+            run_chunks(conn, count, self.chunk_size, encode, self.timeout, results)
+            if script is not None:
+                self._reload_and_retry(conn, script, keys, tokens, ttl_ms, results)
+        except PipelineBroken as broken:
+            pool.discard(conn)
+            _mark_unknown(results, range(broken.replied, broken.sent))
+            if not isinstance(broken.cause, Exception):
+                raise broken.cause from None
+            return results
+        except BaseException:
+            pool.discard(conn)
+            raise
+        pool.put(conn)
+        return results
+
+    def _reload_and_retry(self, conn: Connection, script: _scripts.Script, keys: Sequence[bytes],
+                          tokens: Sequence[bytes], ttl_ms: int | None, results: list[object]) -> None:
+        missing = noscript_indices(results)
+        if not missing:
+            return
+        sub_keys = [keys[i] for i in missing]
+        sub_tokens = [tokens[i] for i in missing]
+        sub_results: list[object] = [NOT_SENT] * len(missing)
+        sha = script.sha
+
+        def encode(buf: Any, start: int, stop: int) -> None:
+            buf.append_evalsha_many(sha, sub_keys[start:stop], sub_tokens[start:stop], ttl_ms)
+
+        try:
+            head = run_chunks(conn, len(missing), self.chunk_size, encode, self.timeout, sub_results,
+                              prologue=_script_load(conn, script), prologue_replies=1)
+        except PipelineBroken as broken:
+            _mark_unknown(sub_results, range(broken.replied, broken.sent))
+            for j, i in enumerate(missing):
+                results[i] = sub_results[j]
+            raise
+        _check_loaded(head, script)
+        for j, i in enumerate(missing):
+            results[i] = sub_results[j]
+
+
+def _mark_unknown(results: list[object], indices: range) -> None:
+    for i in indices:
+        results[i] = UNKNOWN

@@ -1,0 +1,71 @@
+"""Sending many commands over one connection in chunks, two chunks in flight at a time.
+
+With one chunk in flight the client idles while the server works and the server idles while
+the client encodes; a second chunk written before the first one's replies are read keeps
+both busy. Redis buffers replies for a normal client without limit, so this cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ._connection import Connection
+from .errors import ReplyError
+
+WINDOW = 2
+
+Encoder = Callable[[Any, int, int], None]
+"""Appends the commands for items ``start``..``stop`` to a core CommandBuffer."""
+
+
+class PipelineBroken(Exception):
+    """The connection failed mid-way: items before ``replied`` have replies, items from
+    ``replied`` to ``sent`` were sent without a reply (outcome unknown), the rest were never sent."""
+
+    def __init__(self, cause: BaseException, replied: int, sent: int) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.replied = replied
+        self.sent = sent
+
+
+def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, timeout: float,
+               results: list[object], prologue: bytes = b"", prologue_replies: int = 0) -> list[object]:
+    """Send items 0..count-1 in chunks and store item i's reply in ``results[i]``.
+
+    ``prologue`` (e.g. SCRIPT LOAD) goes out in front of the first chunk; its replies are returned.
+    Each chunk's send and read has its own deadline of ``timeout`` seconds.
+    """
+    buf = conn.buffer
+    inflight: deque[tuple[int, int]] = deque()
+    next_start = 0
+    replied = 0
+    head: list[object] = []
+    try:
+        while replied < count or (prologue_replies and not head):
+            while len(inflight) < WINDOW and next_start < count:
+                stop = min(count, next_start + chunk_size)
+                encode(buf, next_start, stop)
+                data = buf.take()
+                if prologue:
+                    data, prologue = prologue + data, b""
+                conn.send(data, time.monotonic() + timeout)
+                inflight.append((next_start, stop))
+                next_start = stop
+            if prologue_replies and not head:
+                head = conn.read(prologue_replies, time.monotonic() + timeout)
+                continue
+            start, stop = inflight.popleft()
+            results[start:stop] = conn.read(stop - start, time.monotonic() + timeout)
+            replied = stop
+    except BaseException as exc:
+        buf.clear()
+        raise PipelineBroken(exc, replied, next_start) from None
+    return head
+
+
+def noscript_indices(results: list[object]) -> list[int]:
+    return [i for i, reply in enumerate(results) if type(reply) is ReplyError and reply.code == "NOSCRIPT"]

@@ -1,0 +1,52 @@
+"""The Lua scripts behind release, extend and ownership checks, run by EVALSHA.
+
+Each compares the stored value with the caller's token inside the server, so a lock that
+expired and was taken by someone else is never deleted or extended by its old holder.
+Scripts are loaded once per connection (SCRIPT LOAD) and reloaded after NOSCRIPT.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Script:
+    name: str
+    source: bytes
+
+    @property
+    def sha(self) -> bytes:
+        return hashlib.sha1(self.source).hexdigest().encode()
+
+
+# KEYS[1] = lock key; ARGV[1] = token. Replies 1 when deleted, 0 when the lock was not ours.
+RELEASE = Script("release", b"""\
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('del', KEYS[1])
+end
+return 0
+""")
+
+# KEYS[1] = lock key; ARGV[1] = token, ARGV[2] = ttl in ms. Replies 1 when extended, else 0.
+EXTEND = Script("extend", b"""\
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0
+""")
+
+# KEYS[1] = lock key; ARGV[1] = token. Replies the remaining ttl in ms when the lock is ours,
+# -3 when it is not (-3 because PTTL itself uses -1 and -2).
+CHECK = Script("check", b"""\
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('pttl', KEYS[1])
+end
+return -3
+""")
+
+NOT_OURS = -3
+
+ALL = (RELEASE, EXTEND, CHECK)
+BY_SHA = {script.sha: script for script in ALL}

@@ -1,0 +1,298 @@
+"""``LockClient``: single locks (try_acquire, release, extend, query) and the bulk API on one server."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING, Any
+
+from . import _core, _scripts, bulk
+from ._executor import Executor
+from ._pool import ConnectionPool
+from ._validate import Seconds, check_key_prefix, check_token, encode_name, ttl_ms
+from .errors import (
+    AcquireOutcomeUnknownError,
+    AuthenticationError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    LockError,
+    OutcomeUnknownError,
+    ReplyError,
+    ResponseError,
+)
+from .lease import Lease, LockInfo, info_from_pttl
+from .options import ConnectionOptions, options_from_redis, options_from_url
+
+if TYPE_CHECKING:
+    from .lock import Lock
+
+log = logging.getLogger("turbolock")
+
+TOKEN_BYTES = 16
+DEFAULT_KEY_PREFIX = "turbolock:"
+DEFAULT_MAX_CONNECTIONS = 32
+DEFAULT_CHUNK_SIZE = 1000
+MAX_CHUNK_SIZE = 10_000
+
+_CLIENT_KEYWORDS = ("key_prefix", "max_connections", "chunk_size", "core")
+
+
+def _reply_error(reply: object, name: str | bytes) -> LockError:
+    if type(reply) is ReplyError:
+        if reply.code in ("NOAUTH", "WRONGPASS"):
+            return AuthenticationError(f"the server wants authentication ({reply.code}) for lock {name!r}")
+        return ResponseError(f"the server answered {reply.code} for lock {name!r}: {reply}", reply.code)
+    return ResponseError(f"unexpected reply {type(reply).__name__} for lock {name!r}")
+
+
+class LockClient:
+    """A lock client for one Redis server; thread-safe, with a pool of connections.
+
+    ``timeout`` bounds every call (a bulk call gets it per chunk); ``connect_timeout`` bounds
+    opening a connection. Every lock key is ``key_prefix + name``. ``core`` picks the codec:
+    "c", "py", or None for the compiled one when it is installed.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 6379, *,
+                 key_prefix: str | bytes = DEFAULT_KEY_PREFIX, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, core: str | None = None, **connection: Any) -> None:
+        options = connection.pop("options", None)
+        if options is None:
+            options = ConnectionOptions(host=host, port=port, **connection)
+        self._setup(options, key_prefix, max_connections, chunk_size, core)
+
+    def _setup(self, options: ConnectionOptions, key_prefix: str | bytes, max_connections: int,
+               chunk_size: int, core: str | None) -> None:
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise InvalidArgumentError("max_connections", "must be a positive int")
+        self._chunk_size = bulk.check_chunk_size(chunk_size)
+        self.options = options
+        self.key_prefix = check_key_prefix(key_prefix)
+        self.core: ModuleType = _core.get_core(core)
+        self._pool = ConnectionPool(options, self.core, self.key_prefix, max_connections)
+        self._exec = Executor(self._pool, options.timeout, self._chunk_size)
+        self._owner = object()
+        self._cleanup: dict[bytes, tuple[bytes, float]] = {}
+        self._cleanup_lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> LockClient:
+        """``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS) or ``unix:///path?db=N``."""
+        client_kwargs = {k: kwargs.pop(k) for k in _CLIENT_KEYWORDS if k in kwargs}
+        return cls(options=options_from_url(url, **kwargs), **client_kwargs)
+
+    @classmethod
+    def from_redis(cls, redis_client: Any, **kwargs: Any) -> LockClient:
+        """Connect where a ``redis.Redis`` connects, with its credentials, db, TLS and timeouts."""
+        client_kwargs = {k: kwargs.pop(k) for k in _CLIENT_KEYWORDS if k in kwargs}
+        return cls(options=options_from_redis(redis_client, **kwargs), **client_kwargs)
+
+    @property
+    def implementation(self) -> str:
+        """Which core this client encodes and parses with: "c" or "py"."""
+        return str(self.core.IMPLEMENTATION)
+
+    @property
+    def chunk_size(self) -> int:
+        return self._chunk_size
+
+    # -- single locks ---------------------------------------------------------------------------
+
+    def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None) -> Lease | None:
+        """One attempt: a ``Lease`` when the lock was free, None when someone else holds it.
+
+        If the reply is lost after the command went out, the lock may be ours: it is released
+        with our token and ``AcquireOutcomeUnknownError`` is raised.
+        """
+        key = encode_name(name)
+        ms = ttl_ms(ttl)
+        tok = secrets.token_bytes(TOKEN_BYTES) if token is None else check_token(token)
+        if self._cleanup:
+            self._run_cleanup()
+        exec_ = self._exec
+        deadline = time.monotonic() + exec_.timeout
+        pool = self._pool
+        conn = pool.get(deadline)
+        buf = conn.buffer
+        buf.append_set_nx_px(key, tok, ms)
+        sent_at = time.monotonic()
+        try:
+            reply = conn.roundtrip(buf.take(), 1, deadline)[0]
+        except BaseException as exc:
+            pool.discard(conn)
+            raise self._acquire_lost([(name, key, tok, sent_at + ms / 1000.0)], exc) from None
+        pool.put(conn)
+        if reply is None:
+            return None
+        if reply == b"OK":
+            return Lease(name, key, tok, ms, sent_at, self._owner)
+        raise _reply_error(reply, name)
+
+    def release(self, lease: Lease) -> bool:
+        """Delete the lock if it is still ours. False when it expired or is now someone else's
+        (their key is never touched)."""
+        self._check_lease(lease)
+        try:
+            reply = self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
+        except LockError as exc:
+            self._remember_cleanup(lease.key, lease.token, lease.expires_at)
+            raise OutcomeUnknownError(
+                f"release of lock {lease.name!r} may not have happened ({exc}); it will be retried",
+                [lease.name]) from None
+        if type(reply) is int:
+            return reply == 1
+        raise _reply_error(reply, lease.name)
+
+    def extend(self, lease: Lease, ttl: Seconds) -> bool:
+        """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not."""
+        self._check_lease(lease)
+        ms = ttl_ms(ttl)
+        sent_at = time.monotonic()
+        try:
+            reply = self._exec.script_one(_scripts.EXTEND, lease.key, lease.token, ms)
+        except LockError as exc:
+            raise OutcomeUnknownError(
+                f"extend of lock {lease.name!r} may not have happened ({exc})", [lease.name]) from None
+        if type(reply) is int:
+            if reply == 1:
+                lease.ttl_ms = ms
+                lease.acquired_at = sent_at
+                return True
+            return False
+        raise _reply_error(reply, lease.name)
+
+    def check(self, lease: Lease) -> float | None:
+        """Seconds the lock has left on the server if the lease still holds it, else None."""
+        self._check_lease(lease)
+        reply = self._exec.script_one(_scripts.CHECK, lease.key, lease.token, None)
+        if type(reply) is int:
+            if reply == _scripts.NOT_OURS or reply == -2:
+                return None
+            return info_from_pttl(reply).remaining
+        raise _reply_error(reply, lease.name)
+
+    def query(self, name: str | bytes) -> LockInfo:
+        """Whether anyone holds ``name`` and for how long still (never whose it is)."""
+        key = encode_name(name)
+        conn_buf = self.core.CommandBuffer(self.key_prefix)
+        conn_buf.append_pttl(key)
+        reply = self._exec.one(conn_buf.take())
+        if type(reply) is int:
+            return info_from_pttl(reply)
+        raise _reply_error(reply, name)
+
+    def lock(self, name: str | bytes, ttl: Seconds, *, blocking: bool = True, timeout: Seconds | None = None,
+             token: bytes | None = None) -> Lock:
+        """A ``Lock`` object for ``name``: use it with ``with``, as a decorator, or call acquire()."""
+        from .lock import Lock
+
+        return Lock(self, name, ttl, blocking=blocking, timeout=timeout, token=token)
+
+    # -- bulk -----------------------------------------------------------------------------------
+
+    def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *,
+                     all_or_nothing: bool = False) -> bulk.AcquireManyResult:
+        """Try every name once, pipelined; a result per name in input order."""
+        return bulk.acquire_many(self, names, ttl, all_or_nothing)
+
+    def release_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Release each lease that is still ours; True/False per lease in input order."""
+        return bulk.release_many(self, leases)
+
+    def extend_many(self, leases: Sequence[Lease], ttl: Seconds) -> list[bool]:
+        """Extend each lease that is still ours to ``ttl`` from now; True/False per lease."""
+        return bulk.extend_many(self, leases, ttl)
+
+    def query_many(self, names: Sequence[str | bytes]) -> list[LockInfo]:
+        """``query`` for every name, pipelined, in input order."""
+        return bulk.query_many(self, names)
+
+    # -- maybe-held cleanup ---------------------------------------------------------------------
+
+    def _acquire_lost(self, attempts: Iterable[tuple[str | bytes, bytes, bytes, float]],
+                      cause: BaseException) -> BaseException:
+        attempts = list(attempts)
+        for _, key, token, expires_at in attempts:
+            self._remember_cleanup(key, token, expires_at)
+        if not isinstance(cause, Exception):
+            return cause
+        cleaned = self._run_cleanup()
+        names = [name for name, _, _, _ in attempts]
+        return AcquireOutcomeUnknownError(
+            f"acquire of {_describe(names)} was sent but no reply came ({cause}); "
+            + ("it was released again" if cleaned else "it will be released once the server answers"),
+            names, cleaned)
+
+    def _remember_cleanup(self, key: bytes, token: bytes, expires_at: float) -> None:
+        with self._cleanup_lock:
+            self._cleanup[key] = (token, expires_at)
+
+    def _run_cleanup(self) -> bool:
+        """Release every maybe-held lock still pending; True when none is left. Never raises."""
+        with self._cleanup_lock:
+            now = time.monotonic()
+            pending = [(k, t) for k, (t, exp) in self._cleanup.items() if exp > now]
+            self._cleanup.clear()
+        if not pending:
+            return True
+        keys = [k for k, _ in pending]
+        tokens = [t for _, t in pending]
+        try:
+            results = bulk.run_release(self, keys, tokens)
+        except LockError as exc:
+            log.debug("turbolock: cleanup of %d maybe-held locks failed: %s", len(pending), exc)
+            results = [None] * len(pending)
+        left = 0
+        with self._cleanup_lock:
+            for key, token, result in zip(keys, tokens, results, strict=True):
+                if type(result) is not int:
+                    self._cleanup.setdefault(key, (token, time.monotonic() + 3600.0))
+                    left += 1
+        return left == 0
+
+    @property
+    def pending_cleanup(self) -> int:
+        """Locks whose acquire or release outcome was lost and that still await a release."""
+        return len(self._cleanup)
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _check_lease(self, lease: object, argument: str = "lease") -> None:
+        if lease is None:
+            raise InvalidArgumentTypeError(argument, "is missing (None); acquire returned no lease")
+        if type(lease) is not Lease:
+            raise InvalidArgumentTypeError(argument, f"must be a Lease, not {type(lease).__name__}")
+        if lease.owner is not self._owner:
+            raise InvalidArgumentError(argument, f"for lock {lease.name!r} was made by another client")
+
+    def close(self) -> None:
+        """Close every connection. Tries once to release maybe-held locks first."""
+        if self._closed:
+            return
+        if self._cleanup:
+            self._run_cleanup()
+        self._closed = True
+        self._pool.close()
+
+    def __enter__(self) -> LockClient:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"LockClient({self.options.address}, db={self.options.db}, key_prefix={self.key_prefix!r}, "
+                f"core={self.implementation!r})")
+
+
+def _describe(names: list[str | bytes]) -> str:
+    if len(names) == 1:
+        return f"lock {names[0]!r}"
+    shown = ", ".join(repr(n) for n in names[:5])
+    return f"{len(names)} locks ({shown}{', ...' if len(names) > 5 else ''})"

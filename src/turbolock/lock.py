@@ -1,0 +1,160 @@
+"""``Lock``: the object API over one lock name, for ``with`` blocks, decorators and explicit calls.
+
+Ownership belongs to the Lock object (it holds the lease and its token), never to a thread:
+a Lock acquired in one thread may be released in another.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
+
+from ._backoff import Backoff
+from ._validate import Seconds, check_token, encode_name, timeout_seconds, ttl_ms
+from .errors import InvalidArgumentTypeError, LockNotAcquiredError, LockNotOwnedError, LockUsageError
+from .lease import Lease
+
+if TYPE_CHECKING:
+    from .client import LockClient
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Lock:
+    """One lock name on one client, with a ttl and a default way to wait.
+
+    ``blocking=False`` or ``timeout=0`` makes one attempt; ``timeout=None`` waits forever.
+    """
+
+    def __init__(self, client: LockClient, name: str | bytes, ttl: Seconds, *, blocking: bool = True,
+                 timeout: Seconds | None = None, token: bytes | None = None) -> None:
+        encode_name(name)
+        ttl_ms(ttl)
+        if not isinstance(blocking, bool):
+            raise InvalidArgumentTypeError("blocking", "must be True or False")
+        self._timeout = timeout_seconds(timeout)
+        if token is not None:
+            check_token(token)
+        self.client = client
+        self.name = name
+        self.ttl = ttl
+        self.blocking = blocking
+        self.timeout = timeout
+        self._token = token
+        self._lease: Lease | None = None
+        self._state_lock = threading.Lock()
+
+    @property
+    def lease(self) -> Lease | None:
+        """The current lease, or None when this Lock does not hold the lock."""
+        return self._lease
+
+    def acquire(self, blocking: bool | None = None, timeout: Seconds | None = None) -> bool:
+        """Take the lock: True when taken, False when ``timeout`` passed first (or, with
+        ``blocking=False``, when someone else holds it)."""
+        if blocking is None:
+            blocking = self.blocking
+        wait = timeout_seconds(timeout) if timeout is not None else self._timeout
+        if not blocking:
+            wait = 0.0
+        with self._state_lock:
+            if self._lease is not None:
+                raise LockUsageError(f"lock {self.name!r} is already held by this Lock object")
+        client = self.client
+        deadline = None if wait is None else time.monotonic() + wait
+        backoff = Backoff()
+        while True:
+            lease = client.try_acquire(self.name, self.ttl, token=self._token)
+            if lease is not None:
+                with self._state_lock:
+                    self._lease = lease
+                return True
+            if deadline is None:
+                time.sleep(backoff.next_delay(None))
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(backoff.next_delay(remaining))
+
+    def _take_lease(self) -> Lease:
+        with self._state_lock:
+            lease = self._lease
+        if lease is None:
+            raise LockUsageError(f"lock {self.name!r} is not held by this Lock object")
+        return lease
+
+    def release(self) -> None:
+        """Release the lock. ``LockNotOwnedError`` when it had already expired or been taken over."""
+        lease = self._take_lease()
+        with self._state_lock:
+            self._lease = None
+        if not self.client.release(lease):
+            raise LockNotOwnedError(f"lock {self.name!r} was no longer held by this Lock when released")
+
+    def extend(self, ttl: Seconds | None = None) -> None:
+        """Reset the ttl (to ``ttl``, or the Lock's own) from now. ``LockNotOwnedError`` when lost."""
+        lease = self._take_lease()
+        if not self.client.extend(lease, self.ttl if ttl is None else ttl):
+            with self._state_lock:
+                if self._lease is lease:
+                    self._lease = None
+            raise LockNotOwnedError(f"lock {self.name!r} is no longer held by this Lock; it was not extended")
+
+    def owned(self) -> bool:
+        """Whether the server still holds the lock for this Lock (asks the server)."""
+        lease = self._lease
+        return lease is not None and self.client.check(lease) is not None
+
+    def remaining(self) -> float:
+        """Seconds before the lock expires on the server if this Lock holds it, else 0."""
+        lease = self._lease
+        if lease is None:
+            return 0.0
+        left = self.client.check(lease)
+        return 0.0 if left is None else left
+
+    def locked(self) -> bool:
+        """Whether anyone at all holds the lock."""
+        return self.client.query(self.name).held
+
+    def __enter__(self) -> Lock:
+        if not self.acquire():
+            waited = f" within {self._timeout:g}s" if self.blocking and self._timeout is not None else ""
+            raise LockNotAcquiredError(f"lock {self.name!r} was not acquired{waited}")
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._lease is None:
+            return
+        try:
+            self.release()
+        except LockNotOwnedError:
+            # The block's own exception says more than the lost lock; report the loss only when
+            # the block itself succeeded, so work done without the lock is never silent.
+            if exc_type is None:
+                raise
+
+    def __call__(self, func: Callable[P, R]) -> Callable[P, R]:
+        """Decorator: each call runs holding a fresh Lock with this one's settings."""
+
+        @functools.wraps(func)
+        def locked_call(*args: P.args, **kwargs: P.kwargs) -> R:
+            with self.copy():
+                return func(*args, **kwargs)
+
+        return locked_call
+
+    def copy(self) -> Lock:
+        """A new, unheld Lock with the same settings."""
+        return Lock(self.client, self.name, self.ttl, blocking=self.blocking, timeout=self.timeout,
+                    token=self._token)
+
+    def __repr__(self) -> str:
+        return f"Lock(name={self.name!r}, ttl={self.ttl!r}, held={self._lease is not None})"

@@ -1,0 +1,163 @@
+"""A throwaway ``redis-server`` on a free loopback port, for the demo, the tests and the benchmarks.
+
+It is a real server (Debian's ``redis-server``), never a fake: started with no persistence
+unless asked, in its own temporary directory, and stopped (with the directory removed) by
+``stop()`` or at the end of a ``with`` block.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from types import TracebackType
+
+from .errors import LockError
+
+
+class RedisServerError(LockError):
+    """The throwaway redis-server could not be started."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (never 6379)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if port != 6379:
+            return port
+
+
+class RedisServer:
+    """One ``redis-server`` process.
+
+    ``extra_config`` lines are appended to the generated config (for TLS, ACL users,
+    persistence...). ``restart()`` stops and starts the same server on the same port, so
+    clients see a real restart; ``pause()``/``resume()`` send SIGSTOP/SIGCONT.
+    """
+
+    def __init__(self, *, port: int | None = None, extra_config: Sequence[str] = (),
+                 executable: str = "redis-server", startup_timeout: float = 10.0) -> None:
+        self.port = port if port is not None else free_port()
+        self.host = "127.0.0.1"
+        self.extra_config = list(extra_config)
+        self.executable = executable
+        self.startup_timeout = startup_timeout
+        self.directory = tempfile.mkdtemp(prefix="turbolock-redis-")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}/0"
+
+    @property
+    def unix_socket(self) -> str:
+        return os.path.join(self.directory, "redis.sock")
+
+    def _config(self) -> str:
+        lines = [
+            f"port {self.port}",
+            f"bind {self.host}",
+            f"dir {self.directory}",
+            f"unixsocket {self.unix_socket}",
+            "unixsocketperm 700",
+            'save ""',
+            "appendonly no",
+            "daemonize no",
+            "protected-mode no",
+            "loglevel warning",
+            f"logfile {os.path.join(self.directory, 'redis.log')}",
+            *self.extra_config,
+        ]
+        return "\n".join(lines) + "\n"
+
+    def start(self) -> RedisServer:
+        if shutil.which(self.executable) is None:
+            raise RedisServerError(f"{self.executable} is not installed (apt-get install redis-server)")
+        config_path = os.path.join(self.directory, "redis.conf")
+        with open(config_path, "w") as config:
+            config.write(self._config())
+        self.process = subprocess.Popen([self.executable, config_path], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, start_new_session=True)
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RedisServerError(f"redis-server exited at start: {self._log_tail()}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.01)
+        self.stop()
+        raise RedisServerError(f"redis-server did not listen on port {self.port} in {self.startup_timeout}s")
+
+    def _log_tail(self) -> str:
+        try:
+            with open(os.path.join(self.directory, "redis.log")) as log:
+                return log.read()[-2000:]
+        except OSError:
+            return "(no log)"
+
+    def stop(self, *, remove_directory: bool = True) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if process is not None and process.stderr is not None:
+            process.stderr.close()
+        if remove_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def kill(self) -> None:
+        """Stop abruptly (SIGKILL), as a crash would."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            if self.process.stderr is not None:
+                self.process.stderr.close()
+            self.process = None
+
+    def restart(self, *, down_for: float = 0.0) -> None:
+        """Stop, stay down ``down_for`` seconds, start again on the same port with the same config."""
+        self.stop(remove_directory=False)
+        if down_for > 0:
+            time.sleep(down_for)
+        self.start()
+
+    def pause(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"RedisServer(port={self.port}, running={self.running})"
