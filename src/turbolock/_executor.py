@@ -55,13 +55,15 @@ class Executor:
         self.timeout = timeout
         self.chunk_size = chunk_size
 
-    def one(self, data: bytes) -> object:
-        """One command already encoded; its single reply. Transport errors propagate."""
+    def pttl_one(self, key: bytes) -> object:
+        """PTTL of one lock key. Transport errors propagate."""
         deadline = time.monotonic() + self.timeout
         pool = self.pool
         conn = pool.get(deadline)
         try:
-            reply = conn.roundtrip(data, 1, deadline)[0]
+            buf = conn.buffer
+            buf.append_pttl(key)
+            reply = conn.roundtrip(buf.take(), 1, deadline)[0]
         except BaseException:
             pool.discard(conn)
             raise

@@ -208,6 +208,8 @@ def release_many(client: LockClient, leases: Sequence[Lease]) -> list[bool]:
 def extend_many(client: LockClient, leases: Sequence[Lease], ttl: Seconds) -> list[bool]:
     _check_leases(client, leases)
     ms = ttl_ms(ttl)
+    if client._cleanup:
+        client._run_cleanup()
     keys = [lease.key for lease in leases]
     tokens = [lease.token for lease in leases]
     sha = _scripts.EXTEND.sha
@@ -245,6 +247,8 @@ def _flag(reply: object, lease: Lease) -> bool:
 
 def query_many(client: LockClient, names: Sequence[str | bytes]) -> list[LockInfo]:
     keys = _encode_names(names)
+    if client._cleanup:
+        client._run_cleanup()
 
     def encode(buf: Any, start: int, stop: int) -> None:
         buf.append_pttl_many(keys[start:stop])

@@ -137,6 +137,8 @@ class LockClient:
         """Delete the lock if it is still ours. False when it expired or is now someone else's
         (their key is never touched)."""
         self._check_lease(lease)
+        if self._cleanup:
+            self._run_cleanup()
         try:
             reply = self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
         except LockError as exc:
@@ -152,6 +154,8 @@ class LockClient:
         """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not."""
         self._check_lease(lease)
         ms = ttl_ms(ttl)
+        if self._cleanup:
+            self._run_cleanup()
         sent_at = time.monotonic()
         try:
             reply = self._exec.script_one(_scripts.EXTEND, lease.key, lease.token, ms)
@@ -179,9 +183,9 @@ class LockClient:
     def query(self, name: str | bytes) -> LockInfo:
         """Whether anyone holds ``name`` and for how long still (never whose it is)."""
         key = encode_name(name)
-        conn_buf = self.core.CommandBuffer(self.key_prefix)
-        conn_buf.append_pttl(key)
-        reply = self._exec.one(conn_buf.take())
+        if self._cleanup:
+            self._run_cleanup()
+        reply = self._exec.pttl_one(key)
         if type(reply) is int:
             return info_from_pttl(reply)
         raise _reply_error(reply, name)

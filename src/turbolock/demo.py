@@ -1,0 +1,120 @@
+"""The flash-sale demo: worker processes buy stock under turbolock locks; nothing may be oversold.
+
+Each purchase is a read-modify-write (GET the stock, SET it one lower) that only the lock
+makes safe, so an oversold item would mean the lock failed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .client import LockClient
+from .redis_server import RedisServer
+
+STOCK_KEY = "demo:stock:{}"
+SOLD_KEY = "demo:sold:{}"
+
+
+@dataclass(frozen=True)
+class SaleResult:
+    items: int
+    stock_per_item: int
+    sold: int
+    stock_left: list[int]
+    acquisitions: int
+    seconds: float
+    implementation: str
+
+    @property
+    def oversold(self) -> int:
+        negative_stock = sum(-s for s in self.stock_left if s < 0)
+        return max(0, self.sold - self.items * self.stock_per_item) + negative_stock
+
+    @property
+    def ok(self) -> bool:
+        return self.oversold == 0 and self.sold == self.items * self.stock_per_item
+
+
+def _buyer(url: str, core: str | None, items: int, seed: int, start: Any,
+           out: multiprocessing.Queue[tuple[int, int]]) -> None:
+    rng = random.Random(seed)
+    bought = acquisitions = 0
+    open_items = list(range(items))
+    with LockClient.from_url(url, core=core, key_prefix="demo:lock:") as client:
+        import redis
+
+        store = redis.Redis.from_url(url)
+        start.wait()
+        while open_items:
+            item = rng.choice(open_items)
+            with client.lock(f"item:{item}", ttl=5, timeout=30):
+                acquisitions += 1
+                stock = int(store.get(STOCK_KEY.format(item)) or 0)
+                if stock <= 0:
+                    open_items.remove(item)
+                    continue
+                store.set(STOCK_KEY.format(item), stock - 1)
+                store.incr(SOLD_KEY.format(item))
+                bought += 1
+        store.close()
+    out.put((bought, acquisitions))
+
+
+def run_sale(url: str, *, workers: int = 8, items: int = 10, stock: int = 100,
+             core: str | None = None) -> SaleResult:
+    import redis
+
+    store = redis.Redis.from_url(url)
+    for item in range(items):
+        store.set(STOCK_KEY.format(item), stock)
+        store.delete(SOLD_KEY.format(item))
+    context = multiprocessing.get_context("spawn")
+    out: multiprocessing.Queue[tuple[int, int]] = context.Queue()
+    start = context.Barrier(workers + 1)
+    procs = [context.Process(target=_buyer, args=(url, core, items, seed, start, out))
+             for seed in range(workers)]
+    for proc in procs:
+        proc.start()
+    start.wait()
+    started = time.perf_counter()
+    results = [out.get(timeout=300) for _ in procs]
+    seconds = time.perf_counter() - started
+    for proc in procs:
+        proc.join()
+    stock_left = [int(store.get(STOCK_KEY.format(item)) or 0) for item in range(items)]
+    store.close()
+    with LockClient.from_url(url, core=core) as probe:
+        implementation = probe.implementation
+    sold = sum(b for b, _ in results)
+    acquisitions = sum(a for _, a in results)
+    return SaleResult(items, stock, sold, stock_left, acquisitions, seconds,
+                      implementation)
+
+
+def main(url: str | None, workers: int, items: int, stock: int, core: str | None) -> int:
+    url = url or os.environ.get("REDIS_URL")
+    server = None
+    if not url:
+        server = RedisServer().start()
+        url = server.url
+        print(f"started a throwaway redis-server on port {server.port}")
+    try:
+        result = run_sale(url, workers=workers, items=items, stock=stock, core=core)
+    finally:
+        if server is not None:
+            server.stop()
+            print("stopped the throwaway redis-server")
+    print(f"core:                 {result.implementation}")
+    print(f"workers:              {workers} processes")
+    print(f"stock:                {items} items x {stock}")
+    print(f"sold:                 {result.sold}")
+    print(f"oversold:             {result.oversold}")
+    print(f"acquisitions:         {result.acquisitions} in {result.seconds:.2f}s "
+          f"({result.acquisitions / result.seconds:,.0f}/s)")
+    print("result:               " + ("OK, nothing oversold" if result.ok else "BROKEN INVARIANT"))
+    return 0 if result.ok else 1
