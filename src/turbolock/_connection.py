@@ -8,7 +8,6 @@ sent leaves replies unaccounted for, so the connection is closed and never reuse
 from __future__ import annotations
 
 import builtins
-import os
 import select
 import socket
 import ssl
@@ -30,14 +29,16 @@ _READ_SIZE = 65536
 
 
 class Connection:
-    __slots__ = ("options", "buffer", "parser", "sock", "pid", "broken", "_read_buf", "_read_view")
+    __slots__ = ("options", "buffer", "parser", "sock", "generation", "last_used", "broken", "_read_buf",
+                 "_read_view")
 
     def __init__(self, options: ConnectionOptions, core: ModuleType, key_prefix: bytes) -> None:
         self.options = options
         self.buffer: Any = core.CommandBuffer(key_prefix)
         self.parser: Any = core.RespParser()
         self.sock: socket.socket | None = None
-        self.pid = os.getpid()
+        self.generation = 0
+        self.last_used = time.monotonic()
         self._read_buf = bytearray(_READ_SIZE)
         self._read_view = memoryview(self._read_buf)
         self.broken = False

@@ -8,17 +8,17 @@ Scripts are loaded once per connection (SCRIPT LOAD) and reloaded after NOSCRIPT
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Script:
     name: str
     source: bytes
+    sha: bytes = field(init=False)
 
-    @property
-    def sha(self) -> bytes:
-        return hashlib.sha1(self.source).hexdigest().encode()
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha", hashlib.sha1(self.source).hexdigest().encode())
 
 
 # KEYS[1] = lock key; ARGV[1] = token. Replies 1 when deleted, 0 when the lock was not ours.
