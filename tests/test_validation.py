@@ -92,9 +92,10 @@ def test_good_ttls_are_sent_as_whole_milliseconds(client: LockClient, ttl: objec
     lease = client.try_acquire("ttl-ok", ttl)  # type: ignore[arg-type]
     assert lease is not None
     assert lease.ttl_ms == ms
-    info = client.query("ttl-ok")
-    assert info.held and info.remaining is not None and 0 < info.remaining <= ms / 1000
-    assert client.release(lease)
+    if ms >= 100:  # a 1 ms lock may be gone before we look
+        info = client.query("ttl-ok")
+        assert info.held and info.remaining is not None and 0 < info.remaining <= ms / 1000
+        assert client.release(lease)
 
 
 @pytest.mark.parametrize("timeout", [-1, -0.001, math.nan, "1"])
