@@ -97,3 +97,10 @@ def test_bytes_and_str_names_mix(bulk_client: LockClient) -> None:
     assert [lease.name for lease in result.acquired] == names
     assert [info.held for info in bulk_client.query_many(names)] == [True, True, True]
     assert bulk_client.release_many(result.acquired) == [True, True, True]
+
+
+def test_caller_tokens_are_stored(bulk_client: LockClient, raw: redis.Redis) -> None:
+    tokens = [b"worker-7:token:%04d" % i for i in range(20)]
+    result = bulk_client.acquire_many([f"t{i}" for i in range(20)], 5, tokens=tokens)
+    assert [lease.token for lease in result.acquired] == tokens
+    assert raw.mget([bulk_client.key_prefix + b"t%d" % i for i in range(20)]) == tokens

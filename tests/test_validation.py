@@ -136,6 +136,9 @@ def test_bulk_input_is_checked_whole_before_sending(client: LockClient, nothing_
     _raises(InvalidArgumentTypeError, "names", lambda: client.acquire_many(["a", 3], 5))  # type: ignore[list-item]
     _raises(InvalidArgumentTypeError, "names", lambda: client.acquire_many("abc", 5))
     _raises(InvalidArgumentTypeError, "names", lambda: client.query_many({"a", "b"}))  # type: ignore[arg-type]
+    token = b"t" * 16
+    _raises(InvalidArgumentError, "tokens", lambda: client.acquire_many(["a", "b"], 5, tokens=[token]))
+    _raises(InvalidArgumentError, "tokens", lambda: client.acquire_many(["a", "b"], 5, tokens=[token, b"t"]))
     too_many = [b"n"] * (turbolock.MAX_BULK + 1)
     _raises(InvalidArgumentError, "names", lambda: client.acquire_many(too_many, 5))
     _raises(InvalidArgumentError, "names", lambda: client.query_many(too_many))

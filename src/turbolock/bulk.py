@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _scripts
 from ._executor import NOT_SENT, UNKNOWN
-from ._validate import Seconds, encode_name, ttl_ms
+from ._validate import Seconds, check_token, encode_name, ttl_ms
 from .errors import (
     AcquireOutcomeUnknownError,
     InvalidArgumentError,
@@ -113,13 +113,20 @@ def _new_tokens(count: int) -> list[bytes]:
     return [blob[i:i + _TOKEN_BYTES] for i in range(0, _TOKEN_BYTES * count, _TOKEN_BYTES)]
 
 
-def acquire_many(client: LockClient, names: Sequence[str | bytes], ttl: Seconds,
-                 all_or_nothing: bool) -> AcquireManyResult:
+def _check_tokens(tokens: Sequence[bytes], count: int) -> list[bytes]:
+    _check_size(tokens, "tokens")
+    if len(tokens) != count:
+        raise InvalidArgumentError("tokens", f"has {len(tokens)} items for {count} names")
+    return [check_token(token, "tokens") for token in tokens]
+
+
+def acquire_many(client: LockClient, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
+                 tokens: Sequence[bytes] | None = None) -> AcquireManyResult:
     keys = _encode_names(names)
     ms = ttl_ms(ttl)
     names = list(names)
     count = len(keys)
-    tokens = _new_tokens(count)
+    tokens = _new_tokens(count) if tokens is None else _check_tokens(tokens, count)
     if client._cleanup:
         client._run_cleanup()
 

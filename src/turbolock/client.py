@@ -199,10 +199,14 @@ class LockClient:
 
     # -- bulk -----------------------------------------------------------------------------------
 
-    def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *,
-                     all_or_nothing: bool = False) -> bulk.AcquireManyResult:
-        """Try every name once, pipelined; a result per name in input order."""
-        return bulk.acquire_many(self, names, ttl, all_or_nothing)
+    def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
+                     tokens: Sequence[bytes] | None = None) -> bulk.AcquireManyResult:
+        """Try every name once, pipelined; a result per name in input order.
+
+        ``tokens`` (one per name, 16+ bytes each) replaces the random ones, for holders that
+        must recognise their locks after a restart.
+        """
+        return bulk.acquire_many(self, names, ttl, all_or_nothing, tokens)
 
     def release_many(self, leases: Sequence[Lease]) -> list[bool]:
         """Release each lease that is still ours; True/False per lease in input order."""
