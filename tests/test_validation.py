@@ -174,7 +174,7 @@ def test_bad_urls_and_options() -> None:
     _raises(InvalidArgumentTypeError, "url", lambda: LockClient.from_url(None))  # type: ignore[arg-type]
     _raises(InvalidArgumentError, "ssl_cert_reqs",
             lambda: LockClient.from_url("rediss://localhost:6380?ssl_cert_reqs=none"))
-    _raises(InvalidArgumentError, "ssl_cert_reqs",
+    _raises(InvalidArgumentError, "ssl_check_hostname",
             lambda: LockClient.from_url("rediss://localhost:6380", ssl_check_hostname=False))
     assert LockClient.from_url("rediss://localhost:6380?ssl_cert_reqs=none", insecure=True).options.ssl
     _raises(InvalidArgumentError, "timeout", lambda: LockClient.from_url("redis://localhost:6380", timeout=0))

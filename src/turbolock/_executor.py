@@ -13,7 +13,7 @@ from typing import Any
 
 from . import _scripts
 from ._connection import Connection
-from ._pipeline import PipelineBroken, noscript_indices, run_chunks
+from ._pipeline import PipelineBroken, ReplyHandler, noscript_indices, run_chunks
 from ._pool import ConnectionPool
 from .errors import ReplyError, ResponseError
 
@@ -91,20 +91,29 @@ class Executor:
         return reply
 
     def many(self, count: int, encode: Any, script: _scripts.Script | None = None, keys: Sequence[bytes] = (),
-             tokens: Sequence[bytes] = (), ttl_ms: int | None = None) -> list[object]:
+             tokens: Sequence[bytes] = (), ttl_ms: int | None = None,
+             on_replies: ReplyHandler | None = None) -> list[object]:
         """Replies for ``count`` items in input order; an item whose outcome the connection lost
         is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
 
         For scripts, items answered NOSCRIPT are sent again after loading the script
-        (``keys``/``tokens``/``ttl_ms`` say how to rebuild them).
+        (``keys``/``tokens``/``ttl_ms`` say how to rebuild them). ``on_replies(start, replies)``
+        also sees each chunk as it arrives (not the NOSCRIPT retries), to overlap the caller's
+        work with the server's.
         """
         results: list[object] = [NOT_SENT] * count
         if not count:
             return results
         pool = self.pool
         conn = pool.get(time.monotonic() + self.timeout)
+
+        def store(start: int, replies: list[object]) -> None:
+            results[start:start + len(replies)] = replies
+            if on_replies is not None:
+                on_replies(start, replies)
+
         try:
-            run_chunks(conn, count, self.chunk_size, encode, self.timeout, results)
+            run_chunks(conn, count, self.chunk_size, encode, self.timeout, store)
             if script is not None:
                 self._reload_and_retry(conn, script, keys, tokens, ttl_ms, results)
         except PipelineBroken as broken:
@@ -132,8 +141,11 @@ class Executor:
         def encode(buf: Any, start: int, stop: int) -> None:
             buf.append_evalsha_many(sha, sub_keys[start:stop], sub_tokens[start:stop], ttl_ms)
 
+        def store(start: int, replies: list[object]) -> None:
+            sub_results[start:start + len(replies)] = replies
+
         try:
-            head = run_chunks(conn, len(missing), self.chunk_size, encode, self.timeout, sub_results,
+            head = run_chunks(conn, len(missing), self.chunk_size, encode, self.timeout, store,
                               prologue=_script_load(conn, script), prologue_replies=1)
         except PipelineBroken as broken:
             _mark_unknown(sub_results, range(broken.replied, broken.sent))

@@ -19,6 +19,7 @@ WINDOW = 2
 
 Encoder = Callable[[Any, int, int], None]
 """Appends the commands for items ``start``..``stop`` to a core CommandBuffer."""
+ReplyHandler = Callable[[int, list[object]], None]
 
 
 class PipelineBroken(Exception):
@@ -33,8 +34,9 @@ class PipelineBroken(Exception):
 
 
 def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, timeout: float,
-               results: list[object], prologue: bytes = b"", prologue_replies: int = 0) -> list[object]:
-    """Send items 0..count-1 in chunks and store item i's reply in ``results[i]``.
+               on_replies: ReplyHandler, prologue: bytes = b"", prologue_replies: int = 0) -> list[object]:
+    """Send items 0..count-1 in chunks; ``on_replies(start, replies)`` gets each chunk's replies
+    while the server already works on the next chunk.
 
     ``prologue`` (e.g. SCRIPT LOAD) goes out in front of the first chunk; its replies are returned.
     Each chunk's send and read has its own deadline of ``timeout`` seconds.
@@ -45,7 +47,7 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
     replied = 0
     head: list[object] = []
     try:
-        while replied < count or (prologue_replies and not head):
+        while replied < count:
             while len(inflight) < WINDOW and next_start < count:
                 stop = min(count, next_start + chunk_size)
                 encode(buf, next_start, stop)
@@ -55,12 +57,13 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
                 conn.send(data, time.monotonic() + timeout)
                 inflight.append((next_start, stop))
                 next_start = stop
-            if prologue_replies and not head:
+            if prologue_replies:
                 head = conn.read(prologue_replies, time.monotonic() + timeout)
-                continue
+                prologue_replies = 0
             start, stop = inflight.popleft()
-            results[start:stop] = conn.read(stop - start, time.monotonic() + timeout)
+            replies = conn.read(stop - start, time.monotonic() + timeout)
             replied = stop
+            on_replies(start, replies)
     except BaseException as exc:
         buf.clear()
         raise PipelineBroken(exc, replied, next_start) from None

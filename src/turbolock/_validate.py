@@ -7,6 +7,7 @@ Every check raises ``InvalidArgumentError`` (a ValueError) or ``InvalidArgumentT
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import timedelta
 
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
@@ -46,6 +47,25 @@ def encode_name(name: object, argument: str = "name") -> bytes:
     if len(encoded) > MAX_NAME_BYTES:
         raise InvalidArgumentError(argument, f"is {len(encoded)} bytes long; the limit is {MAX_NAME_BYTES}")
     return encoded
+
+
+def encode_names(names: Sequence[object], argument: str = "names") -> list[bytes]:
+    """``encode_name`` for a whole list, in C-level passes when every name is already fine.
+
+    The first bad name found raises, as ``encode_name`` would, before anything is sent.
+    """
+    types = set(map(type, names))
+    keys: list[bytes] | None = None
+    if types <= {str}:
+        try:
+            keys = list(map(str.encode, names))  # type: ignore[arg-type]
+        except UnicodeEncodeError:
+            keys = None
+    elif types <= {bytes}:
+        keys = list(names)  # type: ignore[arg-type]
+    if keys and 0 < min(map(len, keys)) and max(map(len, keys)) <= MAX_NAME_BYTES:
+        return keys
+    return [encode_name(name, argument) for name in names]
 
 
 def _seconds(value: object, argument: str) -> float:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _scripts
 from ._executor import NOT_SENT, UNKNOWN
-from ._validate import Seconds, check_token, encode_name, ttl_ms
+from ._validate import Seconds, check_token, encode_names, ttl_ms
 from .errors import (
     AcquireOutcomeUnknownError,
     InvalidArgumentError,
@@ -89,7 +89,7 @@ def _check_size(items: Sequence[Any], argument: str) -> None:
 
 def _encode_names(names: Sequence[str | bytes]) -> list[bytes]:
     _check_size(names, "names")
-    keys = [encode_name(name, "names") for name in names]
+    keys = encode_names(names, "names")
     if len(set(keys)) != len(keys):
         seen: set[bytes] = set()
         for name, key in zip(names, keys, strict=True):
@@ -133,22 +133,26 @@ def acquire_many(client: LockClient, names: Sequence[str | bytes], ttl: Seconds,
     def encode(buf: Any, start: int, stop: int) -> None:
         buf.append_set_nx_px_many(keys[start:stop], tokens[start:stop], ms)
 
-    sent_at = time.monotonic()
-    replies = client._exec.many(count, encode)
     owner = client._owner
     leases: list[Lease | None] = [None] * count
     not_acquired: list[str | bytes] = []
-    lost: list[int] = []
     errors: list[int] = []
-    for i, reply in enumerate(replies):
-        if reply == b"OK":
-            leases[i] = Lease(names[i], keys[i], tokens[i], ms, sent_at, owner)
-        elif reply is None:
-            not_acquired.append(names[i])
-        elif reply is UNKNOWN or reply is NOT_SENT:
-            lost.append(i)
-        else:
-            errors.append(i)
+    handled = 0
+
+    def on_replies(start: int, replies: list[object]) -> None:
+        nonlocal handled
+        for i, reply in enumerate(replies, start):
+            if reply == b"OK":
+                leases[i] = Lease(names[i], keys[i], tokens[i], ms, sent_at, owner)
+            elif reply is None:
+                not_acquired.append(names[i])
+            else:
+                errors.append(i)
+        handled = start + len(replies)
+
+    sent_at = time.monotonic()
+    replies = client._exec.many(count, encode, on_replies=on_replies)
+    lost = list(range(handled, count))
     if lost:
         _raise_lost(client, names, keys, tokens, ms, sent_at, replies, lost, leases, all_or_nothing)
     if errors:

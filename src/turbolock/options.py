@@ -53,10 +53,13 @@ class ConnectionOptions:
         object.__setattr__(self, "timeout", positive_seconds(self.timeout, "timeout"))
         if self.ssl_cert_reqs not in _CERT_REQS:
             raise InvalidArgumentError("ssl_cert_reqs", "must be 'none', 'optional' or 'required'")
-        verified = self.ssl_cert_reqs == "required" and self.ssl_check_hostname
-        if self.ssl and not self.insecure and not verified:
-            raise InvalidArgumentError(
-                "ssl_cert_reqs", "TLS without certificate and host name verification needs insecure=True")
+        if self.ssl and not self.insecure:
+            if self.ssl_cert_reqs != "required":
+                raise InvalidArgumentError(
+                    "ssl_cert_reqs", "TLS without certificate verification needs insecure=True")
+            if not self.ssl_check_hostname:
+                raise InvalidArgumentError(
+                    "ssl_check_hostname", "TLS without host name verification needs insecure=True")
         if self.password is not None and not isinstance(self.password, str):
             raise InvalidArgumentTypeError("password", "must be str")
         if self.username is not None and not isinstance(self.username, str):
