@@ -8,14 +8,17 @@ after SCRIPT FLUSH or a restart) is loaded again in the same write as the retrie
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _scripts
 from ._connection import Connection
-from ._pipeline import PipelineBroken, ReplyHandler, noscript_indices, run_chunks
+from ._pipeline import Encoder, PipelineBroken, ReplyHandler, noscript_indices, run_chunks
 from ._pool import ConnectionPool
 from .errors import ReplyError, ResponseError
+
+Reencoder = Callable[[Any, Sequence[int]], None]
+"""Appends the commands for the given item indices again (after NOSCRIPT)."""
 
 
 class _Marker:
@@ -90,16 +93,14 @@ class Executor:
         pool.put(conn)
         return reply
 
-    def many(self, count: int, encode: Any, script: _scripts.Script | None = None, keys: Sequence[bytes] = (),
-             tokens: Sequence[bytes] = (), ttl_ms: int | None = None,
-             on_replies: ReplyHandler | None = None) -> list[object]:
+    def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
+             reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None) -> list[object]:
         """Replies for ``count`` items in input order; an item whose outcome the connection lost
         is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
 
-        For scripts, items answered NOSCRIPT are sent again after loading the script
-        (``keys``/``tokens``/``ttl_ms`` say how to rebuild them). ``on_replies(start, replies)``
-        also sees each chunk as it arrives (not the NOSCRIPT retries), to overlap the caller's
-        work with the server's.
+        For scripts, items answered NOSCRIPT are sent again after loading the script, encoded by
+        ``reencode(buf, indices)``. ``on_replies(start, replies)`` also sees each chunk as it
+        arrives (not the NOSCRIPT retries), to overlap the caller's work with the server's.
         """
         results: list[object] = [NOT_SENT] * count
         if not count:
@@ -114,8 +115,8 @@ class Executor:
 
         try:
             run_chunks(conn, count, self.chunk_size, encode, self.timeout, store)
-            if script is not None:
-                self._reload_and_retry(conn, script, keys, tokens, ttl_ms, results)
+            if script is not None and reencode is not None:
+                self._reload_and_retry(conn, script, reencode, results)
         except PipelineBroken as broken:
             pool.discard(conn)
             _mark_unknown(results, range(broken.replied, broken.sent))
@@ -128,18 +129,15 @@ class Executor:
         pool.put(conn)
         return results
 
-    def _reload_and_retry(self, conn: Connection, script: _scripts.Script, keys: Sequence[bytes],
-                          tokens: Sequence[bytes], ttl_ms: int | None, results: list[object]) -> None:
+    def _reload_and_retry(self, conn: Connection, script: _scripts.Script, reencode: Reencoder,
+                          results: list[object]) -> None:
         missing = noscript_indices(results)
         if not missing:
             return
-        sub_keys = [keys[i] for i in missing]
-        sub_tokens = [tokens[i] for i in missing]
         sub_results: list[object] = [NOT_SENT] * len(missing)
-        sha = script.sha
 
         def encode(buf: Any, start: int, stop: int) -> None:
-            buf.append_evalsha_many(sha, sub_keys[start:stop], sub_tokens[start:stop], ttl_ms)
+            reencode(buf, missing[start:stop])
 
         def store(start: int, replies: list[object]) -> None:
             sub_results[start:start + len(replies)] = replies

@@ -194,7 +194,10 @@ def run_release(client: LockClient, keys: list[bytes], tokens: list[bytes]) -> l
     def encode(buf: Any, start: int, stop: int) -> None:
         buf.append_evalsha_many(sha, keys[start:stop], tokens[start:stop], None)
 
-    return client._exec.many(len(keys), encode, _scripts.RELEASE, keys, tokens, None)
+    def reencode(buf: Any, indices: Sequence[int]) -> None:
+        buf.append_evalsha_many(sha, [keys[i] for i in indices], [tokens[i] for i in indices], None)
+
+    return client._exec.many(len(keys), encode, _scripts.RELEASE, reencode)
 
 
 def release_many(client: LockClient, leases: Sequence[Lease]) -> list[bool]:
@@ -228,8 +231,11 @@ def extend_many(client: LockClient, leases: Sequence[Lease], ttl: Seconds) -> li
     def encode(buf: Any, start: int, stop: int) -> None:
         buf.append_evalsha_many(sha, keys[start:stop], tokens[start:stop], ms)
 
+    def reencode(buf: Any, indices: Sequence[int]) -> None:
+        buf.append_evalsha_many(sha, [keys[i] for i in indices], [tokens[i] for i in indices], ms)
+
     sent_at = time.monotonic()
-    replies = client._exec.many(len(keys), encode, _scripts.EXTEND, keys, tokens, ms)
+    replies = client._exec.many(len(keys), encode, _scripts.EXTEND, reencode)
     results = []
     unknown = []
     for reply, lease in zip(replies, leases, strict=True):
