@@ -6,6 +6,8 @@ call; ``client.lock(name, ttl)`` gives a ``Lock`` for ``with`` blocks and decora
 
 from __future__ import annotations
 
+import logging
+
 from . import _core
 from ._validate import MAX_NAME_BYTES, MAX_TTL_MS, MIN_TOKEN_BYTES
 from .bulk import MAX_BULK, AcquireManyResult
@@ -17,6 +19,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
     LockError,
+    LockLostError,
     LockNotAcquiredError,
     LockNotOwnedError,
     LockUsageError,
@@ -28,11 +31,15 @@ from .errors import (
 from .lease import Lease, LockInfo
 from .lock import Lock
 from .options import ConnectionOptions
+from .renewal import AutoRenew
 
 implementation: str = str(_core.default_core.IMPLEMENTATION)
 """The core in use by default: "c" (compiled, over hiredis) or "py" (pure Python)."""
 
 __version__ = "0.1.0"
+
+# A library logs; the application decides where that goes.
+logging.getLogger("turbolock").addHandler(logging.NullHandler())
 
 __all__ = [
     "MAX_BULK",
@@ -42,6 +49,7 @@ __all__ = [
     "AcquireManyResult",
     "AcquireOutcomeUnknownError",
     "AuthenticationError",
+    "AutoRenew",
     "ConnectionError",
     "ConnectionOptions",
     "InvalidArgumentError",
@@ -51,6 +59,7 @@ __all__ = [
     "LockClient",
     "LockError",
     "LockInfo",
+    "LockLostError",
     "LockNotAcquiredError",
     "LockNotOwnedError",
     "LockUsageError",

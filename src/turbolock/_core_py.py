@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ._wheel_py import TimerWheel
 from .errors import ProtocolError, ReplyError
+
+__all__ = ["IMPLEMENTATION", "MAX_NESTING", "CommandBuffer", "RespParser", "TimerWheel"]
 
 IMPLEMENTATION = "py"
 
@@ -170,13 +173,6 @@ def _check_bytes(*values: object) -> None:
             raise TypeError(f"expected bytes, not {type(value).__name__}")
 
 
-class _Incomplete(Exception):
-    pass
-
-
-_INCOMPLETE = _Incomplete()
-
-
 class RespParser:
     """Parses RESP2 replies fed to it in pieces of any size.
 
@@ -211,10 +207,11 @@ class RespParser:
         pos = self._pos
         try:
             while limit < 0 or len(out) < limit:
-                reply, pos = self._parse(buf, pos, 0)
+                reply, end = self._parse(buf, pos, 0)
+                if end < 0:
+                    break
                 out.append(reply)
-        except _Incomplete:
-            pass
+                pos = end
         except ProtocolError as exc:
             self._broken = str(exc)
             self._buf = bytearray()
@@ -230,11 +227,16 @@ class RespParser:
         return out
 
     def _parse(self, buf: bytearray, pos: int, depth: int) -> tuple[object, int]:
+        """One reply starting at ``pos`` and the position after it; position -1 when incomplete.
+
+        (Not an exception for "incomplete": a raised shared exception object kept a traceback
+        chain of parser frames, and the replies they held, alive.)
+        """
         end = buf.find(_CRLF, pos)
         if end < 0:
             if len(buf) > pos:
                 _check_type_byte(buf[pos])
-            raise _INCOMPLETE
+            return None, -1
         kind = buf[pos]
         if kind == 43:  # '+'
             return bytes(buf[pos + 1:end]), end + 2
@@ -247,7 +249,7 @@ class RespParser:
             start = end + 2
             stop = start + length
             if len(buf) < stop + 2:
-                raise _INCOMPLETE
+                return None, -1
             return bytes(buf[start:stop]), stop + 2
         if kind == 58:  # ':'
             return _parse_int(buf, pos + 1, end), end + 2
@@ -265,6 +267,8 @@ class RespParser:
             pos = end + 2
             for _ in range(count):
                 item, pos = self._parse(buf, pos, depth + 1)
+                if pos < 0:
+                    return None, -1
                 items.append(item)
             return items, pos
         _check_type_byte(kind)

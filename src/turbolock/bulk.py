@@ -64,6 +64,11 @@ class AcquireManyResult(Sequence[Lease | None]):
         return [lease for lease in self.leases if lease is not None]
 
     @property
+    def lost(self) -> list[str | bytes]:
+        """Names of the leases found lost since (auto-renewed leases are watched)."""
+        return [lease.name for lease in self.leases if lease is not None and lease.is_lost]
+
+    @property
     def all_acquired(self) -> bool:
         return not self.not_acquired and all(lease is not None for lease in self.leases)
 
@@ -202,6 +207,9 @@ def run_release(client: LockClient, keys: list[bytes], tokens: list[bytes]) -> l
 
 def release_many(client: LockClient, leases: Sequence[Lease]) -> list[bool]:
     _check_leases(client, leases)
+    renewed = [lease for lease in leases if lease.renewal is not None]
+    if renewed:
+        client._renewer().remove(renewed)
     if client._cleanup:
         client._run_cleanup()
     keys = [lease.key for lease in leases]
@@ -247,6 +255,8 @@ def extend_many(client: LockClient, leases: Sequence[Lease], ttl: Seconds) -> li
         if extended:
             lease.ttl_ms = ms
             lease.acquired_at = sent_at
+            if lease.renewal is not None:
+                client._renewer().rescheduled(lease)
         results.append(extended)
     if unknown:
         raise OutcomeUnknownError(

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Sequence
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
@@ -26,6 +28,7 @@ from .errors import (
 )
 from .lease import Lease, LockInfo, info_from_pttl
 from .options import ConnectionOptions, options_from_redis, options_from_url
+from .renewal import COMMANDS_PER_WRITE, AutoRenew, OnLost, Renewer, check_policy
 
 if TYPE_CHECKING:
     from .lock import Lock
@@ -39,6 +42,25 @@ DEFAULT_CHUNK_SIZE = 1000
 MAX_CHUNK_SIZE = 10_000
 
 _CLIENT_KEYWORDS = ("key_prefix", "max_connections", "chunk_size", "core")
+
+_clients: weakref.WeakSet[LockClient] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_clients):
+        client._forget_parent_locks()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class _Owner:
+    """Marks the leases of one client in one process: a forked child gets a new one."""
+
+    __slots__ = ("pid",)
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
 
 
 def _reply_error(reply: object, name: str | bytes) -> LockError:
@@ -75,10 +97,39 @@ class LockClient:
         self.core: ModuleType = _core.get_core(core)
         self._pool = ConnectionPool(options, self.core, self.key_prefix, max_connections)
         self._exec = Executor(self._pool, options.timeout, self._chunk_size)
-        self._owner = object()
+        self._exec_renewals = Executor(self._pool, options.timeout, COMMANDS_PER_WRITE)
+        self._owner = _Owner()
         self._cleanup: dict[bytes, tuple[bytes, float]] = {}
         self._cleanup_lock = threading.Lock()
+        self._renewer_instance: Renewer | None = None
+        self._renewer_lock = threading.Lock()
         self._closed = False
+        _clients.add(self)
+
+    def _forget_parent_locks(self) -> None:
+        # In a forked child: the parent's leases, renewals and cleanups are the parent's business.
+        self._owner = _Owner()
+        self._cleanup = {}
+        self._cleanup_lock = threading.Lock()
+        self._renewer_lock = threading.Lock()
+        if self._renewer_instance is not None:
+            self._renewer_instance.forget_after_fork()
+
+    def _renewer(self) -> Renewer:
+        with self._renewer_lock:
+            if self._renewer_instance is None:
+                self._renewer_instance = Renewer(self)
+            return self._renewer_instance
+
+    def _renew_policy(self, auto_renew: bool | AutoRenew, on_lost: OnLost | None,
+                      ms: int) -> AutoRenew | None:
+        if auto_renew is False:
+            if on_lost is not None:
+                raise InvalidArgumentError("on_lost", "needs auto_renew (only renewed locks are watched)")
+            return None
+        if on_lost is not None and not callable(on_lost):
+            raise InvalidArgumentTypeError("on_lost", "must be callable")
+        return check_policy(auto_renew, ms, self.options.timeout)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> LockClient:
@@ -103,15 +154,19 @@ class LockClient:
 
     # -- single locks ---------------------------------------------------------------------------
 
-    def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None) -> Lease | None:
+    def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
+                    auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None) -> Lease | None:
         """One attempt: a ``Lease`` when the lock was free, None when someone else holds it.
 
         If the reply is lost after the command went out, the lock may be ours: it is released
-        with our token and ``AcquireOutcomeUnknownError`` is raised.
+        with our token and ``AcquireOutcomeUnknownError`` is raised. With ``auto_renew`` the
+        client's renewer keeps the lock until it is released; ``on_lost(lease)`` is called if
+        it is ever lost.
         """
         key = encode_name(name)
         ms = ttl_ms(ttl)
         tok = secrets.token_bytes(TOKEN_BYTES) if token is None else check_token(token)
+        policy = self._renew_policy(auto_renew, on_lost, ms)
         if self._cleanup:
             self._run_cleanup()
         exec_ = self._exec
@@ -130,13 +185,18 @@ class LockClient:
         if reply is None:
             return None
         if reply == b"OK":
-            return Lease(name, key, tok, ms, sent_at, self._owner)
+            lease = Lease(name, key, tok, ms, sent_at, self._owner)
+            if policy is not None:
+                self._renewer().add((lease,), policy, on_lost)
+            return lease
         raise _reply_error(reply, name)
 
     def release(self, lease: Lease) -> bool:
         """Delete the lock if it is still ours. False when it expired or is now someone else's
         (their key is never touched)."""
         self._check_lease(lease)
+        if lease.renewal is not None:
+            self._renewer().remove((lease,))
         if self._cleanup:
             self._run_cleanup()
         try:
@@ -166,6 +226,8 @@ class LockClient:
             if reply == 1:
                 lease.ttl_ms = ms
                 lease.acquired_at = sent_at
+                if lease.renewal is not None:
+                    self._renewer().rescheduled(lease)
                 return True
             return False
         raise _reply_error(reply, lease.name)
@@ -191,22 +253,30 @@ class LockClient:
         raise _reply_error(reply, name)
 
     def lock(self, name: str | bytes, ttl: Seconds, *, blocking: bool = True, timeout: Seconds | None = None,
-             token: bytes | None = None) -> Lock:
+             token: bytes | None = None, auto_renew: bool | AutoRenew = False,
+             on_lost: OnLost | None = None) -> Lock:
         """A ``Lock`` object for ``name``: use it with ``with``, as a decorator, or call acquire()."""
         from .lock import Lock
 
-        return Lock(self, name, ttl, blocking=blocking, timeout=timeout, token=token)
+        return Lock(self, name, ttl, blocking=blocking, timeout=timeout, token=token, auto_renew=auto_renew,
+                    on_lost=on_lost)
 
     # -- bulk -----------------------------------------------------------------------------------
 
     def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
-                     tokens: Sequence[bytes] | None = None) -> bulk.AcquireManyResult:
+                     tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
+                     on_lost: OnLost | None = None) -> bulk.AcquireManyResult:
         """Try every name once, pipelined; a result per name in input order.
 
         ``tokens`` (one per name, 16+ bytes each) replaces the random ones, for holders that
-        must recognise their locks after a restart.
+        must recognise their locks after a restart. With ``auto_renew`` every lease taken is
+        renewed until released; ``result.lost`` names the ones lost since.
         """
-        return bulk.acquire_many(self, names, ttl, all_or_nothing, tokens)
+        policy = self._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
+        result = bulk.acquire_many(self, names, ttl, all_or_nothing, tokens)
+        if policy is not None:
+            self._renewer().add(result.acquired, policy, on_lost)
+        return result
 
     def release_many(self, leases: Sequence[Lease]) -> list[bool]:
         """Release each lease that is still ours; True/False per lease in input order."""
@@ -275,17 +345,38 @@ class LockClient:
             raise InvalidArgumentTypeError(argument, "is missing (None); acquire returned no lease")
         if type(lease) is not Lease:
             raise InvalidArgumentTypeError(argument, f"must be a Lease, not {type(lease).__name__}")
-        if lease.owner is not self._owner:
+        owner = lease.owner
+        if owner is not self._owner:
+            if isinstance(owner, _Owner) and owner.pid != self._owner.pid:
+                raise InvalidArgumentError(
+                    argument, f"for lock {lease.name!r} was acquired in another process (before a fork); "
+                              "only that process may use it")
             raise InvalidArgumentError(argument, f"for lock {lease.name!r} was made by another client")
 
     def close(self) -> None:
-        """Close every connection. Tries once to release maybe-held locks first."""
+        """Stop renewing and release every auto-renewed lock still held, release maybe-held
+        locks (one try), then close every connection."""
         if self._closed:
             return
+        renewer = self._renewer_instance
+        if renewer is not None:
+            renewer.stop()
+            held = renewer.held_leases()
+            if held:
+                try:
+                    self.release_many(held)
+                except LockError as exc:
+                    log.warning("turbolock: close could not release %d renewed locks: %s", len(held), exc)
         if self._cleanup:
             self._run_cleanup()
         self._closed = True
         self._pool.close()
+
+    @property
+    def renewing(self) -> int:
+        """How many locks the renewer currently keeps."""
+        renewer = self._renewer_instance
+        return 0 if renewer is None else len(renewer)
 
     def __enter__(self) -> LockClient:
         return self

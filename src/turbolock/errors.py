@@ -93,6 +93,10 @@ class LockNotAcquiredError(LockError):
     """A blocking acquire gave up when its timeout passed (the context manager raises it)."""
 
 
+class LockLostError(LockError):
+    """The lock is no longer held: its renewal failed, it expired, or its key was taken over."""
+
+
 class LockUsageError(LockError, RuntimeError):
     """A Lock object was used out of order: acquired twice, or released while not held."""
 

@@ -15,8 +15,15 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from ._backoff import Backoff
 from ._validate import Seconds, check_token, encode_name, timeout_seconds, ttl_ms
-from .errors import InvalidArgumentTypeError, LockNotAcquiredError, LockNotOwnedError, LockUsageError
+from .errors import (
+    InvalidArgumentTypeError,
+    LockLostError,
+    LockNotAcquiredError,
+    LockNotOwnedError,
+    LockUsageError,
+)
 from .lease import Lease
+from .renewal import AutoRenew, OnLost
 
 if TYPE_CHECKING:
     from .client import LockClient
@@ -32,9 +39,10 @@ class Lock:
     """
 
     def __init__(self, client: LockClient, name: str | bytes, ttl: Seconds, *, blocking: bool = True,
-                 timeout: Seconds | None = None, token: bytes | None = None) -> None:
+                 timeout: Seconds | None = None, token: bytes | None = None,
+                 auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None) -> None:
         encode_name(name)
-        ttl_ms(ttl)
+        client._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
         if not isinstance(blocking, bool):
             raise InvalidArgumentTypeError("blocking", "must be True or False")
         self._timeout = timeout_seconds(timeout)
@@ -46,6 +54,8 @@ class Lock:
         self.blocking = blocking
         self.timeout = timeout
         self._token = token
+        self.auto_renew = auto_renew
+        self.on_lost = on_lost
         self._lease: Lease | None = None
         self._state_lock = threading.Lock()
 
@@ -69,7 +79,8 @@ class Lock:
         deadline = None if wait is None else time.monotonic() + wait
         backoff = Backoff()
         while True:
-            lease = client.try_acquire(self.name, self.ttl, token=self._token)
+            lease = client.try_acquire(self.name, self.ttl, token=self._token, auto_renew=self.auto_renew,
+                                       on_lost=self.on_lost)
             if lease is not None:
                 with self._state_lock:
                     self._lease = lease
@@ -119,6 +130,24 @@ class Lock:
         left = self.client.check(lease)
         return 0.0 if left is None else left
 
+    def valid_for(self) -> float:
+        """Seconds the lock is safely ours by the local clock (0 when not held or lost); no round trip."""
+        lease = self._lease
+        return 0.0 if lease is None else lease.valid_for()
+
+    def ensure_held(self) -> None:
+        """``LockLostError`` unless this Lock holds the lock by the local clock; no round trip.
+        Call it right before acting on what the lock protects."""
+        lease = self._lease
+        if lease is None:
+            raise LockLostError(f"lock {self.name!r} is not held by this Lock object")
+        lease.ensure_held()
+
+    @property
+    def lost(self) -> threading.Event:
+        """Set when the current lease is found lost (auto-renewed locks are watched)."""
+        return self._take_lease().lost
+
     def locked(self) -> bool:
         """Whether anyone at all holds the lock."""
         return self.client.query(self.name).held
@@ -154,7 +183,7 @@ class Lock:
     def copy(self) -> Lock:
         """A new, unheld Lock with the same settings."""
         return Lock(self.client, self.name, self.ttl, blocking=self.blocking, timeout=self.timeout,
-                    token=self._token)
+                    token=self._token, auto_renew=self.auto_renew, on_lost=self.on_lost)
 
     def __repr__(self) -> str:
         return f"Lock(name={self.name!r}, ttl={self.ttl!r}, held={self._lease is not None})"
