@@ -21,6 +21,14 @@ Reencoder = Callable[[Any, Sequence[int]], None]
 """Appends the commands for the given item indices again (after NOSCRIPT)."""
 
 
+class Unconfirmed(Exception):
+    """A command was written but its reply never came; ``cause`` says why."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class _Marker:
     __slots__ = ("label",)
 
@@ -66,7 +74,7 @@ class Executor:
         try:
             buf = conn.buffer
             buf.append_pttl(key)
-            reply = conn.roundtrip(buf.take(), 1, deadline)[0]
+            reply = conn.request(buf.take(), deadline)
         except BaseException:
             pool.discard(conn)
             raise
@@ -74,23 +82,28 @@ class Executor:
         return reply
 
     def script_one(self, script: _scripts.Script, key: bytes, token: bytes, ttl_ms: int | None) -> object:
-        """EVALSHA of a single-key script; on NOSCRIPT, SCRIPT LOAD and the retry go out together."""
+        """EVALSHA of a single-key script; on NOSCRIPT, SCRIPT LOAD and the retry go out together.
+
+        A transport failure after the command was written raises ``Unconfirmed``; errors raised
+        before anything was sent (no connection) and refusals (SCRIPT LOAD denied) propagate.
+        """
         deadline = time.monotonic() + self.timeout
         pool = self.pool
         conn = pool.get(deadline)
+        buf = conn.buffer
+        buf.append_evalsha(script.sha, key, token, ttl_ms)
         try:
-            buf = conn.buffer
-            buf.append_evalsha(script.sha, key, token, ttl_ms)
-            reply = conn.roundtrip(buf.take(), 1, deadline)[0]
+            reply = conn.request(buf.take(), deadline)
+            loaded: object = None
             if type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 load = _script_load(conn, script)
                 buf.append_evalsha(script.sha, key, token, ttl_ms)
-                head, reply = conn.roundtrip(load + buf.take(), 2, deadline)
-                _check_loaded([head], script)
-        except BaseException:
+                loaded, reply = conn.roundtrip(load + buf.take(), 2, deadline)
+        except BaseException as exc:
             pool.discard(conn)
-            raise
+            raise Unconfirmed(exc) from None
         pool.put(conn)
+        _check_loaded([loaded], script)
         return reply
 
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,

@@ -13,7 +13,7 @@ from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from . import _core, _scripts, bulk
-from ._executor import Executor
+from ._executor import Executor, Unconfirmed
 from ._pool import ConnectionPool
 from ._validate import Seconds, check_key_prefix, check_token, encode_name, ttl_ms
 from .errors import (
@@ -177,7 +177,7 @@ class LockClient:
         buf.append_set_nx_px(key, tok, ms)
         sent_at = time.monotonic()
         try:
-            reply = conn.roundtrip(buf.take(), 1, deadline)[0]
+            reply = conn.request(buf.take(), deadline)
         except BaseException as exc:
             pool.discard(conn)
             raise self._acquire_lost([(name, key, tok, sent_at + ms / 1000.0)], exc) from None
@@ -201,7 +201,9 @@ class LockClient:
             self._run_cleanup()
         try:
             reply = self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
-        except LockError as exc:
+        except Unconfirmed as exc:
+            if not isinstance(exc.cause, Exception):
+                raise exc.cause from None
             self._remember_cleanup(lease.key, lease.token, lease.expires_at)
             raise OutcomeUnknownError(
                 f"release of lock {lease.name!r} may not have happened ({exc}); it will be retried",
@@ -219,7 +221,9 @@ class LockClient:
         sent_at = time.monotonic()
         try:
             reply = self._exec.script_one(_scripts.EXTEND, lease.key, lease.token, ms)
-        except LockError as exc:
+        except Unconfirmed as exc:
+            if not isinstance(exc.cause, Exception):
+                raise exc.cause from None
             raise OutcomeUnknownError(
                 f"extend of lock {lease.name!r} may not have happened ({exc})", [lease.name]) from None
         if type(reply) is int:
@@ -235,7 +239,12 @@ class LockClient:
     def check(self, lease: Lease) -> float | None:
         """Seconds the lock has left on the server if the lease still holds it, else None."""
         self._check_lease(lease)
-        reply = self._exec.script_one(_scripts.CHECK, lease.key, lease.token, None)
+        if self._cleanup:
+            self._run_cleanup()
+        try:
+            reply = self._exec.script_one(_scripts.CHECK, lease.key, lease.token, None)
+        except Unconfirmed as exc:
+            raise exc.cause from None
         if type(reply) is int:
             if reply == _scripts.NOT_OURS or reply == -2:
                 return None
