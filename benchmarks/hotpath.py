@@ -1,12 +1,10 @@
 """Where turbolock's client time goes, for one core and one path.
 
-    python -m benchmarks.hotpath single|bulk [--core c|py] [--profile] [--instant]
+    python -m benchmarks.hotpath single|bulk [--core c|py] [--profile]
 
 Default: wall and CPU time per operation against a throwaway redis-server. ``--profile``
 prints cProfile's top functions (cProfile inflates cheap calls; read the ranking, not the
-absolute times; ``py-spy record -n`` gives undistorted shares). ``--instant`` (single only)
-swaps the socket for one that answers at once without a system call, which leaves exactly
-the client's own Python/C overhead per pair.
+absolute times; ``py-spy record -n`` gives undistorted shares). Always against a real server.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import pstats
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 import redis
 
@@ -26,31 +23,6 @@ from turbolock import LockClient
 from turbolock.redis_server import RedisServer
 
 from .workload import KEY_PREFIX, TTL_SECONDS, names
-
-
-class InstantSocket:
-    """Answers SET with +OK and anything else (EVALSHA release) with :1, without I/O."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.reply = b""
-
-    def sendall(self, data: bytes) -> None:
-        self.reply = b"+OK\r\n" if b"\r\nSET\r\n" in data[:16] else b":1\r\n"
-
-    def recv_into(self, view: memoryview) -> int:
-        view[:len(self.reply)] = self.reply
-        return len(self.reply)
-
-    def settimeout(self, timeout: float | None) -> None:
-        pass
-
-    def fileno(self) -> int:
-        return int(self.real.fileno())
-
-    def close(self) -> None:
-        self.real.close()
-
 
 Job = tuple[Callable[[], None], Callable[[], None]]
 """An untimed set-up, then the timed run."""
@@ -81,15 +53,6 @@ def _bulk(client: LockClient, count: int, admin: redis.Redis) -> Job:
     return setup, run
 
 
-def _instant(client: LockClient) -> None:
-    client.try_acquire("warm", TTL_SECONDS)
-    try:
-        conn = client._pool._idle[0]
-    except (AttributeError, IndexError):
-        sys.exit("--instant relies on the pool's internals (_pool._idle), which have changed")
-    conn.sock = InstantSocket(conn.sock)  # type: ignore[assignment]
-
-
 def _measure(job: Job, label: str, count: int, repeats: int) -> None:
     setup, run = job
     unit = "pair" if label.startswith("single") else "lock"
@@ -118,17 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, help="pairs (default 5000) or bulk locks (default 100000)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="cProfile one repeat, top 25 by own time")
-    parser.add_argument("--instant", action="store_true", help="single only: a socket that answers at once")
     args = parser.parse_args(argv)
-    if args.instant and args.path != "single":
-        parser.error("--instant applies to the single path only")
     count = args.count or (5000 if args.path == "single" else 100_000)
-    label = f"{args.path} {args.core}{' instant' if args.instant else ''}"
+    label = f"{args.path} {args.core}"
     with RedisServer() as server, redis.Redis(port=server.port) as admin:
         client = LockClient.from_url(server.url, core=args.core, key_prefix=KEY_PREFIX, max_connections=1)
         with client:
-            if args.instant:
-                _instant(client)
             job = _single(client, count) if args.path == "single" else _bulk(client, count, admin)
             if args.profile:
                 _profile(job)
