@@ -1,82 +1,161 @@
 """A hashed timer wheel of integer ids: schedule and cancel in O(1), advance(now) -> the ids due.
 
-Pure-Python twin of the compiled ``TimerWheel``; both are exported by their core module. Times
-are floats on the caller's clock (the renewer uses ``time.monotonic()``). An id is due once its
-time is at or before ``now``; it fires at the first ``advance`` whose tick covers it, so no id
-ever fires early, and none more than one tick late.
+Pure-Python twin of the compiled ``TimerWheel`` (``ext/wheel.pyx``); both are exported by their
+core module and agree exactly, errors included. Times are floats on the caller's clock (the
+renewer uses ``time.monotonic()``).
+
+Time is cut into ticks: tick ``k`` is every ``t`` with ``floor(t / tick) == k`` (the division
+as floats). ``advance(now)`` processes every tick up to ``now``'s and returns the ids whose due
+tick it reached, so an id never fires before its time, and any ``advance`` at ``when + tick``
+or later fires it (at most one tick late). An id scheduled at a time the wheel has already
+passed fires at the very next ``advance``.
 """
 
 from __future__ import annotations
 
 import math
+import operator
+from math import ceil, floor, inf, nextafter
+
+# Ticks are kept as exact integers within this distance of 0 (the compiled wheel uses int64).
+_TICK_LIMIT = float(2**53)
+_MAX_ID = 2**63 - 1
+_MAX_SLOTS = 2**20
+
+
+def _seconds(value: object) -> float:
+    """``value`` as a float, converted (and refused) exactly as C's ``PyFloat_AsDouble`` does."""
+    math.isfinite(value)  # type: ignore[arg-type]  # raises the TypeError PyFloat_AsDouble raises
+    return float(value)  # type: ignore[arg-type]
+
+
+def _as_id(item_id: object) -> int:
+    if not isinstance(item_id, int):
+        raise TypeError(f"item_id must be an int, not {type(item_id).__name__}")
+    return int(item_id)  # a bool or IntEnum id is stored as the plain int it equals
+
+
+def _out_of_range(name: str) -> ValueError:
+    return ValueError(f"{name} must be finite and within 2**53 ticks of 0")
+
+
+def _due_tick(when: float, tick: float) -> int:
+    """The first tick whose every time is at or after ``when``.
+
+    ``ceil(when / tick)``, except where the division rounds to a whole number k while a time
+    below ``when`` also divides to k: tick k then holds times before ``when``, so it is k + 1.
+    (With monotonic() near 1e6 and a 10 ms tick this happens: 1e6 + 0.3 is one.)
+    """
+    q = when / tick
+    if not -_TICK_LIMIT < q < _TICK_LIMIT:
+        raise _out_of_range("when")
+    due = ceil(q)
+    if due == q and nextafter(when, -inf) / tick >= q:
+        due += 1
+    return due
 
 
 class TimerWheel:
-    __slots__ = ("tick", "_slots", "_mask", "_where", "_current", "_count")
+    __slots__ = ("_tick", "_slots", "_mask", "_where", "_overdue", "_current")
 
     def __init__(self, tick: float, slots: int, now: float) -> None:
+        tick = _seconds(tick)
         if not (tick > 0 and math.isfinite(tick)):
             raise ValueError("tick must be a positive, finite number of seconds")
+        slots = operator.index(slots)
         if slots < 1 or slots & (slots - 1):
             raise ValueError("slots must be a positive power of two")
-        self.tick = tick
-        # Each slot maps id -> the absolute tick it is due at; entries a full turn or more away
-        # stay in their slot until their tick comes round.
+        if slots > _MAX_SLOTS:
+            raise ValueError("slots must be at most 2**20")
+        self._tick = tick
+        # Each slot maps id -> the tick it is due at; entries a full turn or more away stay in
+        # their slot until their tick comes round.
         self._slots: list[dict[int, int]] = [{} for _ in range(slots)]
         self._mask = slots - 1
+        # Every scheduled id -> its due tick. Due ticks at or before _current (the last tick
+        # processed) are in _overdue, all others in their slot.
         self._where: dict[int, int] = {}
-        self._current = math.floor(now / tick)
-        self._count = 0
+        self._overdue: dict[int, int] = {}
+        q = _seconds(now) / self._tick
+        if not -_TICK_LIMIT < q < _TICK_LIMIT:
+            raise _out_of_range("now")
+        self._current = floor(q)
+
+    @property
+    def tick(self) -> float:
+        return self._tick
 
     def __len__(self) -> int:
-        return self._count
+        return len(self._where)
 
     def __contains__(self, item_id: object) -> bool:
-        return item_id in self._where
+        return isinstance(item_id, int) and item_id in self._where
 
     def schedule(self, item_id: int, when: float) -> None:
         """Make ``item_id`` due at ``when`` (replacing any earlier schedule of the same id)."""
-        due = math.ceil(when / self.tick)
-        if due <= self._current:
-            due = self._current + 1
+        if type(item_id) is not int:
+            item_id = _as_id(item_id)
+        if not 0 < item_id <= _MAX_ID:
+            raise ValueError("item_id must be between 1 and 2**63 - 1")
+        if type(when) is not float:
+            when = _seconds(when)
+        due = _due_tick(when, self._tick)
+        current = self._current
         where = self._where
         old = where.get(item_id)
         if old is not None:
-            del self._slots[old & self._mask][item_id]
-        else:
-            self._count += 1
-        self._slots[due & self._mask][item_id] = due
+            del (self._overdue if old <= current else self._slots[old & self._mask])[item_id]
+        (self._overdue if due <= current else self._slots[due & self._mask])[item_id] = due
         where[item_id] = due
 
     def cancel(self, item_id: int) -> bool:
         """Unschedule ``item_id``; False when it was not scheduled."""
+        if not isinstance(item_id, int):
+            return False
         due = self._where.pop(item_id, None)
         if due is None:
             return False
-        del self._slots[due & self._mask][item_id]
-        self._count -= 1
+        del (self._overdue if due <= self._current else self._slots[due & self._mask])[item_id]
         return True
 
     def advance(self, now: float) -> list[int]:
         """Every id due at or before ``now``, sorted by (due tick, id); they are unscheduled."""
-        target = math.floor(now / self.tick)
-        if target <= self._current or not self._count:
-            self._current = max(self._current, target)
+        if type(now) is not float:
+            now = _seconds(now)
+        q = now / self._tick
+        if not -_TICK_LIMIT < q < _TICK_LIMIT:
+            raise _out_of_range("now")
+        target = floor(q)
+        current = self._current
+        overdue = self._overdue
+        if target <= current:
+            if not overdue:
+                return []
+            fired = [(due, item) for item, due in overdue.items()]
+        elif not self._where:
+            self._current = target
             return []
-        slots = self._slots
+        else:
+            fired = [(due, item) for item, due in overdue.items()] if overdue else []
+            slots = self._slots
+            mask = self._mask
+            # A jump longer than one turn visits every slot once, not every tick in between.
+            first = current + 1 if target - current <= mask + 1 else target - mask
+            for tick_no in range(first, target + 1):
+                slot = slots[tick_no & mask]
+                if slot:
+                    due_here = [(due, item) for item, due in slot.items() if due <= target]
+                    if len(due_here) == len(slot):
+                        slot.clear()
+                    else:
+                        for _, item in due_here:
+                            del slot[item]
+                    fired += due_here
+            self._current = target
+        overdue.clear()
         where = self._where
-        mask = self._mask
-        fired: list[tuple[int, int]] = []
-        # A jump longer than one turn visits every slot once, not every tick in between.
-        first = self._current + 1 if target - self._current <= mask + 1 else target - mask
-        for tick_no in range(first, target + 1):
-            slot = slots[tick_no & mask]
-            if slot:
-                fired.extend((due, item) for item, due in slot.items() if due <= target)
         for _, item in fired:
-            del slots[where.pop(item) & mask][item]
-        self._count -= len(fired)
-        self._current = target
+            del where[item]
         fired.sort()
         return [item for _, item in fired]
 
@@ -84,4 +163,4 @@ class TimerWheel:
         """The earliest time anything is due, or None when empty (O(n); for idle waits only)."""
         if not self._where:
             return None
-        return min(self._where.values()) * self.tick
+        return min(self._where.values()) * self._tick

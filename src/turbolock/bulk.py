@@ -131,11 +131,15 @@ def acquire_many(client: LockClient, names: Sequence[str | bytes], ttl: Seconds,
     ms = ttl_ms(ttl)
     names = list(names)
     count = len(keys)
-    tokens = _new_tokens(count) if tokens is None else _check_tokens(tokens, count)
+    fresh_tokens = tokens is None
+    # Random tokens are made chunk by chunk, while the server works on the previous chunk.
+    tokens = [b""] * count if tokens is None else _check_tokens(tokens, count)
     if client._cleanup:
         client._run_cleanup()
 
     def encode(buf: Any, start: int, stop: int) -> None:
+        if fresh_tokens:
+            tokens[start:stop] = _new_tokens(stop - start)
         buf.append_set_nx_px_many(keys[start:stop], tokens[start:stop], ms)
 
     owner = client._owner

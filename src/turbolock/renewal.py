@@ -44,8 +44,9 @@ OnLost = Callable[[Lease], object]
 @dataclass(frozen=True)
 class AutoRenew:
     """How a lock is renewed. ``renew_before``: seconds before expiry to renew (default a third
-    of the ttl); ``max_renewals`` / ``max_hold``: stop renewing after that many renewals or
-    seconds held, and let the lock expire (it is then reported lost at expiry)."""
+    of the ttl). ``max_renewals``: renew at most that many times. ``max_hold``: never renew past
+    that many seconds after the acquire (the last renewal that fits is the last one made).
+    When a limit stops renewal the lock expires and is then reported lost, like any other."""
 
     renew_before: float | None = None
     max_renewals: int | None = None
