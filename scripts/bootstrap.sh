@@ -43,7 +43,7 @@ ensure_venv() {
             ensure_apt python3-venv
             python3 -m venv "$VENV"
         fi
-        "$PY" -m pip install -q --upgrade pip "setuptools>=68" wheel "Cython>=3.0.10,<4"
+        "$PY" -m pip install -q --upgrade pip "setuptools>=77" wheel "Cython>=3.0.10,<4"
     fi
     local want have="" so
     want="$(install_fingerprint)"
