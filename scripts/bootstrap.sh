@@ -43,7 +43,7 @@ ensure_venv() {
             ensure_apt python3-venv
             python3 -m venv "$VENV"
         fi
-        "$PY" -m pip install -q --upgrade pip "setuptools>=77" wheel "Cython>=3.0.10,<4"
+        "$PY" -m pip install -q --upgrade pip
     fi
     local want have="" so
     want="$(install_fingerprint)"
@@ -52,6 +52,9 @@ ensure_venv() {
     if [ "$want" != "$have" ] || { [ -z "$so" ] && [ -z "${TURBOLOCK_NO_EXTENSIONS:-}" ]; }; then
         log "installing turbolock (editable, C core built) with its test and benchmark extras"
         rm -rf "$ROOT/build"
+        # The build runs in this venv (no isolated build env to download every time): its
+        # requirements from pyproject.toml come first.
+        "$PY" -m pip install -q "setuptools>=77" wheel "Cython>=3.0.10,<4"
         (cd "$ROOT" && "$PY" -m pip install -q --no-build-isolation -e ".[test,bench]")
         echo "$want" > "$VENV/.turbolock-installed"
     fi
