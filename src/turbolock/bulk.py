@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator, Sequence
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from . import _scripts
@@ -150,6 +151,12 @@ def acquire_many(client: LockClient, names: Sequence[str | bytes], ttl: Seconds,
 
     def on_replies(start: int, replies: list[object]) -> None:
         nonlocal handled
+        stop = start + len(replies)
+        if replies.count(b"OK") == len(replies):  # the usual case, in C-level loops
+            leases[start:stop] = map(Lease, names[start:stop], keys[start:stop], tokens[start:stop],
+                                     repeat(ms), repeat(sent_at), repeat(owner))
+            handled = stop
+            return
         for i, reply in enumerate(replies, start):
             if reply == b"OK":
                 leases[i] = Lease(names[i], keys[i], tokens[i], ms, sent_at, owner)
