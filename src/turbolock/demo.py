@@ -58,8 +58,9 @@ def _buyer(url: str, core: str | None, items: int, seed: int, start: Any,
                 if stock <= 0:
                     open_items.remove(item)
                     continue
-                store.set(STOCK_KEY.format(item), stock - 1)
-                store.incr(SOLD_KEY.format(item))
+                # Deliberately read-modify-write (not DECR): only the lock keeps it safe.
+                store.pipeline(transaction=False).set(STOCK_KEY.format(item), stock - 1).incr(
+                    SOLD_KEY.format(item)).execute()
                 bought += 1
         store.close()
     out.put((bought, acquisitions))
