@@ -154,8 +154,6 @@ class Connection:
                 parser.feed(view[:n])
                 replies = parser.get_replies(1)
                 if replies:
-                    if self.kernel_timeout != self.options.timeout:
-                        self._set_kernel_timeout(sock, self.options.timeout)
                     return replies[0]
                 self._arm(sock, deadline)
         except BaseException as exc:
@@ -197,7 +195,8 @@ class Connection:
         Plain sockets stay in blocking mode with a kernel timeout (SO_RCVTIMEO/SO_SNDTIMEO) of
         one call deadline, set once: Python's own socket timeout costs a poll() before every
         send and receive, about a fifth of a single acquire+release. The kernel timeout is only
-        shortened when less than a whole deadline is left (a reply arriving in pieces). TLS
+        changed when less than a whole deadline is left (a reply arriving in pieces, a chunk
+        late in a bulk call) and restored by the next call that has more. TLS
         sockets use Python's timeout, which knows about the TLS layer's buffering.
         """
         remaining = deadline - time.monotonic()
@@ -205,8 +204,13 @@ class Connection:
             raise builtins.TimeoutError
         if self.tls:
             sock.settimeout(remaining)
-        elif remaining < self.kernel_timeout - _TIMEOUT_SLACK:
+            return
+        kernel = self.kernel_timeout
+        if remaining < kernel - _TIMEOUT_SLACK:
             self._set_kernel_timeout(sock, remaining)
+        elif kernel < self.options.timeout and kernel < remaining - _TIMEOUT_SLACK:
+            # Shortened for the end of an earlier call: a new call gets its whole deadline back.
+            self._set_kernel_timeout(sock, min(remaining, self.options.timeout))
 
     def _set_kernel_timeout(self, sock: socket.socket, seconds: float) -> None:
         if self.tls:

@@ -59,8 +59,10 @@ def _buyer(url: str, core: str | None, items: int, seed: int, start: Any,
                     open_items.remove(item)
                     continue
                 # Deliberately read-modify-write (not DECR): only the lock keeps it safe.
-                store.pipeline(transaction=False).set(STOCK_KEY.format(item), stock - 1).incr(
-                    SOLD_KEY.format(item)).execute()
+                writes = store.pipeline(transaction=False)
+                writes.set(STOCK_KEY.format(item), stock - 1)
+                writes.incr(SOLD_KEY.format(item))
+                writes.execute()
                 bought += 1
         store.close()
     out.put((bought, acquisitions))
