@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import redis
 
@@ -74,3 +76,22 @@ def test_single_acquire_lost_is_cleaned_up(own_server: RedisServer, core_name: s
         assert client.pending_cleanup == 0
         assert raw.exists(client.key_prefix + b"maybe") == 0
     raw.close()
+
+
+def test_a_shortened_socket_timeout_is_restored_for_the_next_call(own_server: RedisServer,
+                                                                  core_name: str) -> None:
+    """A call that ran near its deadline shortens the kernel timeout; the next call must get its own back."""
+    with LockClient.from_url(own_server.url, core=core_name, timeout=2.0, max_connections=1) as client:
+        client.query("warm-up")
+        conn = client._pool._idle[0]
+        if conn.tls or conn.sock is None:
+            pytest.skip("plain sockets only")
+        conn._set_kernel_timeout(conn.sock, 0.05)  # as a call with 50 ms left would have
+        own_server.pause()
+        resume = threading.Timer(0.3, own_server.resume)
+        resume.start()
+        try:
+            assert client.query("slow").held is False  # answered after ~0.3 s, well inside 2 s
+        finally:
+            resume.join()
+            own_server.resume()
