@@ -1,0 +1,61 @@
+"""Fixtures for the asyncio client: an event loop per test (asyncio, and uvloop when installed),
+and clients on both cores against the real servers of ``tests/conftest.py``.
+
+Tests are plain functions that hand a coroutine function to ``arun``: no plugin needed. ``arun``
+also fails a test that leaves a task of its own running (a stuck future, a forgotten task).
+This directory has no ``__init__.py`` on purpose: a package called ``asyncio`` would shadow
+the standard library's for pytest's import machinery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from async_helpers import LOOPS, Runner, run_in_new_loop
+
+from turbolock.asyncio import AsyncLockClient
+from turbolock.redis_server import RedisServer
+
+
+@pytest.fixture(params=LOOPS)
+def loop_name(request: pytest.FixtureRequest) -> str:
+    """asyncio's own loop, and uvloop when it is installed."""
+    return str(request.param)
+
+
+@pytest.fixture
+def arun(loop_name: str) -> Runner:
+    """``arun(coroutine_function)``: run it in a fresh loop of the parametrised kind."""
+    return lambda body: run_in_new_loop(loop_name, body)
+
+
+@pytest.fixture
+def arun_asyncio() -> Runner:
+    """Like ``arun``, on asyncio's own loop only (tests that look inside its transports)."""
+    return lambda body: run_in_new_loop("asyncio", body)
+
+
+@pytest.fixture
+def url(redis_server: RedisServer) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+def new_client(url: str, core_name: str, key_prefix: str) -> Callable[..., AsyncLockClient]:
+    """``new_client(**kwargs)``: an AsyncLockClient on the shared server, this test's prefix and core."""
+    def make(**kwargs: Any) -> AsyncLockClient:
+        kwargs.setdefault("core", core_name)
+        kwargs.setdefault("key_prefix", key_prefix)
+        return AsyncLockClient.from_url(kwargs.pop("url", url), **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def own_raw(own_server: RedisServer) -> Iterator[redis.Redis]:
+    connection = redis.Redis(host=own_server.host, port=own_server.port)
+    yield connection
+    connection.close()
