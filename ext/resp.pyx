@@ -25,7 +25,7 @@ cdef class RespParser
 
 cdef object _REPLY_ERROR = ReplyError
 cdef bytes _OK = b"OK"
-cdef str _TOO_DEEP = f"No support for nested multi bulk replies with depth > {_MAX_NESTING}"
+cdef str _TOO_DEEP = f"No support for nested multi bulk replies with depth > {_MAX_NESTING - 1}"
 # Arrays are allocated in full up to this length; a longer announced count grows the list
 # as elements arrive, so a bogus count cannot make us allocate gigabytes up front.
 cdef Py_ssize_t _PREALLOCATE_MAX = 1 << 16
@@ -86,16 +86,23 @@ cdef void* _create_string(const redisReadTask* task, char* data, size_t size) no
     return _attach(task, obj)
 
 
-cdef void* _create_array(const redisReadTask* task, tl_array_len count) noexcept:
-    cdef Py_ssize_t size = <Py_ssize_t>count
+cdef inline bint _too_deep(const redisReadTask* task) noexcept:
+    """An array header at this task's depth is one level more than MAX_NESTING allows.
+
+    hiredis 0.14 refuses it itself (before these callbacks run); 1.x would accept it."""
     cdef Py_ssize_t depth = 0
     cdef const redisReadTask* up = task.parent
-    if task.type != REDIS_REPLY_ARRAY:
-        return _refuse_resp3(task)
     while up is not NULL:
         depth += 1
         up = up.parent
-    if depth >= _MAX_NESTING:
+    return depth >= _MAX_NESTING
+
+
+cdef void* _create_array(const redisReadTask* task, tl_array_len count) noexcept:
+    cdef Py_ssize_t size = <Py_ssize_t>count
+    if task.type != REDIS_REPLY_ARRAY:
+        return _refuse_resp3(task)
+    if _too_deep(task):
         return _refuse(task, _TOO_DEEP)
     return _attach(task, _new_list(size if size <= _PREALLOCATE_MAX else 0))
 
@@ -107,6 +114,8 @@ cdef void* _create_integer(const redisReadTask* task, long long value) noexcept:
 cdef void* _create_nil(const redisReadTask* task) noexcept:
     if task.type != REDIS_REPLY_STRING and task.type != REDIS_REPLY_ARRAY:
         return _refuse_resp3(task)
+    if task.type == REDIS_REPLY_ARRAY and _too_deep(task):
+        return _refuse(task, _TOO_DEEP)
     _incref(_None)
     return _attach(task, _None)
 

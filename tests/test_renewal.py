@@ -69,6 +69,8 @@ def test_deleted_or_overwritten_key_is_reported_lost(renewing_client: LockClient
     raw.set(renewing_client.key_prefix + b"stolen", b"thief", px=60000)
     # Within one renewal interval (ttl - renew_before), plus a tick.
     assert deleted.lost.wait(TTL) and stolen.lost.wait(TTL)
+    # The event is set first, then on_lost runs (on the renewer thread).
+    assert _wait_for(lambda: len(lost) == 2, TTL)
     assert sorted(lost) == ["deleted", "stolen"]  # type: ignore[type-var]
     assert deleted.valid_for() == 0.0
     with pytest.raises(LockLostError, match="stolen"):

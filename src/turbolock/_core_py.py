@@ -16,10 +16,10 @@ __all__ = ["IMPLEMENTATION", "MAX_NESTING", "CommandBuffer", "RespParser", "Time
 
 IMPLEMENTATION = "py"
 
-# hiredis 0.14 refuses arrays nested deeper than this; both cores do the same.
-MAX_NESTING = 7
-
-_CRLF = b"\r\n"
+# Arrays nest at most this many levels: hiredis 0.14's reader has a stack of 9 tasks and refuses
+# an array header read at the 9th ("depth > 7", counting the top level as 0). Both cores refuse
+# exactly there, with hiredis's message.
+MAX_NESTING = 8
 
 
 def _bulk(value: bytes) -> bytes:
@@ -180,13 +180,18 @@ class RespParser:
     bulk strings, int, None for nil, list for arrays and ``ReplyError`` for error replies
     (returned, not raised). Bytes that are not RESP2 raise ``ProtocolError``; the parser
     then refuses all further use, so a half-parsed connection can never be reused.
+
+    It accepts and refuses exactly what hiredis 0.14.1's reader (the compiled core) does,
+    with the same messages, at the same point of the stream.
     """
 
-    __slots__ = ("_buf", "_pos", "_broken")
+    __slots__ = ("_buf", "_need", "_broken")
 
     def __init__(self) -> None:
-        self._buf = bytearray()
-        self._pos = 0
+        self._buf = bytearray()  # every byte fed and not yet consumed by a complete reply
+        # Parsing cannot get further until the buffer holds this many bytes (a bulk string's
+        # body, or one more byte of a line), so an unfinished reply is not parsed again and again.
+        self._need = 0
         self._broken: str | None = None
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
@@ -196,95 +201,161 @@ class RespParser:
 
     def buffered(self) -> int:
         """Bytes fed but not yet consumed by a complete reply."""
-        return len(self._buf) - self._pos
+        return len(self._buf)
 
     def get_replies(self, limit: int = -1) -> list[object]:
         """Pop up to ``limit`` complete replies (all of them when ``limit`` < 0)."""
         if self._broken is not None:
             raise ProtocolError(self._broken)
-        out: list[object] = []
         buf = self._buf
-        pos = self._pos
+        if len(buf) < self._need or not limit:
+            return []
+        # One copy per call: slices of bytes are bytes, and bytes can be looked up in _INTS.
+        data = bytes(buf)
+        size = len(data)
+        find = data.find
+        out: list[object] = []
+        append = out.append
+        pos = 0
+        need = 0
         try:
-            while limit < 0 or len(out) < limit:
-                reply, end = self._parse(buf, pos, 0)
+            # Simple replies at the top level are parsed inline (this is the fallback's hot
+            # path); arrays, errors and refusals go through _parse.
+            while pos < size and len(out) != limit:
+                end = find(b"\r\n", pos)
+                kind = data[pos]
                 if end < 0:
+                    _check_incomplete(kind, 0)
+                    need = size + 1
                     break
-                out.append(reply)
+                if kind == 43:  # '+'
+                    append(data[pos + 1:end])
+                    pos = end + 2
+                    continue
+                if kind == 58:  # ':'
+                    value = _INTS.get(data[pos + 1:end])
+                    if value is not None:
+                        append(value)
+                        pos = end + 2
+                        continue
+                elif kind == 36:  # '$'
+                    length = _INTS.get(data[pos + 1:end])
+                    if length is not None and length >= 0:
+                        stop = end + 2 + length
+                        if stop + 2 > size:
+                            need = stop + 2
+                            break
+                        append(data[end + 2:stop])
+                        pos = stop + 2
+                        continue
+                    if length == -1:
+                        append(None)
+                        pos = end + 2
+                        continue
+                reply, end = _parse(data, pos, 0)
+                if end < 0:
+                    need = -end
+                    break
+                append(reply)
                 pos = end
         except ProtocolError as exc:
             self._broken = str(exc)
             self._buf = bytearray()
-            self._pos = 0
+            self._need = 0
             raise
-        if pos == len(buf):
+        if pos == size:
             buf.clear()
-            pos = 0
-        elif pos > 65536 and pos * 2 > len(buf):
-            del buf[:pos]
-            pos = 0
-        self._pos = pos
+        elif pos:
+            del buf[:pos]  # cheap: a bytearray drops its head by moving its start
+        self._need = need - pos if need else 0
         return out
 
-    def _parse(self, buf: bytearray, pos: int, depth: int) -> tuple[object, int]:
-        """One reply starting at ``pos`` and the position after it; position -1 when incomplete.
 
-        (Not an exception for "incomplete": a raised shared exception object kept a traceback
-        chain of parser frames, and the replies they held, alive.)
-        """
-        end = buf.find(_CRLF, pos)
-        if end < 0:
-            if len(buf) > pos:
-                _check_type_byte(buf[pos])
-            return None, -1
-        kind = buf[pos]
-        if kind == 43:  # '+'
-            return bytes(buf[pos + 1:end]), end + 2
-        if kind == 36:  # '$'
-            length = _parse_int(buf, pos + 1, end)
-            if length < 0:
-                if length != -1:
-                    raise ProtocolError("Protocol error, negative bulk length")
-                return None, end + 2
-            start = end + 2
-            stop = start + length
-            if len(buf) < stop + 2:
-                return None, -1
-            return bytes(buf[start:stop]), stop + 2
-        if kind == 58:  # ':'
-            return _parse_int(buf, pos + 1, end), end + 2
-        if kind == 45:  # '-'
-            return ReplyError(buf[pos + 1:end].decode("utf-8", "replace")), end + 2
-        if kind == 42:  # '*'
-            count = _parse_int(buf, pos + 1, end)
-            if count < 0:
-                if count != -1:
-                    raise ProtocolError("Protocol error, negative multibulk length")
-                return None, end + 2
-            if depth >= MAX_NESTING:
-                raise ProtocolError(f"No support for nested multi bulk replies with depth > {MAX_NESTING}")
-            items: list[object] = []
-            pos = end + 2
-            for _ in range(count):
-                item, pos = self._parse(buf, pos, depth + 1)
-                if pos < 0:
-                    return None, -1
-                items.append(item)
-            return items, pos
-        _check_type_byte(kind)
-        raise AssertionError("unreachable")  # pragma: no cover
+# Canonical spellings of the numbers replies use most: a dict hit skips the strict parse.
+_INTS = {b"%d" % i: i for i in range(-2, 513)}
+_INT32_MAX = 2**31 - 1
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_TOO_DEEP = f"No support for nested multi bulk replies with depth > {MAX_NESTING - 1}"
+# hiredis's chrtos(): how its error message spells a bad type byte.
+_BYTE_SPELLINGS = {ord("\\"): '"\\\\"', ord('"'): '"\\""', ord("\n"): '"\\n"', ord("\r"): '"\\r"',
+                   ord("\t"): '"\\t"', ord("\a"): '"\\a"', ord("\b"): '"\\b"'}
 
 
-def _check_type_byte(kind: int) -> None:
-    if kind not in b"+-:$*":
-        raise ProtocolError(f"Protocol error, got {chr(kind)!r} as reply type byte")
+def _parse(data: bytes, pos: int, depth: int) -> tuple[object, int]:
+    """One reply starting at ``pos`` (nested ``depth`` arrays deep) and the position after it.
+
+    An incomplete reply gives ``-need`` as the position, ``need`` being how long ``data`` must
+    be before parsing can get further. (Not an exception for "incomplete": a raised shared
+    exception object kept a traceback chain of parser frames, and the replies they held, alive.)
+    """
+    end = data.find(b"\r\n", pos)
+    kind = data[pos]
+    if end < 0:
+        _check_incomplete(kind, depth)
+        return None, -(len(data) + 1)
+    if kind == 43:  # '+'
+        return data[pos + 1:end], end + 2
+    if kind == 58:  # ':'
+        return _number(data[pos + 1:end], "Bad integer value"), end + 2
+    if kind == 36:  # '$'
+        length = _number(data[pos + 1:end], "Bad bulk string length")
+        if length < 0:
+            if length != -1:
+                raise ProtocolError("Bulk string length out of range")
+            return None, end + 2
+        stop = end + 2 + length
+        if stop + 2 > len(data):
+            return None, -(stop + 2)
+        return data[end + 2:stop], stop + 2
+    if kind == 45:  # '-'
+        return ReplyError(data[pos + 1:end].decode("utf-8", "replace")), end + 2
+    if kind == 42:  # '*'
+        if depth >= MAX_NESTING:
+            raise ProtocolError(_TOO_DEEP)
+        count = _number(data[pos + 1:end], "Bad multi-bulk length")
+        if count < -1 or count > _INT32_MAX:
+            raise ProtocolError("Multi-bulk length out of range")
+        if count < 0:
+            return None, end + 2
+        items: list[object] = []
+        pos = end + 2
+        for _ in range(count):
+            if pos == len(data):
+                return None, -(pos + 1)
+            item, pos = _parse(data, pos, depth + 1)
+            if pos < 0:
+                return None, pos
+            items.append(item)
+        return items, pos
+    raise _bad_type_byte(kind)
 
 
-def _parse_int(buf: bytearray, start: int, end: int) -> int:
-    text = bytes(buf[start:end])
-    if not text or not (text.isdigit() or (text[:1] == b"-" and text[1:].isdigit())):
-        raise ProtocolError("Protocol error, bad integer value")
-    value = int(text)
-    if not -(2**63) <= value < 2**63:
-        raise ProtocolError("Protocol error, integer out of range")
+def _check_incomplete(kind: int, depth: int) -> None:
+    """What hiredis refuses from a reply's first byte alone, before its line is complete."""
+    if kind == 42:
+        if depth >= MAX_NESTING:
+            raise ProtocolError(_TOO_DEEP)
+    elif kind not in b"+-:$":
+        raise _bad_type_byte(kind)
+
+
+def _bad_type_byte(kind: int) -> ProtocolError:
+    spelling = _BYTE_SPELLINGS.get(kind)
+    if spelling is None:
+        spelling = f'"{chr(kind)}"' if 32 <= kind < 127 else f'"\\x{kind:02x}"'
+    return ProtocolError(f"Protocol error, got {spelling} as reply type byte")
+
+
+def _number(text: bytes, refusal: str) -> int:
+    """hiredis's string2ll: a canonical decimal int64 (no sign but '-', no leading zero, no -0)."""
+    value = _INTS.get(text)
+    if value is not None:
+        return value
+    try:
+        value = int(text)
+    except ValueError:
+        raise ProtocolError(refusal) from None
+    if b"%d" % value != text or not _INT64_MIN <= value <= _INT64_MAX:
+        raise ProtocolError(refusal)
     return value

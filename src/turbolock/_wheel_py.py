@@ -29,9 +29,11 @@ def _seconds(value: object) -> float:
     return float(value)  # type: ignore[arg-type]
 
 
-def _as_id(item_id: object) -> int:
+def _checked_id(item_id: object) -> int:
     if not isinstance(item_id, int):
         raise TypeError(f"item_id must be an int, not {type(item_id).__name__}")
+    if not 0 < item_id <= _MAX_ID:
+        raise ValueError("item_id must be between 1 and 2**63 - 1")
     return int(item_id)  # a bool or IntEnum id is stored as the plain int it equals
 
 
@@ -44,7 +46,8 @@ def _due_tick(when: float, tick: float) -> int:
 
     ``ceil(when / tick)``, except where the division rounds to a whole number k while a time
     below ``when`` also divides to k: tick k then holds times before ``when``, so it is k + 1.
-    (With monotonic() near 1e6 and a 10 ms tick this happens: 1e6 + 0.3 is one.)
+    (Near monotonic() ~ 1e6 with a 10 ms tick: 1000000.0700000001 and 1000000.07 both divide
+    to exactly 100000007.0, and the plain ceil fired the first at the second.)
     """
     q = when / tick
     if not -_TICK_LIMIT < q < _TICK_LIMIT:
@@ -93,29 +96,44 @@ class TimerWheel:
 
     def schedule(self, item_id: int, when: float) -> None:
         """Make ``item_id`` due at ``when`` (replacing any earlier schedule of the same id)."""
-        if type(item_id) is not int:
-            item_id = _as_id(item_id)
-        if not 0 < item_id <= _MAX_ID:
-            raise ValueError("item_id must be between 1 and 2**63 - 1")
-        if type(when) is not float:
-            when = _seconds(when)
-        due = _due_tick(when, self._tick)
+        # The renewers' hot path: the checks and _due_tick inlined, constants spelled out.
+        if type(item_id) is not int or not 0 < item_id <= 9223372036854775807:
+            item_id = _checked_id(item_id)
+        tick = self._tick
+        try:
+            q = when / tick  # as PyFloat_AsDouble(when) / tick for any number
+        except TypeError:
+            when = _seconds(when)  # refused as the compiled wheel refuses it, or converted
+            q = when / tick
+        if not -9007199254740992.0 < q < 9007199254740992.0:  # 2**53
+            raise _out_of_range("when")
+        due = ceil(q)
+        if due == q and nextafter(when, -inf) / tick >= q:
+            due += 1
         current = self._current
-        where = self._where
-        old = where.get(item_id)
+        old = self._where.get(item_id)
         if old is not None:
-            del (self._overdue if old <= current else self._slots[old & self._mask])[item_id]
-        (self._overdue if due <= current else self._slots[due & self._mask])[item_id] = due
-        where[item_id] = due
+            if old > current:
+                del self._slots[old & self._mask][item_id]
+            else:
+                del self._overdue[item_id]
+        if due > current:
+            self._slots[due & self._mask][item_id] = due
+        else:
+            self._overdue[item_id] = due
+        self._where[item_id] = due
 
     def cancel(self, item_id: int) -> bool:
         """Unschedule ``item_id``; False when it was not scheduled."""
-        if not isinstance(item_id, int):
+        if type(item_id) is not int and not isinstance(item_id, int):
             return False
         due = self._where.pop(item_id, None)
         if due is None:
             return False
-        del (self._overdue if due <= self._current else self._slots[due & self._mask])[item_id]
+        if due > self._current:
+            del self._slots[due & self._mask][item_id]
+        else:
+            del self._overdue[item_id]
         return True
 
     def advance(self, now: float) -> list[int]:
@@ -128,30 +146,26 @@ class TimerWheel:
         target = floor(q)
         current = self._current
         overdue = self._overdue
-        if target <= current:
-            if not overdue:
-                return []
-            fired = [(due, item) for item, due in overdue.items()]
-        elif not self._where:
+        fired = [(due, item) for item, due in overdue.items()] if overdue else []
+        if target > current:
             self._current = target
+            if len(self._where) > len(fired):
+                slots = self._slots
+                mask = self._mask
+                # A jump longer than one turn visits every slot once, not every tick between.
+                first = current + 1 if target - current <= mask + 1 else target - mask
+                for tick_no in range(first, target + 1):
+                    slot = slots[tick_no & mask]
+                    if slot:
+                        due_here = [(due, item) for item, due in slot.items() if due <= target]
+                        if len(due_here) == len(slot):
+                            slot.clear()
+                        else:
+                            for _, item in due_here:
+                                del slot[item]
+                        fired += due_here
+        if not fired:
             return []
-        else:
-            fired = [(due, item) for item, due in overdue.items()] if overdue else []
-            slots = self._slots
-            mask = self._mask
-            # A jump longer than one turn visits every slot once, not every tick in between.
-            first = current + 1 if target - current <= mask + 1 else target - mask
-            for tick_no in range(first, target + 1):
-                slot = slots[tick_no & mask]
-                if slot:
-                    due_here = [(due, item) for item, due in slot.items() if due <= target]
-                    if len(due_here) == len(slot):
-                        slot.clear()
-                    else:
-                        for _, item in due_here:
-                            del slot[item]
-                    fired += due_here
-            self._current = target
         overdue.clear()
         where = self._where
         for _, item in fired:

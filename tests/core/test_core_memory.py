@@ -1,8 +1,9 @@
-"""Parsing and encoding in a loop, error paths included, must not grow the process."""
+"""Parsing, encoding and the timer wheel in a loop, error paths included, must not grow the process."""
 
 from __future__ import annotations
 
 import gc
+import math
 import os
 from types import ModuleType
 
@@ -73,15 +74,31 @@ def _encode(core: ModuleType) -> None:
     core.CommandBuffer().append_pttl_many(NAMES)  # dropped holding its buffer
 
 
+def _wheel(core: ModuleType) -> None:
+    wheel = core.TimerWheel(0.01, 256, 1e6)
+    for item in range(1, 5001):
+        wheel.schedule(item, 1e6 + (item % 700) * 0.01)
+    for item in range(1, 5001, 2):
+        wheel.cancel(item)
+    with pytest.raises(ValueError):
+        wheel.schedule(1, math.nan)
+    assert len(wheel.advance(1e6 + 3.0)) > 0
+    abandoned = core.TimerWheel(0.01, 1024, 1e6)  # dropped holding entries
+    for item in range(1, 3001):
+        abandoned.schedule(item, 1e6 + item)
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc/self/statm")
 def test_no_growth_over_many_rounds(core: ModuleType) -> None:
     for _ in range(30):
         _parse(core)
         _encode(core)
+        _wheel(core)
     gc.collect()
     before = _rss()
     for _ in range(ROUNDS):
         _parse(core)
         _encode(core)
+        _wheel(core)
     gc.collect()
     assert _rss() - before < ALLOWED_GROWTH
