@@ -51,11 +51,13 @@ NOT_OURS = -3
 # KEYS = lock keys; ARGV[1] = ttl in ms, ARGV[1 + i] = the token of KEYS[i]. Replies one integer
 # per key: 1 renewed, 0 not ours. Callers keep each call near 1000 keys: a script blocks the server.
 RENEW_MANY = Script("renew_many", b"""\
+local call = redis.call
 local ttl = ARGV[1]
 local out = {}
-for i, key in ipairs(KEYS) do
-  if redis.call('get', key) == ARGV[i + 1] then
-    out[i] = redis.call('pexpire', key, ttl)
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  if call('get', key) == ARGV[i + 1] then
+    out[i] = call('pexpire', key, ttl)
   else
     out[i] = 0
   end

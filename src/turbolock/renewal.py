@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from . import _scripts
 from ._executor import NOT_SENT, UNKNOWN
 from ._validate import timeout_seconds
-from .errors import InvalidArgumentError, InvalidArgumentTypeError
+from .errors import InvalidArgumentError, InvalidArgumentTypeError, ReplyError
 from .lease import Lease
 
 if TYPE_CHECKING:
@@ -35,6 +35,10 @@ log = logging.getLogger("turbolock.renewal")
 
 RENEW_CHUNK = 1000
 WHEEL_TICK = 0.01
+# How often the thread looks at the wheel while it holds locks: renewals run up to this late,
+# which their margin (more than one call deadline) absorbs; waking every tick cost ~1% of a core.
+POLL_INTERVAL = 0.05
+_NO_LIMIT = math.inf  # one shared float, not one per renewed lock
 WHEEL_SLOTS = 1024
 COMMANDS_PER_WRITE = 8
 
@@ -109,6 +113,7 @@ class Renewer:
         self._wakeup = threading.Event()
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._poll = POLL_INTERVAL
 
     def __len__(self) -> int:
         return len(self._held)
@@ -116,15 +121,16 @@ class Renewer:
     def add(self, leases: Iterable[Lease], policy: AutoRenew, on_lost: OnLost | None) -> None:
         before = policy.renew_before
         assert before is not None
-        max_hold = math.inf if policy.max_hold is None else policy.max_hold
+        max_hold = policy.max_hold
         with self._lock:
             if self._stopping:
                 raise InvalidArgumentError("auto_renew", "the client is closed")
             wheel = self._wheel
             held = self._held
             ids = self._ids
+            self._poll = max(WHEEL_TICK, min(self._poll, before / 4))
             for lease in leases:
-                hold_until = lease.acquired_at + max_hold
+                hold_until = _NO_LIMIT if max_hold is None else lease.acquired_at + max_hold
                 state = RenewalState(next(ids), before, policy.max_renewals, hold_until, on_lost)
                 lease.renewal = state
                 held[state.id] = lease
@@ -191,7 +197,7 @@ class Renewer:
                 except Exception:  # the renewer must survive anything
                     log.exception("turbolock: renewal round failed; retrying its locks")
                     self._retry_later(due)
-            self._wakeup.wait(None if idle else WHEEL_TICK)
+            self._wakeup.wait(None if idle else self._poll)
             self._wakeup.clear()
 
     def _renew(self, due: list[Lease]) -> None:
@@ -242,19 +248,34 @@ class Renewer:
             for index in indices:
                 append(buf, index)
 
+        settled = [False] * len(batches)
+
+        def settle(index: int, reply: object) -> None:
+            batch = batches[index][1]
+            settled[index] = True
+            if type(reply) is list and len(reply) == len(batch):
+                self._settle(batch, reply, sent_at)
+                return
+            if reply is not UNKNOWN and reply is not NOT_SENT:
+                log.warning("turbolock: renewal of %d locks got %s", len(batch), _describe(reply))
+            self._retry_later(batch)
+
+        def on_replies(start: int, replies: list[object]) -> None:
+            # Settled while the server runs the next scripts; NOSCRIPT ones wait for their retry.
+            for index, reply in enumerate(replies, start):
+                if not (type(reply) is ReplyError and reply.code == "NOSCRIPT"):
+                    settle(index, reply)
+
         sent_at = time.monotonic()
         try:
-            replies = self._client._exec_renewals.many(len(batches), encode, _scripts.RENEW_MANY, reencode)
+            replies = self._client._exec_renewals.many(len(batches), encode, _scripts.RENEW_MANY, reencode,
+                                                       on_replies=on_replies)
         except Exception as exc:  # no connection at all: every lock is indeterminate
             log.warning("turbolock: renewal of %d locks could not be sent: %s", len(leases), exc)
             replies = [NOT_SENT] * len(batches)
-        for (_, batch), reply in zip(batches, replies, strict=True):
-            if type(reply) is list and len(reply) == len(batch):
-                self._settle(batch, reply, sent_at)
-            else:
-                if reply is not UNKNOWN and reply is not NOT_SENT:
-                    log.warning("turbolock: renewal of %d locks got %s", len(batch), _describe(reply))
-                self._retry_later(batch)
+        for index, reply in enumerate(replies):
+            if not settled[index]:
+                settle(index, reply)
 
     def _settle(self, batch: list[Lease], outcomes: list[object], sent_at: float) -> None:
         lost: list[Lease] = []
