@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from . import _core
+from ._redlock_lock import RedlockLock
 from ._validate import MAX_NAME_BYTES, MAX_TTL_MS, MIN_TOKEN_BYTES
 from .bulk import MAX_BULK, AcquireManyResult
 from .client import LockClient
@@ -16,6 +17,7 @@ from .errors import (
     AcquireOutcomeUnknownError,
     AuthenticationError,
     ConnectionError,
+    ExtensionLimitError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
     LockError,
@@ -25,12 +27,22 @@ from .errors import (
     LockUsageError,
     OutcomeUnknownError,
     ProtocolError,
+    QuorumError,
+    RedlockNotAcquiredError,
     ResponseError,
     TimeoutError,
 )
 from .lease import Lease, LockInfo
 from .lock import Lock
 from .options import ConnectionOptions
+from .redlock import (
+    InstanceSummary,
+    RedlockClient,
+    RedlockLease,
+    RedlockManyResult,
+    RedlockResult,
+    RedlockStatus,
+)
 from .renewal import AutoRenew
 
 implementation: str = str(_core.default_core.IMPLEMENTATION)
@@ -52,6 +64,8 @@ __all__ = [
     "AutoRenew",
     "ConnectionError",
     "ConnectionOptions",
+    "ExtensionLimitError",
+    "InstanceSummary",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
     "Lease",
@@ -65,6 +79,14 @@ __all__ = [
     "LockUsageError",
     "OutcomeUnknownError",
     "ProtocolError",
+    "QuorumError",
+    "RedlockClient",
+    "RedlockLease",
+    "RedlockLock",
+    "RedlockManyResult",
+    "RedlockNotAcquiredError",
+    "RedlockResult",
+    "RedlockStatus",
     "ResponseError",
     "TimeoutError",
     "implementation",

@@ -118,3 +118,29 @@ class ReplyError(Exception):
 
     def __hash__(self) -> int:
         return hash(self.args)
+
+
+class QuorumError(ConnectionError):
+    """Too many Redlock masters failed to answer for a call to be decided; ``names`` lists the locks.
+
+    For an acquire (NoQuorum) ``result`` says what the masters answered, as counts, and the lock
+    was released again wherever it may have been taken. For a release or extend the outcome is
+    unconfirmed; releases are retried on those masters when they answer again.
+    """
+
+    def __init__(self, message: str, names: list[str | bytes], result: Any = None) -> None:
+        super().__init__(message)
+        self.names = names
+        self.result = result
+
+
+class RedlockNotAcquiredError(LockNotAcquiredError):
+    """A blocking Redlock acquire gave up; ``result`` holds the last attempt's status and counts."""
+
+    def __init__(self, message: str, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class ExtensionLimitError(LockError):
+    """A lease was extended as many times as its ``max_extensions`` allows; it was not extended."""

@@ -1,0 +1,372 @@
+"""Redlock over 3 masters, in one run: turbolock (both cores) against pottery's Redlock, and
+turbolock's bulk Redlock against its own single-server bulk acquire.
+
+    python -m benchmarks.redlock_compare [--quick] [--json PATH]
+
+Starts three throwaway redis-servers. Each repeat runs every contender of a section once,
+side by side, the order rotating from repeat to repeat; every server is flushed before every
+measurement; all contenders use the same key names, ttl and chunk size. Alongside, the
+"socket floor" row runs the same commands (SET NX PX to 3 masters, then an EVALSHA release to
+3 masters) over plain sockets with no client at all: what no Python client can beat here.
+Progress goes to stderr, the table to stdout, samples and ratios to JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import socket
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+import turbolock
+from turbolock import RedlockClient, _core, _scripts
+from turbolock.redis_server import RedisServer
+
+from .contenders import BenchmarkError, Timing, Turbolock, core_available, timed
+from .report import Comparison, RatioResult, Row, RowResult, Section, SectionResult, key
+from .stats import paired_ratio, summarize
+from .table import render
+from .workload import CHUNK_SIZE, KEY_PREFIX, TOKEN_BYTES, TTL_MS, TTL_SECONDS, names
+
+DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "redlock_compare.json")
+MASTERS = 3
+
+RL_C = "turbolock Redlock c"
+RL_PY = "turbolock Redlock py"
+POTTERY = "pottery Redlock"
+FLOOR = "socket floor (3 masters)"
+ONE_C = "turbolock single-server c"
+ONE_PY = "turbolock single-server py"
+CORES = {RL_C: "c", RL_PY: "py"}
+SINGLE = {RL_C: ONE_C, RL_PY: ONE_PY}
+
+PAIRS = "redlock-pairs"
+BULK_ACQUIRE = "redlock-bulk-acquire"
+BULK_RELEASE = "redlock-bulk-release"
+
+SECTIONS = (
+    Section(PAIRS, f"Redlock acquire+release over {MASTERS} masters, sequential", "pairs/s", (
+        Row(RL_C, (Comparison(POTTERY, 10.0), Comparison(FLOOR))),
+        Row(RL_PY, (Comparison(POTTERY, 10.0), Comparison(FLOOR))),
+        Row(POTTERY),
+        Row(FLOOR),
+    )),
+    Section(BULK_ACQUIRE, f"bulk acquire of distinct locks: Redlock on {MASTERS} masters vs one server",
+            "locks/s", (
+                Row(RL_C, (Comparison(ONE_C, 0.5),)),
+                Row(RL_PY, (Comparison(ONE_PY, 0.5),)),
+                Row(ONE_C),
+                Row(ONE_PY),
+            )),
+    Section(BULK_RELEASE, "bulk release of the same locks", "locks/s", (
+        Row(RL_C, (Comparison(ONE_C),)),
+        Row(RL_PY, (Comparison(ONE_PY),)),
+        Row(ONE_C),
+        Row(ONE_PY),
+    )),
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    pairs: int
+    pottery_pairs: int
+    """pottery is some 20 times slower: fewer pairs keep its repeats as long as the others'."""
+    bulk: int
+    repeats: int
+
+
+DEFAULT = Workload(pairs=2000, pottery_pairs=300, bulk=100_000, repeats=5)
+QUICK = Workload(pairs=500, pottery_pairs=100, bulk=20_000, repeats=3)
+
+Step = tuple[str, Callable[[], dict[str, float]]]
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class TurbolockRedlock:
+    """``RedlockClient`` on one core: try_acquire/release, acquire_many/release_many."""
+
+    def __init__(self, urls: list[str], core: str) -> None:
+        self.client = RedlockClient(urls, core=core, key_prefix=KEY_PREFIX, chunk_size=CHUNK_SIZE)
+
+    def pairs(self, pair_names: list[str]) -> Timing:
+        acquire = self.client.try_acquire
+        release = self.client.release
+
+        def run() -> None:
+            for name in pair_names:
+                lease = acquire(name, TTL_SECONDS)
+                if lease is None or not release(lease):
+                    raise BenchmarkError(f"turbolock Redlock: {name!r} was not taken and released")
+
+        _, wall, cpu = timed(run)
+        return Timing(len(pair_names), wall, cpu)
+
+    def bulk(self, bulk_names: list[str]) -> tuple[Timing, Timing]:
+        result, wall, cpu = timed(self.client.acquire_many, bulk_names, TTL_SECONDS)
+        leases = result.acquired
+        if len(leases) != len(bulk_names):
+            raise BenchmarkError(f"turbolock Redlock: {len(bulk_names) - len(leases)} locks not taken "
+                                 f"({result.counts()})")
+        released, release_wall, release_cpu = timed(self.client.release_many, leases)
+        if not all(released):
+            raise BenchmarkError("turbolock Redlock: some releases were refused")
+        return Timing(len(bulk_names), wall, cpu), Timing(len(leases), release_wall, release_cpu)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class PotteryRedlock:
+    """pottery's ``Redlock`` as its documentation shows it: one object per lock, acquire, release."""
+
+    def __init__(self, urls: list[str]) -> None:
+        from pottery import Redlock
+
+        self.redlock = Redlock
+        self.masters = [redis.Redis.from_url(url) for url in urls]
+
+    def pairs(self, pair_names: list[str]) -> Timing:
+        redlock, masters = self.redlock, self.masters
+
+        def run() -> None:
+            for name in pair_names:
+                lock = redlock(key=KEY_PREFIX + name, masters=masters, auto_release_time=TTL_SECONDS)
+                if not lock.acquire(blocking=False):
+                    raise BenchmarkError(f"pottery: {name!r} was not taken")
+                lock.release()
+
+        _, wall, cpu = timed(run)
+        return Timing(len(pair_names), wall, cpu)
+
+    def close(self) -> None:
+        for master in self.masters:
+            master.close()
+
+
+class SocketFloor:
+    """The same commands as a Redlock pair over plain blocking sockets, with no client at all."""
+
+    def __init__(self, servers: list[RedisServer]) -> None:
+        self.socks = []
+        for server in servers:
+            sock = socket.create_connection((server.host, server.port))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.socks.append(sock)
+        self.buffer = _core.default_core.CommandBuffer(KEY_PREFIX.encode())
+
+    def pairs(self, pair_names: list[str]) -> Timing:
+        socks, buf = self.socks, self.buffer
+        sha = _scripts.RELEASE.sha
+        scratch = bytearray(4096)
+        keys = [name.encode() for name in pair_names]
+        buf.append_command((b"SCRIPT", b"LOAD", _scripts.RELEASE.source))
+        load = buf.take()
+        for sock in socks:
+            sock.sendall(load)
+            sock.recv_into(scratch)
+
+        def run() -> None:
+            for key_name in keys:
+                token = os.urandom(TOKEN_BYTES)
+                buf.append_set_nx_px(key_name, token, TTL_MS)
+                data = buf.take()
+                for sock in socks:
+                    sock.sendall(data)
+                for sock in socks:
+                    if sock.recv_into(scratch) != 5:  # +OK\r\n
+                        raise BenchmarkError("socket floor: a lock was not taken")
+                buf.append_evalsha(sha, key_name, token, None)
+                data = buf.take()
+                for sock in socks:
+                    sock.sendall(data)
+                for sock in socks:
+                    sock.recv_into(scratch)
+
+        _, wall, cpu = timed(run)
+        return Timing(len(pair_names), wall, cpu)
+
+    def close(self) -> None:
+        for sock in self.socks:
+            sock.close()
+
+
+class Run:
+    def __init__(self, servers: list[RedisServer], workload: Workload) -> None:
+        self.servers = servers
+        self.urls = [server.url for server in servers]
+        self.workload = workload
+        self.admins = [redis.Redis.from_url(url) for url in self.urls]
+        self.samples: dict[str, list[float]] = defaultdict(list)
+        self.closers: list[Callable[[], None]] = []
+
+    def flush(self) -> None:
+        for admin in self.admins:
+            admin.flushall()
+
+    def _keep(self, contender: Any) -> Any:
+        self.closers.append(contender.close)
+        return contender
+
+    def pair_steps(self) -> list[Step]:
+        pair_names = names("pair", self.workload.pairs)
+        pottery_names = pair_names[:self.workload.pottery_pairs]
+        contenders: dict[str, Any] = {label: self._keep(TurbolockRedlock(self.urls, core))
+                                      for label, core in CORES.items() if core_available(core)}
+        contenders[POTTERY] = self._keep(PotteryRedlock(self.urls))
+        contenders[FLOOR] = self._keep(SocketFloor(self.servers))
+        steps: list[Step] = []
+        for label, contender in contenders.items():
+            contender.pairs(["warm:0", "warm:1"])
+            chosen = pottery_names if label == POTTERY else pair_names
+
+            def step(contender: Any = contender, label: str = label,
+                     chosen: list[str] = chosen) -> dict[str, float]:
+                return {key(PAIRS, label): contender.pairs(chosen).rate}
+
+            steps.append((label, step))
+        return steps
+
+    def bulk_steps(self) -> list[Step]:
+        bulk_names = names("bulk", self.workload.bulk)
+        steps: list[Step] = []
+        for label, core in CORES.items():
+            if not core_available(core):
+                continue
+            for step_label, contender in ((label, TurbolockRedlock(self.urls, core)),
+                                          (SINGLE[label], Turbolock(self.urls[0], core))):
+                self._keep(contender)
+                contender.bulk([f"warm:{i}" for i in range(2000)])
+
+                def step(contender: Any = contender, label: str = step_label) -> dict[str, float]:
+                    acquire, release = contender.bulk(bulk_names)
+                    return {key(BULK_ACQUIRE, label): acquire.rate, key(BULK_RELEASE, label): release.rate}
+
+                steps.append((step_label, step))
+        return steps
+
+    def measure(self) -> None:
+        if not core_available("c"):
+            progress(f"{RL_C}: n/a (the compiled core turbolock._core_c does not import)")
+        groups = [("pairs", self.pair_steps()), ("bulk", self.bulk_steps())]
+        repeats = self.workload.repeats
+        for repeat in range(repeats):
+            for group, steps in groups:
+                shift = repeat % len(steps)
+                for label, step in steps[shift:] + steps[:shift]:
+                    self.flush()
+                    values = step()
+                    for sample_key, value in values.items():
+                        self.samples[sample_key].append(value)
+                    shown = ", ".join(f"{k.split('/', 1)[0]} {v:,.0f}/s" for k, v in values.items())
+                    progress(f"[{repeat + 1}/{repeats}] {group:5s} {label:28s} {shown}")
+
+    def close(self) -> None:
+        for close in self.closers:
+            close()
+        for admin in self.admins:
+            admin.close()
+
+
+def evaluate(samples: Mapping[str, Sequence[float]]) -> list[SectionResult]:
+    results = []
+    for section in SECTIONS:
+        rows = []
+        for row in section.rows:
+            values = samples.get(key(section.name, row.contender), ())
+            ratios = [RatioResult(c.baseline,
+                                  paired_ratio(values, samples.get(key(section.name, c.baseline), ())),
+                                  c.target)
+                      for c in row.comparisons]
+            rows.append(RowResult(row.contender, summarize(values), ratios))
+        results.append(SectionResult(section, rows))
+    return results
+
+
+def _meta(workload: Workload, server_version: str, started: float, argv: list[str]) -> dict[str, Any]:
+    from importlib.metadata import version
+
+    return {
+        "command": " ".join(["python -m benchmarks.redlock_compare", *argv]),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "seconds": round(time.monotonic() - started, 1),
+        "workload": dataclasses.asdict(workload),
+        "masters": MASTERS,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "redis_server": server_version,
+        "pottery": version("pottery"),
+        "redis_py": redis.__version__,
+        "turbolock": turbolock.__version__,
+        "turbolock_c": core_available("c"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.redlock_compare",
+                                     description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller batches, 3 repeats (about 20 s)")
+    parser.add_argument("--json", default=DEFAULT_JSON, metavar="PATH", help=f"default: {DEFAULT_JSON}")
+    args_list = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(args_list)
+    try:
+        import pottery  # noqa: F401
+    except ImportError:
+        parser.error("pottery is not installed (pip install pottery)")
+    workload = QUICK if args.quick else DEFAULT
+    started = time.monotonic()
+    progress(f"Redlock benchmarks: {workload.pairs} pairs ({workload.pottery_pairs} for pottery), "
+             f"{workload.bulk:,} bulk locks, {workload.repeats} repeats; {MASTERS} throwaway redis-servers")
+    servers: list[RedisServer] = []
+    try:
+        for _ in range(MASTERS):
+            servers.append(RedisServer().start())
+        run = Run(servers, workload)
+        try:
+            server_version = str(run.admins[0].info("server")["redis_version"])
+            run.measure()
+        finally:
+            run.close()
+    finally:
+        for server in servers:
+            server.stop()
+    results = evaluate(run.samples)
+    meta = _meta(workload, server_version, started, args_list)
+    print(render(results), end="")
+    print(f"\n{meta['command']}: {workload.repeats} repeats in {meta['seconds']:.0f} s, load average "
+          f"{meta['load_average'][0]:.2f}, {meta['cpus']} CPUs; pottery {meta['pottery']}; "
+          f"redis-server {server_version}")
+    directory = os.path.dirname(os.path.abspath(args.json))
+    os.makedirs(directory, exist_ok=True)
+    with open(args.json, "w") as out:
+        json.dump({"meta": meta, "sections": [_section_json(r) for r in results],
+                   "samples": {k: list(v) for k, v in run.samples.items()}}, out, indent=2)
+    progress(f"wrote {args.json}")
+    return 0
+
+
+def _section_json(result: SectionResult) -> dict[str, Any]:
+    return {"name": result.section.name, "title": result.section.title, "unit": result.section.unit,
+            "rows": [{"contender": row.contender, "summary": row.summary.as_dict() if row.summary else None,
+                      "ratios": [{"baseline": r.baseline, "ratio": r.ratio.as_dict() if r.ratio else None,
+                                  "target": r.target, "met": r.met} for r in row.ratios]}
+                     for row in result.rows]}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Auto-renewal of Redlocks: the single-server renewer's thread and timer wheel, renewing on a
+majority of the masters.
+
+Each round sends one multi-key script per chunk of due locks to every master at once (see
+``_redlock_fanout``). A lock is renewed when a quorum extended it (or set it again where a
+master had lost it) with validity left; lost when others hold it on so many masters that no
+quorum is possible any more; otherwise (masters not answering) retried until its validity
+ends, then lost. Loss is signalled as for single locks: ``lease.lost``, ``on_lost(lease)``,
+``lease.ensure_held()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from ._redlock_fanout import fan_out
+from ._redlock_result import InstanceSummary, RedlockLease
+from ._redlock_scripts import RENEW_MANY, extended
+from .lease import Lease
+from .renewal import COMMANDS_PER_WRITE, RENEW_CHUNK, RenewalState, Renewer
+
+if TYPE_CHECKING:
+    from .redlock import RedlockClient
+
+log = logging.getLogger("turbolock.renewal")
+
+
+class RedlockRenewer(Renewer):
+    """The renewal thread of one ``RedlockClient``; started on the first auto-renewed lease."""
+
+    def __init__(self, client: RedlockClient) -> None:
+        super().__init__(cast(Any, client))
+        self._redlock = client
+
+    @staticmethod
+    def _limit_reached(lease: Lease, state: RenewalState, now: float) -> bool:
+        if Renewer._limit_reached(lease, state, now):
+            return True
+        return (isinstance(lease, RedlockLease) and lease.max_extensions is not None
+                and lease.extensions >= lease.max_extensions)
+
+    def _send(self, leases: list[Lease]) -> None:
+        groups: dict[int, list[Lease]] = {}
+        for lease in leases:
+            groups.setdefault(lease.ttl_ms, []).append(lease)
+        for ttl_ms, group in groups.items():
+            self._send_group(ttl_ms, [cast(RedlockLease, lease) for lease in group])
+
+    def _send_group(self, ttl_ms: int, group: list[RedlockLease]) -> None:
+        client = self._redlock
+        batches = [group[start:start + RENEW_CHUNK] for start in range(0, len(group), RENEW_CHUNK)]
+        sha = RENEW_MANY.sha
+
+        def append(buf: Any, index: int) -> None:
+            batch = batches[index]
+            buf.append_evalsha_multikey(sha, [lease.key for lease in batch], [lease.token for lease in batch],
+                                        ttl_ms)
+
+        def encode(buf: Any, start: int, stop: int) -> None:
+            for index in range(start, stop):
+                append(buf, index)
+
+        def reencode(buf: Any, indices: Sequence[int]) -> None:
+            for index in indices:
+                append(buf, index)
+
+        try:
+            outcome = fan_out(client._links, len(batches), encode, client.chunk_timeout_for(ttl_ms),
+                              COMMANDS_PER_WRITE, RENEW_MANY, reencode)
+        except Exception as exc:  # the renewer must survive anything: retry every lock
+            log.warning("turbolock: Redlock renewal of %d locks could not be sent: %s", len(group), exc)
+            self._retry_later(list(group))
+            return
+        if not outcome.started:  # no master could be reached at all
+            self._retry_later(list(group))
+            return
+        now = time.monotonic()
+        quorum = client.quorum
+        masters = len(outcome.replies)
+        retry: list[Lease] = []
+        for b, batch in enumerate(batches):
+            started = outcome.started[b // COMMANDS_PER_WRITE]
+            rows = [_answers(row[b], len(batch)) for row in outcome.replies]
+            renewed: list[Lease] = []
+            summaries: list[InstanceSummary] = []
+            for j, lease in enumerate(batch):
+                done = theirs = 0
+                for answers in rows:
+                    if answers is not None:
+                        reply = answers[j]
+                        if extended(reply):
+                            done += 1
+                        elif reply == 0:
+                            theirs += 1
+                summary = InstanceSummary(done, theirs, masters - done - theirs)
+                if done >= quorum and started + (ttl_ms - lease.drift_ms) / 1000.0 > now:
+                    renewed.append(lease)
+                    summaries.append(summary)
+                elif theirs > masters - quorum:
+                    self._lost(lease, f"its renewal found it held by others ({summary} of {masters} masters; "
+                                      f"quorum {quorum})")
+                else:
+                    retry.append(lease)
+            if renewed:
+                self._settle(renewed, [1] * len(renewed), started)
+                for held, summary in zip(renewed, summaries, strict=True):
+                    red = cast(RedlockLease, held)
+                    red.extensions += 1
+                    red.instances = summary
+        if retry:
+            self._retry_later(retry)
+
+
+def _answers(reply: object, size: int) -> list[object] | None:
+    """One master's per-key answers to a renewal script, or None when it gave none usable."""
+    if isinstance(reply, list) and len(reply) == size:
+        return reply
+    return None

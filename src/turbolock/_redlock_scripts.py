@@ -1,0 +1,48 @@
+"""The Redlock extend scripts: extend where the lock is ours, and take it back where it is gone.
+
+A master that restarted without persistence while the lock was held has lost the key; while
+the lease is still valid (a majority holds it) setting it there again is as safe as an
+acquire, and it keeps the majority from thinning out one restart at a time. RedLock.net's
+extend does the same. Callers only extend leases with validity left.
+"""
+
+from __future__ import annotations
+
+from ._scripts import Script
+
+# KEYS[1] = lock key; ARGV[1] = token, ARGV[2] = ttl in ms. Replies 1 extended, 2 set again
+# (the key was gone), 0 held by another token.
+EXTEND = Script("redlock_extend", b"""\
+local value = redis.call('get', KEYS[1])
+if value == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+if not value then
+  redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
+  return 2
+end
+return 0
+""")
+
+# KEYS = lock keys; ARGV[1] = ttl in ms, ARGV[1 + i] = the token of KEYS[i]. One reply per key,
+# as EXTEND's. Callers keep each call near 1000 keys: a script blocks the server.
+RENEW_MANY = Script("redlock_renew_many", b"""\
+local ttl = ARGV[1]
+local out = {}
+for i, key in ipairs(KEYS) do
+  local value = redis.call('get', key)
+  if value == ARGV[i + 1] then
+    out[i] = redis.call('pexpire', key, ttl)
+  elseif not value then
+    redis.call('set', key, ARGV[i + 1], 'px', ttl)
+    out[i] = 2
+  else
+    out[i] = 0
+  end
+end
+return out
+""")
+
+
+def extended(reply: object) -> bool:
+    return reply == 1 or reply == 2

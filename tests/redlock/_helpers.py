@@ -1,0 +1,25 @@
+"""Small helpers shared by the Redlock tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import redis
+
+TTL = 2.0
+"""Long enough next to the 50 ms node timeout that a loaded 2-core machine keeps validity."""
+
+
+def values(raw_masters: list[redis.Redis], key: str | bytes) -> list[bytes | None]:
+    """The value of ``key`` on each master (None where absent)."""
+    return [connection.get(key) for connection in raw_masters]
+
+
+def wait_for(predicate: Callable[[], object], limit: float) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return bool(predicate())
