@@ -38,7 +38,7 @@ WHEEL_TICK = 0.01
 # How often the thread looks at the wheel while it holds locks: renewals run up to this late,
 # which their margin (more than one call deadline) absorbs; waking every tick cost ~1% of a core.
 POLL_INTERVAL = 0.05
-_NO_LIMIT = math.inf  # one shared float, not one per renewed lock
+NO_LIMIT = math.inf  # one shared float, not one per renewed lock
 WHEEL_SLOTS = 1024
 COMMANDS_PER_WRITE = 8
 
@@ -130,7 +130,7 @@ class Renewer:
             ids = self._ids
             self._poll = max(WHEEL_TICK, min(self._poll, before / 4))
             for lease in leases:
-                hold_until = _NO_LIMIT if max_hold is None else lease.acquired_at + max_hold
+                hold_until = NO_LIMIT if max_hold is None else lease.acquired_at + max_hold
                 state = RenewalState(next(ids), before, policy.max_renewals, hold_until, on_lost)
                 lease.renewal = state
                 held[state.id] = lease

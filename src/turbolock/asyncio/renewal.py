@@ -14,7 +14,6 @@ import functools
 import inspect
 import itertools
 import logging
-import math
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,8 @@ from ..errors import InvalidArgumentError, LockUsageError
 from ..lease import Lease
 from ..renewal import (
     COMMANDS_PER_WRITE,
+    NO_LIMIT,
+    POLL_INTERVAL,
     RENEW_CHUNK,
     WHEEL_SLOTS,
     WHEEL_TICK,
@@ -53,6 +54,7 @@ class Renewer:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._poll = POLL_INTERVAL
         self._waiters: dict[int, list[asyncio.Future[bool]]] = {}
         self._callbacks: set[asyncio.Future[Any]] = set()
 
@@ -64,12 +66,13 @@ class Renewer:
             raise InvalidArgumentError("auto_renew", "the client is closed")
         before = policy.renew_before
         assert before is not None
-        max_hold = math.inf if policy.max_hold is None else policy.max_hold
+        max_hold = policy.max_hold
+        self._poll = max(WHEEL_TICK, min(self._poll, before / 4))
         wheel = self._wheel
         held = self._held
         ids = self._ids
         for lease in leases:
-            hold_until = lease.acquired_at + max_hold
+            hold_until = NO_LIMIT if max_hold is None else lease.acquired_at + max_hold
             state = RenewalState(next(ids), before, policy.max_renewals, hold_until, on_lost)
             lease.renewal = state
             held[state.id] = lease
@@ -147,7 +150,7 @@ class Renewer:
                     log.exception("turbolock: renewal round failed; retrying its locks")
                     self._retry_later(due)
             if self._held:
-                await asyncio.sleep(WHEEL_TICK)
+                await asyncio.sleep(self._poll)
             else:
                 self._wakeup.clear()
                 await self._wakeup.wait()
