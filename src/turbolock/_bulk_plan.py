@@ -7,7 +7,6 @@ with its own executor, then turns the raw replies (ints, error replies, ``UNKNOW
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from itertools import repeat
 from typing import Any, Protocol
@@ -69,11 +68,6 @@ def check_tokens(tokens: Sequence[bytes], count: int) -> list[bytes]:
     if len(tokens) != count:
         raise InvalidArgumentError("tokens", f"has {len(tokens)} items for {count} names")
     return [check_token(token, "tokens") for token in tokens]
-
-
-def new_tokens(count: int) -> list[bytes]:
-    blob = os.urandom(TOKEN_BYTES * count)
-    return [blob[i:i + TOKEN_BYTES] for i in range(0, TOKEN_BYTES * count, TOKEN_BYTES)]
 
 
 def script_encoders(script: _scripts.Script, keys: list[bytes], tokens: list[bytes],
@@ -177,8 +171,10 @@ class AcquirePlan:
 
     def encode(self, buf: Any, start: int, stop: int) -> None:
         if self._fresh_tokens:
-            self.tokens[start:stop] = new_tokens(stop - start)
-        buf.append_set_nx_px_many(self.keys[start:stop], self.tokens[start:stop], self.ttl_ms)
+            keys = self.keys[start:stop]
+            self.tokens[start:stop] = buf.append_set_nx_px_random(keys, self.ttl_ms, TOKEN_BYTES)
+        else:
+            buf.append_set_nx_px_many(self.keys[start:stop], self.tokens[start:stop], self.ttl_ms)
 
     def on_replies(self, start: int, replies: list[object]) -> None:
         stop = start + len(replies)

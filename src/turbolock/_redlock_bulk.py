@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _scripts, bulk
+from ._bulk_plan import TOKEN_BYTES
 from ._executor import UNKNOWN
 from ._redlock_fanout import Outcome, fan_out, remember
 from ._redlock_result import InstanceSummary, RedlockLease, RedlockManyResult, RedlockStatus, decide
@@ -36,9 +37,11 @@ def acquire_many(client: RedlockClient, names: Sequence[str | bytes], ms: int, d
     tokens = [b""] * count if tokens is None else bulk._check_tokens(tokens, count)
 
     def encode(buf: Any, start: int, stop: int) -> None:
+        # Encoded once per chunk; the same bytes go to every master.
         if fresh_tokens:
-            tokens[start:stop] = bulk._new_tokens(stop - start)
-        buf.append_set_nx_px_many(keys[start:stop], tokens[start:stop], ms)
+            tokens[start:stop] = buf.append_set_nx_px_random(keys[start:stop], ms, TOKEN_BYTES)
+        else:
+            buf.append_set_nx_px_many(keys[start:stop], tokens[start:stop], ms)
 
     masters = len(client.masters)
     quorum = client.quorum

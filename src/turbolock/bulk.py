@@ -21,7 +21,6 @@ from ._bulk_plan import (
     check_tokens,
     encode_unique_names,
     flag,
-    new_tokens,
     pttl_encoder,
     script_encoders,
     settle_extend,
@@ -42,7 +41,6 @@ _check_size = check_size
 _check_tokens = check_tokens
 _encode_names = encode_unique_names
 _flag = flag
-_new_tokens = new_tokens
 
 
 def check_chunk_size(chunk_size: object) -> int:
