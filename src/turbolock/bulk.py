@@ -135,23 +135,22 @@ def run_release(client: LockClient, keys: list[bytes], tokens: list[bytes]) -> l
 
 
 def release_many(client: LockClient, leases: Sequence[Lease]) -> list[bool]:
-    check_leases(client, leases)
+    keys, tokens = check_leases(client, leases)
     renewed = [lease for lease in leases if lease.renewal is not None]
     if renewed:
         client._renewer().remove(renewed)
     if client._cleanup:
         client._run_cleanup()
-    replies = run_release(client, [lease.key for lease in leases], [lease.token for lease in leases])
+    replies = run_release(client, keys, tokens)
     return settle_release(client, leases, replies)
 
 
 def extend_many(client: LockClient, leases: Sequence[Lease], ttl: Seconds) -> list[bool]:
-    check_leases(client, leases)
+    keys, tokens = check_leases(client, leases)
     ms = ttl_ms(ttl)
     if client._cleanup:
         client._run_cleanup()
-    encode, reencode = script_encoders(_scripts.EXTEND, [lease.key for lease in leases],
-                                       [lease.token for lease in leases], ms)
+    encode, reencode = script_encoders(_scripts.EXTEND, keys, tokens, ms)
     sent_at = time.monotonic()
     replies = client._exec.many(len(leases), encode, _scripts.EXTEND, reencode)
     return settle_extend(client, leases, replies, ms, sent_at)

@@ -57,22 +57,41 @@ class AutoRenew:
     max_hold: float | None = None
 
 
+class RenewalTerms:
+    """What every lease of one ``add()`` shares: kept once, not once per lease."""
+
+    __slots__ = ("renew_before", "max_renewals", "on_lost")
+
+    def __init__(self, renew_before: float, max_renewals: int | None, on_lost: OnLost | None) -> None:
+        self.renew_before = renew_before
+        self.max_renewals = max_renewals
+        self.on_lost = on_lost
+
+
 class RenewalState:
     """Per-lease renewal bookkeeping, kept small: 100k renewed locks are a normal load."""
 
-    __slots__ = ("id", "renew_before", "renewals", "max_renewals", "hold_until", "on_lost", "released",
-                 "limit_reached")
+    __slots__ = ("id", "terms", "renewals", "hold_until", "released", "limit_reached")
 
-    def __init__(self, item_id: int, renew_before: float, max_renewals: int | None, hold_until: float,
-                 on_lost: OnLost | None) -> None:
+    def __init__(self, item_id: int, terms: RenewalTerms, hold_until: float) -> None:
         self.id = item_id
-        self.renew_before = renew_before
+        self.terms = terms
         self.renewals = 0
-        self.max_renewals = max_renewals
         self.hold_until = hold_until
-        self.on_lost = on_lost
         self.released = False
         self.limit_reached = False
+
+    @property
+    def renew_before(self) -> float:
+        return self.terms.renew_before
+
+    @property
+    def max_renewals(self) -> int | None:
+        return self.terms.max_renewals
+
+    @property
+    def on_lost(self) -> OnLost | None:
+        return self.terms.on_lost
 
 
 def check_policy(policy: object, ttl_ms: int, call_timeout: float) -> AutoRenew:
@@ -128,10 +147,11 @@ class Renewer:
             wheel = self._wheel
             held = self._held
             ids = self._ids
+            terms = RenewalTerms(before, policy.max_renewals, on_lost)
             self._poll = max(WHEEL_TICK, min(self._poll, before / 4))
             for lease in leases:
                 hold_until = NO_LIMIT if max_hold is None else lease.acquired_at + max_hold
-                state = RenewalState(next(ids), before, policy.max_renewals, hold_until, on_lost)
+                state = RenewalState(next(ids), terms, hold_until)
                 lease.renewal = state
                 held[state.id] = lease
                 wheel.schedule(state.id, lease.expires_at - before)

@@ -99,7 +99,7 @@ async def run_release(client: AsyncLockClient, keys: list[bytes], tokens: list[b
 
 
 async def release_many(client: AsyncLockClient, leases: Sequence[Lease]) -> list[bool]:
-    check_leases(client, leases)
+    keys, tokens = check_leases(client, leases)
     renewed = [lease for lease in leases if lease.renewal is not None]
     if renewed:
         client._renewer().remove(renewed)
@@ -107,8 +107,7 @@ async def release_many(client: AsyncLockClient, leases: Sequence[Lease]) -> list
     try:
         if client._cleanup:
             await client._run_cleanup()
-        keys = [lease.key for lease in leases]
-        replies = await run_release(client, keys, [lease.token for lease in leases], confirmed)
+        replies = await run_release(client, keys, tokens, confirmed)
     except BaseException as exc:
         if not isinstance(exc, Exception):  # cancelled: whatever was not confirmed is retried
             _forget(client, [lease for lease, done in zip(leases, confirmed, strict=True) if not done])
@@ -117,12 +116,11 @@ async def release_many(client: AsyncLockClient, leases: Sequence[Lease]) -> list
 
 
 async def extend_many(client: AsyncLockClient, leases: Sequence[Lease], ttl: Seconds) -> list[bool]:
-    check_leases(client, leases)
+    keys, tokens = check_leases(client, leases)
     ms = ttl_ms(ttl)
     if client._cleanup:
         await client._run_cleanup()
-    encode, reencode = script_encoders(_scripts.EXTEND, [lease.key for lease in leases],
-                                       [lease.token for lease in leases], ms)
+    encode, reencode = script_encoders(_scripts.EXTEND, keys, tokens, ms)
     sent_at = time.monotonic()
     replies = await client._exec.many(len(leases), encode, _scripts.EXTEND, reencode)
     return settle_extend(client, leases, replies, ms, sent_at)

@@ -33,6 +33,7 @@ from ..renewal import (
     AutoRenew,
     OnLost,
     RenewalState,
+    RenewalTerms,
 )
 
 if TYPE_CHECKING:
@@ -71,9 +72,10 @@ class Renewer:
         wheel = self._wheel
         held = self._held
         ids = self._ids
+        terms = RenewalTerms(before, policy.max_renewals, on_lost)
         for lease in leases:
             hold_until = NO_LIMIT if max_hold is None else lease.acquired_at + max_hold
-            state = RenewalState(next(ids), before, policy.max_renewals, hold_until, on_lost)
+            state = RenewalState(next(ids), terms, hold_until)
             lease.renewal = state
             held[state.id] = lease
             wheel.schedule(state.id, lease.expires_at - before)
