@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import threading
 import time
-import weakref
 from collections.abc import Iterable, Sequence
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from . import _core, _scripts, bulk
 from ._executor import Executor, Unconfirmed
+from ._ownership import Owner, check_lease, forget_parent_locks_after_fork
 from ._pool import ConnectionPool
 from ._validate import Seconds, check_key_prefix, check_token, encode_name, ttl_ms
 from .errors import (
@@ -42,26 +41,6 @@ DEFAULT_CHUNK_SIZE = 1000
 MAX_CHUNK_SIZE = 10_000
 
 _CLIENT_KEYWORDS = ("key_prefix", "max_connections", "chunk_size", "core")
-
-_clients: weakref.WeakSet[LockClient] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for client in list(_clients):
-        client._forget_parent_locks()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-class _Owner:
-    """Marks the leases of one client in one process: a forked child gets a new one."""
-
-    __slots__ = ("pid",)
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-
 
 def _reply_error(reply: object, name: str | bytes) -> LockError:
     if type(reply) is ReplyError:
@@ -98,17 +77,17 @@ class LockClient:
         self._pool = ConnectionPool(options, self.core, self.key_prefix, max_connections)
         self._exec = Executor(self._pool, options.timeout, self._chunk_size)
         self._exec_renewals = Executor(self._pool, options.timeout, COMMANDS_PER_WRITE)
-        self._owner = _Owner()
+        self._owner = Owner()
         self._cleanup: dict[bytes, tuple[bytes, float]] = {}
         self._cleanup_lock = threading.Lock()
         self._renewer_instance: Renewer | None = None
         self._renewer_lock = threading.Lock()
         self._closed = False
-        _clients.add(self)
+        forget_parent_locks_after_fork(self)
 
     def _forget_parent_locks(self) -> None:
         # In a forked child: the parent's leases, renewals and cleanups are the parent's business.
-        self._owner = _Owner()
+        self._owner = Owner()
         self._cleanup = {}
         self._cleanup_lock = threading.Lock()
         self._renewer_lock = threading.Lock()
@@ -350,17 +329,7 @@ class LockClient:
     # -- plumbing -------------------------------------------------------------------------------
 
     def _check_lease(self, lease: object, argument: str = "lease") -> None:
-        if lease is None:
-            raise InvalidArgumentTypeError(argument, "is missing (None); acquire returned no lease")
-        if type(lease) is not Lease:
-            raise InvalidArgumentTypeError(argument, f"must be a Lease, not {type(lease).__name__}")
-        owner = lease.owner
-        if owner is not self._owner:
-            if isinstance(owner, _Owner) and owner.pid != self._owner.pid:
-                raise InvalidArgumentError(
-                    argument, f"for lock {lease.name!r} was acquired in another process (before a fork); "
-                              "only that process may use it")
-            raise InvalidArgumentError(argument, f"for lock {lease.name!r} was made by another client")
+        check_lease(lease, self._owner, Lease, argument)
 
     def close(self) -> None:
         """Stop renewing and release every auto-renewed lock still held, release maybe-held
@@ -404,3 +373,4 @@ def _describe(names: list[str | bytes]) -> str:
         return f"lock {names[0]!r}"
     shown = ", ".join(repr(n) for n in names[:5])
     return f"{len(names)} locks ({shown}{', ...' if len(names) > 5 else ''})"
+

@@ -15,18 +15,17 @@ within validity (and sets the key again, with the token, where a restarted maste
 from __future__ import annotations
 
 import logging
-import os
 import random
 import secrets
 import threading
 import time
-import weakref
 from collections.abc import Sequence
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from . import _core, _redlock_bulk, _scripts, bulk
 from ._executor import UNKNOWN
+from ._ownership import Owner, check_lease, forget_parent_locks_after_fork
 from ._redlock_fanout import fan_out_one, remember
 from ._redlock_links import Links
 from ._redlock_masters import open_masters
@@ -67,26 +66,6 @@ DEFAULT_RETRY_DELAY = 0.2
 DEFAULT_DRIFT_FACTOR = 0.01
 CLEANUP_GRACE = 1.0
 """Seconds past a lock's ttl during which a maybe-held key is still worth releasing."""
-
-_clients: weakref.WeakSet[RedlockClient] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for client in list(_clients):
-        client._forget_parent_locks()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-class _Owner:
-    """Marks the leases of one Redlock client in one process: a forked child gets a new one."""
-
-    __slots__ = ("pid",)
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-
 
 def _count_int(value: object, argument: str, allow_none: bool) -> int | None:
     if value is None and allow_none:
@@ -148,15 +127,15 @@ class RedlockClient:
         self.key_prefix = prefix
         self.quorum = len(clients) // 2 + 1
         self.core: ModuleType = chosen_core if chosen_core is not None else clients[0].core
-        self._owner = _Owner()
+        self._owner = Owner()
         self._ttls: dict[object, tuple[int, float, float]] = {}
         self._renewer_instance: RedlockRenewer | None = None
         self._renewer_lock = threading.Lock()
         self._closed = False
-        _clients.add(self)
+        forget_parent_locks_after_fork(self)
 
     def _forget_parent_locks(self) -> None:
-        self._owner = _Owner()
+        self._owner = Owner()
         self._renewer_lock = threading.Lock()
         if self._renewer_instance is not None:
             self._renewer_instance.forget_after_fork()
@@ -224,17 +203,8 @@ class RedlockClient:
         return _count_int(max_extensions, "max_extensions", allow_none=True)
 
     def _check_lease(self, lease: object, argument: str = "lease") -> RedlockLease:
-        if lease is None:
-            raise InvalidArgumentTypeError(argument, "is missing (None); acquire returned no lease")
-        if type(lease) is not RedlockLease:
-            raise InvalidArgumentTypeError(argument, f"must be a RedlockLease, not {type(lease).__name__}")
-        owner = lease.owner
-        if owner is not self._owner:
-            if isinstance(owner, _Owner) and owner.pid != self._owner.pid:
-                raise InvalidArgumentError(
-                    argument, f"for lock {lease.name!r} was acquired in another process (before a fork); "
-                              "only that process may use it")
-            raise InvalidArgumentError(argument, f"for lock {lease.name!r} was made by another client")
+        check_lease(lease, self._owner, RedlockLease, argument)
+        assert isinstance(lease, RedlockLease)
         return lease
 
     # -- acquire --------------------------------------------------------------------------------

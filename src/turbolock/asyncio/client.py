@@ -18,8 +18,9 @@ from typing import Any
 from .. import _core, _scripts
 from .. import bulk as _sync_bulk
 from .._executor import UNKNOWN, Unconfirmed
+from .._ownership import Owner, check_lease
 from .._validate import Seconds, check_key_prefix, check_token, encode_name, ttl_ms
-from ..client import DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX, _describe, _Owner, _reply_error
+from ..client import DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX, _describe, _reply_error
 from ..errors import (
     AcquireOutcomeUnknownError,
     InvalidArgumentError,
@@ -72,7 +73,7 @@ class AsyncLockClient:
         self.core: ModuleType = _core.get_core(core)
         self._pool = ConnectionPool(options, self.core, self.key_prefix, max_connections, self._on_orphan)
         self._exec = Executor(self._pool, self._chunk_size)
-        self._owner = _Owner()
+        self._owner = Owner()
         self._tokens = TokenSource()
         self._cleanup: dict[bytes, tuple[bytes, float]] = {}
         self._cleaning = 0
@@ -385,17 +386,7 @@ class AsyncLockClient:
     # -- plumbing -------------------------------------------------------------------------------
 
     def _check_lease(self, lease: object, argument: str = "lease") -> None:
-        if lease is None:
-            raise InvalidArgumentTypeError(argument, "is missing (None); acquire returned no lease")
-        if type(lease) is not Lease:
-            raise InvalidArgumentTypeError(argument, f"must be a Lease, not {type(lease).__name__}")
-        owner = lease.owner
-        if owner is not self._owner:
-            if isinstance(owner, _Owner) and owner.pid != self._owner.pid:
-                raise InvalidArgumentError(
-                    argument, f"for lock {lease.name!r} was acquired in another process (before a fork); "
-                              "only that process may use it")
-            raise InvalidArgumentError(argument, f"for lock {lease.name!r} was made by another client")
+        check_lease(lease, self._owner, Lease, argument)
 
     async def close(self) -> None:
         """Stop renewing and release every auto-renewed lock still held, release maybe-held
