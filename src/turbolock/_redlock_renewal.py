@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ._redlock_fanout import fan_out
 from ._redlock_result import InstanceSummary, RedlockLease
 from ._redlock_scripts import RENEW_MANY, extended
 from .lease import Lease
-from .renewal import COMMANDS_PER_WRITE, RENEW_CHUNK, RenewalState, Renewer
+from .renewal import COMMANDS_PER_WRITE, RenewalState, Renewer, batch_encoders, split_batches
 
 if TYPE_CHECKING:
     from .redlock import RedlockClient
@@ -51,21 +50,8 @@ class RedlockRenewer(Renewer):
 
     def _send_group(self, ttl_ms: int, group: list[RedlockLease]) -> None:
         client = self._redlock
-        batches = [group[start:start + RENEW_CHUNK] for start in range(0, len(group), RENEW_CHUNK)]
-        sha = RENEW_MANY.sha
-
-        def append(buf: Any, index: int) -> None:
-            batch = batches[index]
-            buf.append_evalsha_multikey(sha, [lease.key for lease in batch], [lease.token for lease in batch],
-                                        ttl_ms)
-
-        def encode(buf: Any, start: int, stop: int) -> None:
-            for index in range(start, stop):
-                append(buf, index)
-
-        def reencode(buf: Any, indices: Sequence[int]) -> None:
-            for index in indices:
-                append(buf, index)
+        batches = split_batches(cast(list[Lease], group))  # one ttl here, so one group
+        encode, reencode = batch_encoders(batches, RENEW_MANY.sha)
 
         try:
             outcome = fan_out(client._links, len(batches), encode, client.chunk_timeout_for(ttl_ms),
@@ -81,7 +67,8 @@ class RedlockRenewer(Renewer):
         quorum = client.quorum
         masters = len(outcome.replies)
         retry: list[Lease] = []
-        for b, batch in enumerate(batches):
+        for b, (_, leases) in enumerate(batches):
+            batch = cast(list[RedlockLease], leases)
             started = outcome.started[b // COMMANDS_PER_WRITE]
             rows = [_answers(row[b], len(batch)) for row in outcome.replies]
             renewed: list[Lease] = []

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _scripts
-from ._executor import NOT_SENT, UNKNOWN
+from ._executor import NOT_SENT, UNKNOWN, Reencoder
+from ._pipeline import Encoder
 from ._validate import timeout_seconds
 from .errors import InvalidArgumentError, InvalidArgumentTypeError, ReplyError
 from .lease import Lease
@@ -118,6 +119,53 @@ def check_policy(policy: object, ttl_ms: int, call_timeout: float) -> AutoRenew:
         if hold is None or hold <= 0:
             raise InvalidArgumentError("max_hold", "must be a positive, finite number of seconds")
     return AutoRenew(before, policy.max_renewals, policy.max_hold)
+
+
+def limit_reached(lease: Lease, state: RenewalState, now: float) -> bool:
+    """Whether one more renewal would pass the lock's max_renewals or max_hold."""
+    if state.max_renewals is not None and state.renewals >= state.max_renewals:
+        return True
+    return now + lease.ttl_ms / 1000.0 > state.hold_until
+
+
+def retry_time(lease: Lease, state: RenewalState, now: float) -> float:
+    """When to retry an indeterminate renewal: soon, and never after the lock's safe-until."""
+    return min(now + max(WHEEL_TICK, min(state.renew_before / 4, 1.0)), lease.expires_at)
+
+
+Batch = tuple[int, list[Lease]]
+"""A ttl in ms and up to RENEW_CHUNK leases renewed with it by one script call."""
+
+
+def split_batches(leases: list[Lease]) -> list[Batch]:
+    groups: dict[int, list[Lease]] = {}
+    for lease in leases:
+        groups.setdefault(lease.ttl_ms, []).append(lease)
+    return [(ttl_ms, group[start:start + RENEW_CHUNK])
+            for ttl_ms, group in groups.items() for start in range(0, len(group), RENEW_CHUNK)]
+
+
+def batch_encoders(batches: list[Batch], sha: bytes) -> tuple[Encoder, Reencoder]:
+    """One multi-key EVALSHA per batch: by range of batches, and again by index after NOSCRIPT."""
+
+    def append(buf: Any, index: int) -> None:
+        ttl_ms, batch = batches[index]
+        buf.append_evalsha_multikey(sha, [lease.key for lease in batch], [lease.token for lease in batch],
+                                    ttl_ms)
+
+    def encode(buf: Any, start: int, stop: int) -> None:
+        for index in range(start, stop):
+            append(buf, index)
+
+    def reencode(buf: Any, indices: Sequence[int]) -> None:
+        for index in indices:
+            append(buf, index)
+
+    return encode, reencode
+
+
+def describe_reply(reply: object) -> str:
+    return str(reply) if isinstance(reply, Exception) else type(reply).__name__
 
 
 class Renewer:
@@ -241,33 +289,11 @@ class Renewer:
 
     @staticmethod
     def _limit_reached(lease: Lease, state: RenewalState, now: float) -> bool:
-        if state.max_renewals is not None and state.renewals >= state.max_renewals:
-            return True
-        return now + lease.ttl_ms / 1000.0 > state.hold_until
+        return limit_reached(lease, state, now)
 
     def _send(self, leases: list[Lease]) -> None:
-        groups: dict[int, list[Lease]] = {}
-        for lease in leases:
-            groups.setdefault(lease.ttl_ms, []).append(lease)
-        batches: list[tuple[int, list[Lease]]] = []
-        for ttl_ms, group in groups.items():
-            for start in range(0, len(group), RENEW_CHUNK):
-                batches.append((ttl_ms, group[start:start + RENEW_CHUNK]))
-        sha = _scripts.RENEW_MANY.sha
-
-        def append(buf: Any, index: int) -> None:
-            ttl_ms, batch = batches[index]
-            buf.append_evalsha_multikey(sha, [lease.key for lease in batch], [lease.token for lease in batch],
-                                        ttl_ms)
-
-        def encode(buf: Any, start: int, stop: int) -> None:
-            for index in range(start, stop):
-                append(buf, index)
-
-        def reencode(buf: Any, indices: Sequence[int]) -> None:
-            for index in indices:
-                append(buf, index)
-
+        batches = split_batches(leases)
+        encode, reencode = batch_encoders(batches, _scripts.RENEW_MANY.sha)
         settled = [False] * len(batches)
 
         def settle(index: int, reply: object) -> None:
@@ -277,7 +303,7 @@ class Renewer:
                 self._settle(batch, reply, sent_at)
                 return
             if reply is not UNKNOWN and reply is not NOT_SENT:
-                log.warning("turbolock: renewal of %d locks got %s", len(batch), _describe(reply))
+                log.warning("turbolock: renewal of %d locks got %s", len(batch), describe_reply(reply))
             self._retry_later(batch)
 
         def on_replies(start: int, replies: list[object]) -> None:
@@ -320,8 +346,7 @@ class Renewer:
                 state = lease.renewal
                 if state is None or state.released:
                     continue
-                retry_at = min(now + max(WHEEL_TICK, min(state.renew_before / 4, 1.0)), lease.expires_at)
-                self._wheel.schedule(state.id, retry_at)
+                self._wheel.schedule(state.id, retry_time(lease, state, now))
 
     def _reschedule(self, lease: Lease, when: float) -> None:
         state = lease.renewal
@@ -347,6 +372,3 @@ class Renewer:
             except Exception:  # a callback must never stop the renewer
                 log.exception("turbolock: on_lost callback for lock %r raised", lease.name)
 
-
-def _describe(reply: object) -> str:
-    return str(reply) if isinstance(reply, Exception) else type(reply).__name__

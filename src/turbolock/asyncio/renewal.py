@@ -15,7 +15,7 @@ import inspect
 import itertools
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .. import _scripts
@@ -27,13 +27,17 @@ from ..renewal import (
     COMMANDS_PER_WRITE,
     NO_LIMIT,
     POLL_INTERVAL,
-    RENEW_CHUNK,
     WHEEL_SLOTS,
     WHEEL_TICK,
     AutoRenew,
     OnLost,
     RenewalState,
     RenewalTerms,
+    batch_encoders,
+    describe_reply,
+    limit_reached,
+    retry_time,
+    split_batches,
 )
 
 if TYPE_CHECKING:
@@ -168,7 +172,7 @@ class Renewer:
                 reason = ("its renewal limit was reached and it expired" if state.limit_reached else
                           "it could not be renewed before it expired")
                 self._lost(lease, reason)
-            elif state.limit_reached or _limit_reached(lease, state, now):
+            elif state.limit_reached or limit_reached(lease, state, now):
                 state.limit_reached = True
                 self._reschedule(lease, lease.expires_at)
             else:
@@ -177,28 +181,8 @@ class Renewer:
             await self._send(to_send)
 
     async def _send(self, leases: list[Lease]) -> None:
-        groups: dict[int, list[Lease]] = {}
-        for lease in leases:
-            groups.setdefault(lease.ttl_ms, []).append(lease)
-        batches: list[tuple[int, list[Lease]]] = []
-        for ttl_ms, group in groups.items():
-            for start in range(0, len(group), RENEW_CHUNK):
-                batches.append((ttl_ms, group[start:start + RENEW_CHUNK]))
-        sha = _scripts.RENEW_MANY.sha
-
-        def append(buf: Any, index: int) -> None:
-            ttl_ms, batch = batches[index]
-            buf.append_evalsha_multikey(sha, [lease.key for lease in batch], [lease.token for lease in batch],
-                                        ttl_ms)
-
-        def encode(buf: Any, start: int, stop: int) -> None:
-            for index in range(start, stop):
-                append(buf, index)
-
-        def reencode(buf: Any, indices: Sequence[int]) -> None:
-            for index in indices:
-                append(buf, index)
-
+        batches = split_batches(leases)
+        encode, reencode = batch_encoders(batches, _scripts.RENEW_MANY.sha)
         sent_at = time.monotonic()
         try:
             replies = await self._client._exec.many(len(batches), encode, _scripts.RENEW_MANY, reencode,
@@ -211,7 +195,7 @@ class Renewer:
                 self._settle(batch, reply, sent_at)
             else:
                 if reply is not UNKNOWN and reply is not NOT_SENT:
-                    log.warning("turbolock: renewal of %d locks got %s", len(batch), _describe(reply))
+                    log.warning("turbolock: renewal of %d locks got %s", len(batch), describe_reply(reply))
                 self._retry_later(batch)
 
     def _settle(self, batch: list[Lease], outcomes: list[object], sent_at: float) -> None:
@@ -232,8 +216,7 @@ class Renewer:
             state = lease.renewal
             if state is None or state.released:
                 continue
-            retry_at = min(now + max(WHEEL_TICK, min(state.renew_before / 4, 1.0)), lease.expires_at)
-            self._wheel.schedule(state.id, retry_at)
+            self._wheel.schedule(state.id, retry_time(lease, state, now))
 
     def _reschedule(self, lease: Lease, when: float) -> None:
         state = lease.renewal
@@ -269,12 +252,3 @@ class Renewer:
         if not task.cancelled() and task.exception() is not None:
             log.error("turbolock: on_lost callback for lock %r raised", name, exc_info=task.exception())
 
-
-def _limit_reached(lease: Lease, state: RenewalState, now: float) -> bool:
-    if state.max_renewals is not None and state.renewals >= state.max_renewals:
-        return True
-    return now + lease.ttl_ms / 1000.0 > state.hold_until
-
-
-def _describe(reply: object) -> str:
-    return str(reply) if isinstance(reply, Exception) else type(reply).__name__
