@@ -15,6 +15,7 @@ within validity (and sets the key again, with the token, where a restarted maste
 from __future__ import annotations
 
 import logging
+import math
 import random
 import secrets
 import threading
@@ -49,6 +50,7 @@ from .errors import (
     QuorumError,
     ReplyError,
 )
+from .lease import FREE, LockInfo, info_from_pttl
 from .renewal import AutoRenew, OnLost, check_policy
 
 if TYPE_CHECKING:
@@ -310,6 +312,26 @@ class RedlockClient:
             if type(replies[m]) is not int:
                 remember(self.masters[m], [key], [token], expires_at)
         return replies if only is None else [replies[m] for m in only]
+
+    def query(self, name: str | bytes) -> LockInfo:
+        """Whether a quorum of masters holds ``name``, and for how long at least a quorum still
+        will (never whose it is). ``QuorumError`` when too few masters answer to tell."""
+        key = encode_name(name)
+
+        def encode(buf: Any) -> None:
+            buf.append_pttl(key)
+
+        replies, _ = fan_out_one(self._links, encode, self.node_timeout or DEFAULT_NODE_TIMEOUT)
+        answered = [reply for reply in replies if type(reply) is int]
+        if len(answered) < self.quorum:
+            raise QuorumError(
+                f"only {len(answered)} of {len(replies)} masters answered the query for {name!r}", [name])
+        # A lock stands while a quorum still has its key: the quorum-th longest remaining ttl.
+        held = sorted((math.inf if ms == -1 else ms for ms in answered if ms >= 0 or ms == -1), reverse=True)
+        if len(held) < self.quorum:
+            return FREE
+        standing = held[self.quorum - 1]
+        return info_from_pttl(-1 if standing == math.inf else int(standing))
 
     # -- release and extend ---------------------------------------------------------------------
 
