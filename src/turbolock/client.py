@@ -14,6 +14,14 @@ from . import _core, _scripts, bulk
 from ._executor import Executor, Unconfirmed
 from ._ownership import Owner, check_lease, forget_parent_locks_after_fork
 from ._pool import ConnectionPool
+from ._single_plan import (
+    check_result,
+    extend_result,
+    extend_unconfirmed,
+    query_result,
+    release_result,
+    release_unconfirmed,
+)
 from ._validate import Seconds, check_key_prefix, check_token, encode_name, ttl_ms
 from .errors import (
     AcquireOutcomeUnknownError,
@@ -21,11 +29,10 @@ from .errors import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
     LockError,
-    OutcomeUnknownError,
     ReplyError,
     ResponseError,
 )
-from .lease import Lease, LockInfo, info_from_pttl
+from .lease import Lease, LockInfo
 from .options import ConnectionOptions, options_from_redis, options_from_url
 from .renewal import COMMANDS_PER_WRITE, AutoRenew, OnLost, Renewer, check_policy
 
@@ -181,15 +188,8 @@ class LockClient:
         try:
             reply = self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
         except Unconfirmed as exc:
-            if not isinstance(exc.cause, Exception):
-                raise exc.cause from None
-            self._remember_cleanup(lease.key, lease.token, lease.expires_at)
-            raise OutcomeUnknownError(
-                f"release of lock {lease.name!r} may not have happened ({exc}); it will be retried",
-                [lease.name]) from None
-        if type(reply) is int:
-            return reply == 1
-        raise _reply_error(reply, lease.name)
+            raise release_unconfirmed(self, lease, exc) from None
+        return release_result(reply, lease)
 
     def extend(self, lease: Lease, ttl: Seconds) -> bool:
         """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not."""
@@ -201,19 +201,8 @@ class LockClient:
         try:
             reply = self._exec.script_one(_scripts.EXTEND, lease.key, lease.token, ms)
         except Unconfirmed as exc:
-            if not isinstance(exc.cause, Exception):
-                raise exc.cause from None
-            raise OutcomeUnknownError(
-                f"extend of lock {lease.name!r} may not have happened ({exc})", [lease.name]) from None
-        if type(reply) is int:
-            if reply == 1:
-                lease.ttl_ms = ms
-                lease.acquired_at = sent_at
-                if lease.renewal is not None:
-                    self._renewer().rescheduled(lease)
-                return True
-            return False
-        raise _reply_error(reply, lease.name)
+            raise extend_unconfirmed(lease, exc) from None
+        return extend_result(self, reply, lease, ms, sent_at)
 
     def check(self, lease: Lease) -> float | None:
         """Seconds the lock has left on the server if the lease still holds it, else None."""
@@ -224,21 +213,14 @@ class LockClient:
             reply = self._exec.script_one(_scripts.CHECK, lease.key, lease.token, None)
         except Unconfirmed as exc:
             raise exc.cause from None
-        if type(reply) is int:
-            if reply == _scripts.NOT_OURS or reply == -2:
-                return None
-            return info_from_pttl(reply).remaining
-        raise _reply_error(reply, lease.name)
+        return check_result(reply, lease)
 
     def query(self, name: str | bytes) -> LockInfo:
         """Whether anyone holds ``name`` and for how long still (never whose it is)."""
         key = encode_name(name)
         if self._cleanup:
             self._run_cleanup()
-        reply = self._exec.pttl_one(key)
-        if type(reply) is int:
-            return info_from_pttl(reply)
-        raise _reply_error(reply, name)
+        return query_result(self._exec.pttl_one(key), name)
 
     def lock(self, name: str | bytes, ttl: Seconds, *, blocking: bool = True, timeout: Seconds | None = None,
              token: bytes | None = None, auto_renew: bool | AutoRenew = False,

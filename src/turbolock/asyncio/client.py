@@ -19,6 +19,14 @@ from .. import _core, _scripts
 from .. import bulk as _sync_bulk
 from .._executor import UNKNOWN, Unconfirmed
 from .._ownership import Owner, check_lease
+from .._single_plan import (
+    check_result,
+    extend_result,
+    extend_unconfirmed,
+    query_result,
+    release_result,
+    release_unconfirmed,
+)
 from .._validate import Seconds, check_key_prefix, check_token, encode_name, ttl_ms
 from ..client import DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX, _describe, _reply_error
 from ..errors import (
@@ -26,9 +34,8 @@ from ..errors import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
     LockError,
-    OutcomeUnknownError,
 )
-from ..lease import Lease, LockInfo, info_from_pttl
+from ..lease import Lease, LockInfo
 from ..options import ConnectionOptions, options_from_redis, options_from_url
 from ..renewal import AutoRenew, check_policy
 from . import bulk
@@ -181,21 +188,16 @@ class AsyncLockClient:
                 await self._run_cleanup()
             reply = await self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
         except Unconfirmed as exc:
-            self._remember_cleanup(lease.key, lease.token, lease.expires_at)
-            if not isinstance(exc.cause, Exception):
+            error = release_unconfirmed(self, lease, exc)
+            if not isinstance(error, Exception):
                 self._schedule_cleanup()
-                raise exc.cause from None
-            raise OutcomeUnknownError(
-                f"release of lock {lease.name!r} may not have happened ({exc}); it will be retried",
-                [lease.name]) from None
+            raise error from None
         except asyncio.CancelledError:
             # Cancelled before the command went out: the release is still owed, in the background.
             self._remember_cleanup(lease.key, lease.token, lease.expires_at)
             self._schedule_cleanup()
             raise
-        if type(reply) is int:
-            return reply == 1
-        raise _reply_error(reply, lease.name)
+        return release_result(reply, lease)
 
     async def extend(self, lease: Lease, ttl: Seconds) -> bool:
         """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not."""
@@ -207,19 +209,8 @@ class AsyncLockClient:
         try:
             reply = await self._exec.script_one(_scripts.EXTEND, lease.key, lease.token, ms)
         except Unconfirmed as exc:
-            if not isinstance(exc.cause, Exception):
-                raise exc.cause from None
-            raise OutcomeUnknownError(
-                f"extend of lock {lease.name!r} may not have happened ({exc})", [lease.name]) from None
-        if type(reply) is int:
-            if reply == 1:
-                lease.ttl_ms = ms
-                lease.acquired_at = sent_at
-                if lease.renewal is not None:
-                    self._renewer().rescheduled(lease)
-                return True
-            return False
-        raise _reply_error(reply, lease.name)
+            raise extend_unconfirmed(lease, exc) from None
+        return extend_result(self, reply, lease, ms, sent_at)
 
     async def check(self, lease: Lease) -> float | None:
         """Seconds the lock has left on the server if the lease still holds it, else None."""
@@ -230,21 +221,14 @@ class AsyncLockClient:
             reply = await self._exec.script_one(_scripts.CHECK, lease.key, lease.token, None)
         except Unconfirmed as exc:
             raise exc.cause from None
-        if type(reply) is int:
-            if reply == _scripts.NOT_OURS or reply == -2:
-                return None
-            return info_from_pttl(reply).remaining
-        raise _reply_error(reply, lease.name)
+        return check_result(reply, lease)
 
     async def query(self, name: str | bytes) -> LockInfo:
         """Whether anyone holds ``name`` and for how long still (never whose it is)."""
         key = encode_name(name)
         if self._cleanup:
             await self._run_cleanup()
-        reply = await self._exec.pttl_one(key)
-        if type(reply) is int:
-            return info_from_pttl(reply)
-        raise _reply_error(reply, name)
+        return query_result(await self._exec.pttl_one(key), name)
 
     def lock(self, name: str | bytes, ttl: Seconds, *, blocking: bool = True, timeout: Seconds | None = None,
              token: bytes | None = None, auto_renew: bool | AutoRenew = False,
