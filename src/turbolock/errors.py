@@ -1,16 +1,47 @@
 """The typed error hierarchy. Every error turbolock raises derives from ``LockError``.
 
-Messages name the lock and the argument at fault, never a token or a password.
+Messages name the lock and the argument at fault, never a token or a password. An error about
+particular locks lists their names in ``names`` (never their tokens).
 """
 
 from __future__ import annotations
 
 import builtins
+from collections.abc import Iterable
 from typing import Any
+
+Names = Iterable[str | bytes]
+"""Lock names as an error takes them; ``.names`` is always a list."""
+
+
+def _names_list(names: Names | None) -> list[str | bytes]:
+    if names is None:
+        return []
+    if isinstance(names, str | bytes):
+        return [names]
+    return names if type(names) is list else list(names)  # a bulk call's list is kept, not copied
 
 
 class LockError(Exception):
-    """Root of every error raised by turbolock."""
+    """Root of every error raised by turbolock; ``names`` lists the locks it is about, if any."""
+
+    names: list[str | bytes]
+
+    def __init__(self, *args: object, names: Names | None = None) -> None:
+        super().__init__(*args)
+        self.names = _names_list(names)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from ``args`` and the attributes, without calling an ``__init__`` whose
+        # parameters differ from ``args``: errors cross process boundaries intact.
+        return _rebuild, (type(self), self.args, self.__dict__)
+
+
+def _rebuild(cls: type[LockError], args: tuple[object, ...], state: dict[str, Any]) -> LockError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class InvalidArgumentError(LockError, ValueError):
@@ -19,8 +50,8 @@ class InvalidArgumentError(LockError, ValueError):
     Raised before anything is sent to Redis.
     """
 
-    def __init__(self, argument: str, message: str) -> None:
-        super().__init__(f"{argument}: {message}")
+    def __init__(self, argument: str, message: str, *, names: Names | None = None) -> None:
+        super().__init__(f"{argument}: {message}", names=names)
         self.argument = argument
 
 
@@ -30,8 +61,8 @@ class InvalidArgumentTypeError(LockError, TypeError):
     Raised before anything is sent to Redis.
     """
 
-    def __init__(self, argument: str, message: str) -> None:
-        super().__init__(f"{argument}: {message}")
+    def __init__(self, argument: str, message: str, *, names: Names | None = None) -> None:
+        super().__init__(f"{argument}: {message}", names=names)
         self.argument = argument
 
 
@@ -54,9 +85,8 @@ class ProtocolError(ConnectionError):
 class OutcomeUnknownError(ConnectionError):
     """Commands were sent but their replies never came; ``names`` lists the locks affected."""
 
-    def __init__(self, message: str, names: list[str | bytes]) -> None:
-        super().__init__(message)
-        self.names = names
+    def __init__(self, message: str, names: Names | None = None) -> None:
+        super().__init__(message, names=names)
 
 
 class AcquireOutcomeUnknownError(OutcomeUnknownError):
@@ -69,7 +99,7 @@ class AcquireOutcomeUnknownError(OutcomeUnknownError):
     the names never sent.
     """
 
-    def __init__(self, message: str, names: list[str | bytes], cleaned_up: bool,
+    def __init__(self, message: str, names: Names | None = None, cleaned_up: bool = False,
                  acquired: list[Any] | None = None, not_sent: list[str | bytes] | None = None) -> None:
         super().__init__(message, names)
         self.cleaned_up = cleaned_up
@@ -80,8 +110,8 @@ class AcquireOutcomeUnknownError(OutcomeUnknownError):
 class ResponseError(LockError):
     """The server answered a command with an error (WRONGTYPE, OOM, READONLY, NOPERM...)."""
 
-    def __init__(self, message: str, code: str = "") -> None:
-        super().__init__(message)
+    def __init__(self, message: str, code: str = "", *, names: Names | None = None) -> None:
+        super().__init__(message, names=names)
         self.code = code
 
 
@@ -128,17 +158,16 @@ class QuorumError(ConnectionError):
     unconfirmed; releases are retried on those masters when they answer again.
     """
 
-    def __init__(self, message: str, names: list[str | bytes], result: Any = None) -> None:
-        super().__init__(message)
-        self.names = names
+    def __init__(self, message: str, names: Names | None = None, result: Any = None) -> None:
+        super().__init__(message, names=names)
         self.result = result
 
 
 class RedlockNotAcquiredError(LockNotAcquiredError):
     """A blocking Redlock acquire gave up; ``result`` holds the last attempt's status and counts."""
 
-    def __init__(self, message: str, result: Any = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, result: Any = None, *, names: Names | None = None) -> None:
+        super().__init__(message, names=names)
         self.result = result
 
 

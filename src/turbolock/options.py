@@ -1,14 +1,17 @@
 """How to reach the server: address, credentials, TLS and timeouts, from keywords, a URL or redis-py.
 
+Keywords may use redis-py's names as well as turbolock's (``socket_timeout`` for ``timeout``...).
 The password is kept out of every repr and message.
 """
 
 from __future__ import annotations
 
+import difflib
+import os
 import ssl as _ssl
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from ._validate import positive_seconds
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
@@ -17,6 +20,7 @@ DEFAULT_CONNECT_TIMEOUT = 5.0
 DEFAULT_TIMEOUT = 5.0
 
 _CERT_REQS = {"none": _ssl.CERT_NONE, "optional": _ssl.CERT_OPTIONAL, "required": _ssl.CERT_REQUIRED}
+_CERT_REQS_NAMES = {mode: name for name, mode in _CERT_REQS.items()}
 
 
 @dataclass(frozen=True)
@@ -24,8 +28,10 @@ class ConnectionOptions:
     """Where the server is and how to talk to it.
 
     ``timeout`` is the deadline of one client call (acquire, release, a whole bulk chunk);
-    ``connect_timeout`` bounds opening a connection, AUTH and SELECT included.
-    TLS verifies the certificate and the host name unless ``insecure=True``.
+    ``connect_timeout`` bounds opening a connection, AUTH, SELECT and PING included.
+    TLS verifies the certificate and the host name unless ``insecure=True``. Every field is
+    checked here (``InvalidArgumentError``/``InvalidArgumentTypeError`` naming it); to build
+    options from keywords that may use redis-py's names, use ``options_from_keywords``.
     """
 
     host: str = "127.0.0.1"
@@ -45,14 +51,32 @@ class ConnectionOptions:
     timeout: float = DEFAULT_TIMEOUT
 
     def __post_init__(self) -> None:
-        if not isinstance(self.port, int) or isinstance(self.port, bool) or not 0 < self.port < 65536:
+        _check_str(self.host, "host")
+        if not self.host.strip():
+            raise InvalidArgumentError("host", "must not be empty")
+        _check_int(self.port, "port")
+        if not 0 < self.port < 65536:
             raise InvalidArgumentError("port", "must be an int from 1 to 65535")
-        if not isinstance(self.db, int) or isinstance(self.db, bool) or self.db < 0:
+        socket_path = _optional_path(self.unix_socket_path, "unix_socket_path")
+        if socket_path == "":
+            raise InvalidArgumentError("unix_socket_path", "must not be empty")
+        object.__setattr__(self, "unix_socket_path", socket_path)
+        _check_int(self.db, "db")
+        if self.db < 0:
             raise InvalidArgumentError("db", "must be a non-negative int")
+        if self.password is not None and not isinstance(self.password, str):
+            raise InvalidArgumentTypeError("password", f"must be str, not {type(self.password).__name__}")
+        if self.username is not None:
+            _check_str(self.username, "username")
+        for flag in ("ssl", "ssl_check_hostname", "insecure"):
+            value = getattr(self, flag)
+            if not isinstance(value, bool):
+                raise InvalidArgumentTypeError(flag, f"must be a bool, not {type(value).__name__}")
+        for path in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile"):
+            object.__setattr__(self, path, _optional_path(getattr(self, path), path))
+        object.__setattr__(self, "ssl_cert_reqs", _cert_reqs_name(self.ssl_cert_reqs))
         object.__setattr__(self, "connect_timeout", positive_seconds(self.connect_timeout, "connect_timeout"))
         object.__setattr__(self, "timeout", positive_seconds(self.timeout, "timeout"))
-        if self.ssl_cert_reqs not in _CERT_REQS:
-            raise InvalidArgumentError("ssl_cert_reqs", "must be 'none', 'optional' or 'required'")
         if self.ssl and not self.insecure:
             if self.ssl_cert_reqs != "required":
                 raise InvalidArgumentError(
@@ -60,10 +84,6 @@ class ConnectionOptions:
             if not self.ssl_check_hostname:
                 raise InvalidArgumentError(
                     "ssl_check_hostname", "TLS without host name verification needs insecure=True")
-        if self.password is not None and not isinstance(self.password, str):
-            raise InvalidArgumentTypeError("password", "must be str")
-        if self.username is not None and not isinstance(self.username, str):
-            raise InvalidArgumentTypeError("username", "must be str")
 
     @property
     def address(self) -> str:
@@ -82,7 +102,106 @@ class ConnectionOptions:
         return context
 
     def with_changes(self, **changes: Any) -> ConnectionOptions:
-        return replace(self, **changes)
+        """A copy with ``changes`` (turbolock's or redis-py's keyword names), checked like new options."""
+        return _build({f.name: getattr(self, f.name) for f in fields(self)}, changes)
+
+
+def _check_str(value: object, argument: str) -> None:
+    if not isinstance(value, str):
+        raise InvalidArgumentTypeError(argument, f"must be str, not {type(value).__name__}")
+
+
+def _check_int(value: object, argument: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgumentTypeError(argument, f"must be an int, not {type(value).__name__}")
+
+
+def _optional_path(value: object, argument: str) -> str | None:
+    """None, or a file path as str (``pathlib.Path`` and other ``os.PathLike[str]`` too)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, os.PathLike):
+        path = os.fspath(value)
+        if isinstance(path, str):
+            return path
+    raise InvalidArgumentTypeError(argument, f"must be a str path, not {type(value).__name__}")
+
+
+def _cert_reqs_name(value: object) -> str:
+    """"none", "optional" or "required", from any case or from ``ssl.CERT_*`` (redis-py takes both;
+    None is its "none")."""
+    if value is None:
+        return "none"
+    if isinstance(value, _ssl.VerifyMode):
+        return _CERT_REQS_NAMES[value]
+    if not isinstance(value, str):
+        raise InvalidArgumentTypeError("ssl_cert_reqs",
+                                       f"must be str or ssl.VerifyMode, not {type(value).__name__}")
+    name = value.lower()
+    if name not in _CERT_REQS:
+        raise InvalidArgumentError("ssl_cert_reqs", "must be 'none', 'optional' or 'required'")
+    return name
+
+
+_OPTION_NAMES = frozenset(f.name for f in fields(ConnectionOptions))
+
+REDIS_PY_NAMES = {
+    "socket_timeout": "timeout",
+    "socket_connect_timeout": "connect_timeout",
+    "path": "unix_socket_path",
+}
+"""redis-py's keyword names that differ from turbolock's. Its other connection keywords (``host``,
+``port``, ``db``, ``username``, ``password``, ``unix_socket_path``, ``ssl`` and ``ssl_*``) are
+turbolock's names as well."""
+
+
+def _option_keywords(keywords: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``keywords`` under turbolock's names, and which redis-py name each renamed one came as.
+
+    An unknown keyword, or one option given under both names, is refused.
+    """
+    options: dict[str, Any] = {}
+    renamed: dict[str, str] = {}
+    for name, value in keywords.items():
+        target = REDIS_PY_NAMES.get(name, name)
+        if target not in _OPTION_NAMES:
+            raise InvalidArgumentTypeError(name, _unknown_keyword(name))
+        if target in options:
+            first = renamed.get(target, target)
+            raise InvalidArgumentError(
+                name, f"{first} and {name} are the same option; give only one of them")
+        options[target] = value
+        if target != name:
+            renamed[target] = name
+    return options, renamed
+
+
+def _unknown_keyword(name: str) -> str:
+    known = sorted(_OPTION_NAMES | REDIS_PY_NAMES.keys())
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; connection options are {', '.join(known)}"
+    return f"unexpected keyword argument{hint}"
+
+
+def _build(base: dict[str, Any], keywords: dict[str, Any]) -> ConnectionOptions:
+    """``ConnectionOptions`` from ``base`` (turbolock's names) overridden by the caller's ``keywords``
+    (either library's names); an error about a renamed keyword names it as the caller wrote it."""
+    overrides, renamed = _option_keywords(keywords)
+    try:
+        return ConnectionOptions(**{**base, **overrides})
+    except (InvalidArgumentError, InvalidArgumentTypeError) as exc:
+        alias = renamed.get(exc.argument)
+        if alias is None:
+            raise
+        message = str(exc).removeprefix(f"{exc.argument}: ")
+        raise type(exc)(alias, message) from None
+
+
+def options_from_keywords(**keywords: Any) -> ConnectionOptions:
+    """``ConnectionOptions`` from keywords, under turbolock's names or redis-py's
+    (``socket_timeout``, ``socket_connect_timeout``, ``path``); an unknown keyword is an
+    ``InvalidArgumentTypeError`` naming it."""
+    return _build({}, keywords)
 
 
 _URL_KEYS = {
@@ -97,10 +216,19 @@ _URL_KEYS = {
 
 
 def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:
-    """``redis://``, ``rediss://`` or ``unix://`` URL, as redis-py reads it; keywords win."""
+    """``redis://``, ``rediss://`` or ``unix://`` URL, as redis-py reads it; keywords win.
+
+    Unlike redis-py, a path that is not a db number (``redis://host/abc``) is refused, not read
+    as db 0.
+    """
     if not isinstance(url, str):
         raise InvalidArgumentTypeError("url", f"must be str, not {type(url).__name__}")
-    scheme = urlsplit(url).scheme
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme
+        port = parts.port if scheme != "unix" else None
+    except ValueError as exc:
+        raise InvalidArgumentError("url", _without_secrets(str(exc), url)) from None
     if scheme not in ("redis", "rediss", "unix"):
         raise InvalidArgumentError("url", f"unknown scheme {scheme!r}; use redis://, rediss:// or unix://")
     from redis.connection import parse_url
@@ -113,27 +241,47 @@ def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:
     for key in ("host", "port", "db", "username", "password"):
         if parsed.get(key) is not None:
             kwargs[key] = parsed[key]
+    if port is not None:
+        kwargs["port"] = port  # redis-py reads port 0 as "no port" and goes to 6379
+    if scheme != "unix":
+        path_db = _db_from_path(parts.path)
+        if "db" not in parse_qs(parts.query):  # db=N in the query wins over the path, as in redis-py
+            kwargs.pop("db", None)
+            if path_db is not None:
+                kwargs["db"] = path_db
     if "path" in parsed:
         kwargs["unix_socket_path"] = parsed["path"]
     if scheme == "rediss":
         kwargs["ssl"] = True
     for source, target in _URL_KEYS.items():
         if parsed.get(source) is not None:
-            value = parsed[source]
-            if target == "ssl_cert_reqs" and isinstance(value, str):
-                value = value.lower()
-            kwargs[target] = value
-    kwargs.update(overrides)
-    return ConnectionOptions(**kwargs)
+            kwargs[target] = parsed[source]
+    return _build(kwargs, overrides)
+
+
+def _db_from_path(path: str) -> int | None:
+    """The db number of a ``redis://`` URL's path (``/3``), or None for no path (``/`` or none)."""
+    text = unquote(path).removeprefix("/")
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()):
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise InvalidArgumentError("db", f"the URL's path must be a db number (redis://host:port/3), "
+                                         f"not {shown!r}")
+    return int(text)
 
 
 def _without_secrets(message: str, url: str) -> str:
-    password = urlsplit(url).password
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return "the URL cannot be parsed"
     return message.replace(password, "***") if password else message
 
 
 def options_from_redis(client: Any, **overrides: Any) -> ConnectionOptions:
-    """Take over host, port or socket path, db, credentials, TLS and timeouts of a ``redis.Redis``."""
+    """Take over host, port or socket path, db, credentials, TLS and timeouts of a ``redis.Redis``;
+    keywords win."""
     pool = getattr(client, "connection_pool", None)
     if pool is None or not hasattr(pool, "connection_kwargs"):
         raise InvalidArgumentTypeError("client", f"must be a redis.Redis, not {type(client).__name__}")
@@ -159,8 +307,5 @@ def options_from_redis(client: Any, **overrides: Any) -> ConnectionOptions:
         for key in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname"):
             if source.get(key) is not None:
                 kwargs[key] = source[key]
-        reqs = source.get("ssl_cert_reqs", "required")
-        kwargs["ssl_cert_reqs"] = {v: k for k, v in _CERT_REQS.items()}.get(reqs, reqs) if reqs is not None \
-            else "none"
-    kwargs.update(overrides)
-    return ConnectionOptions(**kwargs)
+        kwargs["ssl_cert_reqs"] = source.get("ssl_cert_reqs", "required")
+    return _build(kwargs, overrides)

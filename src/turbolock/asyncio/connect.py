@@ -1,5 +1,5 @@
 """Opening one asyncio connection: TCP or a unix socket, TLS by the loop's ssl support, then
-AUTH and SELECT, all within the connect timeout. Errors are the blocking client's, word for word."""
+AUTH, SELECT and PING, all within the connect timeout. Errors are the blocking client's."""
 
 from __future__ import annotations
 
@@ -9,18 +9,20 @@ import socket
 import ssl
 from typing import Any
 
-from ..errors import AuthenticationError, ConnectionError, ReplyError, ResponseError, TimeoutError
+from .._connection import append_handshake, check_handshake, handshake_timeout, not_redis
+from ..errors import ConnectionError, ProtocolError, ResponseError, TimeoutError
 from ..options import ConnectionOptions
 from .protocol import NotSent, OrphanHandler, RedisProtocol
 
 
 async def open_connection(options: ConnectionOptions, core: Any, key_prefix: bytes,
                           on_orphan: OrphanHandler) -> RedisProtocol:
-    """A connected, authenticated protocol with the right db selected."""
+    """A connected, authenticated protocol with the right db selected, to a server that answered PING."""
     loop = asyncio.get_running_loop()
     limit = min(options.connect_timeout, options.timeout)
+    deadline = loop.time() + limit
     try:
-        return await asyncio.wait_for(_open(loop, options, core, key_prefix, on_orphan), limit)
+        protocol = await asyncio.wait_for(_open(loop, options, core, key_prefix, on_orphan), limit)
     except (TimeoutError, ConnectionError, ResponseError):
         raise
     except builtins.TimeoutError:  # asyncio.TimeoutError is the builtin one from 3.11 on
@@ -31,6 +33,17 @@ async def open_connection(options: ConnectionOptions, core: Any, key_prefix: byt
         raise ConnectionError(f"TLS handshake with {options.address} failed: {exc.reason or exc}") from None
     except OSError as exc:
         raise ConnectionError(f"cannot connect to {options.address}: {exc.strerror or exc}") from None
+    try:
+        try:
+            await asyncio.wait_for(_handshake(protocol, options), max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            raise
+        except (builtins.TimeoutError, asyncio.TimeoutError):  # wait_for's, not the protocol's deadline
+            raise handshake_timeout(options, limit) from None
+    except BaseException:
+        protocol.close(ConnectionError(f"connection to {options.address} is closed"))
+        raise
+    return protocol
 
 
 async def _open(loop: asyncio.AbstractEventLoop, options: ConnectionOptions, core: Any, key_prefix: bytes,
@@ -53,43 +66,16 @@ async def _open(loop: asyncio.AbstractEventLoop, options: ConnectionOptions, cor
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except (OSError, AttributeError):  # uvloop's socket stand-in; it sets TCP_NODELAY itself
                 pass
-    try:
-        await _handshake(protocol, options)
-    except BaseException:
-        protocol.close(ConnectionError(f"connection to {options.address} is closed"))
-        raise
     return protocol
 
 
 async def _handshake(protocol: RedisProtocol, options: ConnectionOptions) -> None:
-    buf = protocol.buffer
-    expected = 0
-    if options.password is not None:
-        if options.username:
-            buf.append_command(("AUTH", options.username, options.password))
-        else:
-            buf.append_command(("AUTH", options.password))
-        expected += 1
-    if options.db:
-        buf.append_command(("SELECT", options.db))
-        expected += 1
-    if not expected:
-        return
+    """AUTH and SELECT when needed, then PING, in one round trip: proof that a Redis answers."""
+    count = append_handshake(protocol.buffer, options)
     try:
-        reply = await protocol.submit(expected)
+        reply = await protocol.submit(count)
     except NotSent as exc:
         raise exc.cause from None
-    replies: list[object] = reply if expected > 1 else [reply]
-    if options.password is not None:
-        auth_reply = replies.pop(0)
-        if isinstance(auth_reply, ReplyError):
-            who = f"user {options.username!r}" if options.username else "the default user"
-            raise AuthenticationError(
-                f"{options.address} refused the credentials of {who}: {auth_reply.code}")
-    if options.db and isinstance(replies[0], ReplyError):
-        select_reply = replies[0]
-        code = select_reply.code
-        if code == "NOAUTH":
-            raise AuthenticationError(
-                f"{options.address} wants credentials (NOAUTH) before SELECT {options.db}")
-        raise ResponseError(f"{options.address} refused SELECT {options.db}: {select_reply}", code)
+    except ProtocolError as exc:
+        raise not_redis(options, f"its reply is not RESP: {exc}") from None
+    check_handshake(options, reply if count > 1 else [reply])

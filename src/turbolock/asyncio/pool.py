@@ -4,14 +4,19 @@ One pipelining connection carries any number of tasks' commands, one write per l
 and is the default; more keep a bulk call from holding small calls up behind it, at the price
 of one write per connection per iteration. Calls go round-robin over the open connections. A
 connection that breaks (a server restart) is dropped at once, so the next call opens a new one.
+
+Connections belong to the event loop they were opened in. Used from another loop (a second
+``asyncio.run()``), the pool drops them and opens new ones there when their loop is closed or
+idle; while their loop still runs (in another thread) it refuses with ``LockUsageError``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from threading import get_ident
 from typing import Any
 
-from ..errors import ConnectionError
+from ..errors import ConnectionError, LockUsageError
 from ..options import ConnectionOptions
 from .connect import open_connection
 from .protocol import OrphanHandler, RedisProtocol
@@ -23,7 +28,7 @@ STALE_CHECK_AFTER = 0.001
 
 class ConnectionPool:
     __slots__ = ("options", "core", "key_prefix", "size", "on_orphan", "_open", "_next", "_connecting",
-                 "_closed")
+                 "_closed", "_loop", "_thread")
 
     def __init__(self, options: ConnectionOptions, core: Any, key_prefix: bytes, size: int,
                  on_orphan: OrphanHandler) -> None:
@@ -36,6 +41,8 @@ class ConnectionPool:
         self._next = 0
         self._connecting: asyncio.Task[RedisProtocol] | None = None
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # where the connections were opened
+        self._thread = 0  # the thread that loop runs in
 
     def ready(self) -> RedisProtocol | None:
         """An open connection when the pool is full, else None (then ``await connect()``).
@@ -50,7 +57,13 @@ class ConnectionPool:
             index = 0
         self._next = index
         conn = conns[index]
-        if conn.pending or conn.loop.time() - conn.idle_since < STALE_CHECK_AFTER or not conn.is_stale():
+        loop = conn.loop
+        # "Is conn.loop the loop running here?", asked without asyncio's _get_running_loop(), which
+        # costs a getpid() system call before Python 3.12: a loop runs in this thread exactly then.
+        if get_ident() != self._thread or not loop.is_running():
+            return None  # another loop's connection: connect() moves the pool or refuses
+        # The deque itself, not the ``pending`` property: a method call less per command.
+        if conn._pending or loop.time() - conn.idle_since < STALE_CHECK_AFTER or not conn.is_stale():
             return conn
         conn.abort(ConnectionError(f"{self.options.address} closed the connection"))  # dropped from _open
         return None
@@ -60,6 +73,7 @@ class ConnectionPool:
         being opened, callers are served by an open one if there is any."""
         if self._closed:
             raise ConnectionError("the client is closed")
+        self.adopt_running_loop()
         task = self._connecting
         if task is None:
             if len(self._open) >= self.size:
@@ -79,12 +93,49 @@ class ConnectionPool:
 
     async def _connect_one(self) -> RedisProtocol:
         conn = await open_connection(self.options, self.core, self.key_prefix, self.on_orphan)
+        if conn.loop is not self._loop:  # opened for a loop the pool has since left
+            conn.close(ConnectionError("the event loop this connection was opened in is gone"))
+            raise ConnectionError("the event loop this connection was opened in is gone")
         if self._closed:
             conn.close(ConnectionError("the client is closed"))
             raise ConnectionError("the client is closed")
         conn.on_close = self._dropped
         self._open.append(conn)
         return conn
+
+    def adopt_running_loop(self) -> None:
+        """Make the running loop the pool's: another loop's connections are dropped if that loop
+        is closed or idle; while it runs (in another thread) this raises ``LockUsageError``."""
+        loop = asyncio.get_running_loop()
+        old = self._loop
+        if old is loop:
+            self._thread = get_ident()  # a loop may be run in another thread once it stopped
+            return
+        if old is not None:
+            if old.is_running():
+                raise LockUsageError(
+                    "this client belongs to another event loop, which is still running (in another "
+                    "thread); use one client per event loop")
+            self._leave(old)
+        self._loop = loop
+        self._thread = get_ident()
+
+    def _leave(self, old: asyncio.AbstractEventLoop) -> None:
+        """Drop every connection and the connect in progress of ``old``, a loop that is not running."""
+        task, self._connecting = self._connecting, None
+        conns, self._open = self._open, []
+        self._next = 0
+        error = ConnectionError("the event loop this connection was opened in is gone")
+        if old.is_closed():
+            for conn in conns:
+                conn.forget(error)  # the dead loop cannot run callbacks, nor be asked to
+            return
+        # Idle but alive: close through it, so its tasks still waiting get the error if it runs again.
+        if task is not None:
+            task.cancel()
+        for conn in conns:
+            conn.on_close = None
+            conn.abort(error)
 
     def _connected(self, task: asyncio.Task[RedisProtocol]) -> None:
         if self._connecting is task:
@@ -103,6 +154,7 @@ class ConnectionPool:
         return list(self._open)
 
     async def close(self) -> None:
+        self.adopt_running_loop()
         self._closed = True
         task, self._connecting = self._connecting, None
         if task is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import select
+import socket
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -241,6 +242,34 @@ class RedisProtocol(asyncio.Protocol):
         if self.on_close is not None:
             on_close, self.on_close = self.on_close, None
             on_close(self)
+
+    def forget(self, error: BaseException) -> None:
+        """Drop a connection whose event loop is closed, without calling into that loop.
+
+        The socket is shut down at once (the server sees the close; the descriptor goes with
+        the transport). Requests pending are dropped unanswered: their waiters belong to the
+        dead loop and can never run again. An acquire that was sent is handed to ``on_orphan``
+        as ``UNKNOWN``, so the lock it may have taken is released.
+        """
+        self._set_error(error)
+        self._timer = None  # cancelling would call into the dead loop
+        self._flush_pending = False
+        transport, self._transport = self._transport, None
+        pending, self._pending = self._pending, deque()
+        sent = len(pending) - self._unsent
+        self._unsent = 0
+        self._partial = None
+        self.buffer.clear()
+        self.on_close = None
+        sock = None if transport is None else transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except (OSError, ValueError, TypeError):  # uvloop's stand-in refuses; it closed it with the loop
+                pass
+        for index, (_, _, _, orphan) in enumerate(pending):
+            if orphan is not None and index < sent:
+                self.on_orphan(orphan, UNKNOWN)
 
     def close(self, error: BaseException) -> None:
         """Close the connection; requests still pending fail with ``error``."""
