@@ -175,7 +175,9 @@ def test_renewal_limits_let_the_lock_expire_and_report_it(renewing_client: LockC
     assert lease.lost.wait(TTL * 5)
     assert lease.renewal is not None and lease.renewal.renewals == 2
     assert "limit" in str(lease.lost_reason)
-    assert raw.exists(renewing_client.key_prefix + b"limited") == 0
+    # Signalled no later than the lease's own expiry, so the key may outlive the signal a little.
+    assert lease.valid_for() == 0.0
+    assert _gone_within(raw, renewing_client.key_prefix + b"limited", 0.5)
     held = renewing_client.try_acquire("held-max", TTL, auto_renew=AutoRenew(max_hold=TTL * 2))
     assert held is not None
     started = time.monotonic()
@@ -211,9 +213,10 @@ def test_lock_object_with_auto_renew(renewing_client: LockClient, raw: redis.Red
 def test_bad_renewal_settings_are_refused_before_sending(renewing_client: LockClient,
                                                          raw: redis.Redis) -> None:
     with pytest.raises(InvalidArgumentError) as caught:
-        renewing_client.try_acquire("x", 0.3)  # fine without renewal
-        renewing_client.try_acquire("y", 0.3, auto_renew=True)  # ttl/3 = 0.1 s < the 0.15 s call deadline
+        renewing_client.try_acquire("x", 0.12)  # fine without renewal
+        renewing_client.try_acquire("y", 0.12, auto_renew=True)  # ttl/3 = 0.04 s: no room to renew
     assert caught.value.argument == "renew_before"
+    assert "smallest ttl is 0.15s" in str(caught.value)
     assert raw.exists(renewing_client.key_prefix + b"y") == 0
     with pytest.raises(InvalidArgumentError) as caught:
         renewing_client.try_acquire("z", TTL, auto_renew=AutoRenew(renew_before=TTL))
@@ -263,3 +266,28 @@ def test_forked_child_never_renews_or_releases_the_parents_locks(renewing_client
     assert raw.get(renewing_client.key_prefix + b"parent") == lease.token
     assert not lease.is_lost
     assert renewing_client.release(lease)
+
+
+def _gone_within(raw: redis.Redis, key: bytes, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while raw.exists(key):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_any_ttl_a_user_would_pick_renews_with_default_settings(redis_server: RedisServer, core_name: str,
+                                                                key_prefix: str, raw: redis.Redis) -> None:
+    # The call deadline (5 s by default) no longer bounds the renewal margin: a round gets its
+    # own deadline from the lock's expiry.
+    with LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix) as client:
+        for ttl in (0.3, 1, 10, 14):
+            with client.lock(f"default-{ttl}", ttl, auto_renew=True) as lock:
+                assert lock.lease is not None and lock.lease.auto_renew
+        lease = client.try_acquire("short", 0.3, auto_renew=True)
+        assert lease is not None
+        time.sleep(1.0)  # several ttls
+        lease.ensure_held()
+        assert raw.exists(client.key_prefix + b"short") == 1
+        assert client.release(lease)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from ._redlock_fanout import fan_out
 from ._redlock_result import InstanceSummary, RedlockLease
 from ._redlock_scripts import RENEW_MANY, extended
+from ._renewal_book import RenewalBook
 from .lease import Lease
-from .renewal import COMMANDS_PER_WRITE, RenewalState, Renewer, batch_encoders, split_batches
+from .renewal import COMMANDS_PER_WRITE, Renewer, batch_encoders, split_batches
 
 if TYPE_CHECKING:
     from .redlock import RedlockClient
@@ -31,15 +32,8 @@ class RedlockRenewer(Renewer):
     """The renewal thread of one ``RedlockClient``; started on the first auto-renewed lease."""
 
     def __init__(self, client: RedlockClient) -> None:
-        super().__init__(cast(Any, client))
+        super().__init__(client, RenewalBook(client.core, time.monotonic(), _extensions_used_up))
         self._redlock = client
-
-    @staticmethod
-    def _limit_reached(lease: Lease, state: RenewalState, now: float) -> bool:
-        if Renewer._limit_reached(lease, state, now):
-            return True
-        return (isinstance(lease, RedlockLease) and lease.max_extensions is not None
-                and lease.extensions >= lease.max_extensions)
 
     def _send(self, leases: list[Lease]) -> None:
         groups: dict[int, list[Lease]] = {}
@@ -50,30 +44,33 @@ class RedlockRenewer(Renewer):
 
     def _send_group(self, ttl_ms: int, group: list[RedlockLease]) -> None:
         client = self._redlock
+        book = self.book
         batches = split_batches(cast(list[Lease], group))  # one ttl here, so one group
         encode, reencode = batch_encoders(batches, RENEW_MANY.sha)
-
+        sent_at = time.monotonic()
+        deadline = book.round_deadline(group, sent_at, client.chunk_timeout_for(ttl_ms))
+        for _, chunk in batches:
+            book.sending(chunk, ttl_ms, sent_at)
         try:
-            outcome = fan_out(client._links, len(batches), encode, client.chunk_timeout_for(ttl_ms),
+            outcome = fan_out(client._links, len(batches), encode, max(0.0, deadline - sent_at),
                               COMMANDS_PER_WRITE, RENEW_MANY, reencode)
         except Exception as exc:  # the renewer must survive anything: retry every lock
             log.warning("turbolock: Redlock renewal of %d locks could not be sent: %s", len(group), exc)
-            self._retry_later(list(group))
+            self._failed(list(group), sent_at)
             return
         if not outcome.started:  # no master could be reached at all
-            self._retry_later(list(group))
+            self._failed(list(group), sent_at, sent=False)
             return
         now = time.monotonic()
         quorum = client.quorum
         masters = len(outcome.replies)
         retry: list[Lease] = []
-        for b, (_, leases) in enumerate(batches):
-            batch = cast(list[RedlockLease], leases)
-            started = outcome.started[b // COMMANDS_PER_WRITE]
+        for b, (_, plain) in enumerate(batches):
+            batch = cast(list[RedlockLease], plain)
             rows = [_answers(row[b], len(batch)) for row in outcome.replies]
-            renewed: list[Lease] = []
+            renewed: list[RedlockLease] = []
             summaries: list[InstanceSummary] = []
-            for j, lease in enumerate(batch):
+            for j, one in enumerate(batch):
                 done = theirs = 0
                 for answers in rows:
                     if answers is not None:
@@ -83,22 +80,27 @@ class RedlockRenewer(Renewer):
                         elif reply == 0:
                             theirs += 1
                 summary = InstanceSummary(done, theirs, masters - done - theirs)
-                if done >= quorum and started + (ttl_ms - lease.drift_ms) / 1000.0 > now:
-                    renewed.append(lease)
+                if done >= quorum and sent_at + (ttl_ms - one.drift_ms) / 1000.0 > now:
+                    renewed.append(one)
                     summaries.append(summary)
                 elif theirs > masters - quorum:
-                    self._lost(lease, f"its renewal found it held by others ({summary} of {masters} masters; "
+                    book.refused((one,), sent_at)
+                    self._lost(one, f"its renewal found it held by others ({summary} of {masters} masters; "
                                       f"quorum {quorum})")
                 else:
-                    retry.append(lease)
+                    retry.append(one)
             if renewed:
-                self._settle(renewed, [1] * len(renewed), started)
-                for held, summary in zip(renewed, summaries, strict=True):
-                    red = cast(RedlockLease, held)
+                book.renewed(renewed, sent_at, ttl_ms)
+                for red, summary in zip(renewed, summaries, strict=True):
                     red.extensions += 1
                     red.instances = summary
         if retry:
-            self._retry_later(retry)
+            self._failed(retry, sent_at)
+
+
+def _extensions_used_up(lease: Lease) -> bool:
+    return (isinstance(lease, RedlockLease) and lease.max_extensions is not None
+            and lease.extensions >= lease.max_extensions)
 
 
 def _answers(reply: object, size: int) -> list[object] | None:

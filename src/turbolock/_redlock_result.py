@@ -4,6 +4,7 @@ The statuses and the per-instance counts follow RedLock.net: a lock is Acquired 
 and validity left; Expired when a quorum answered but the time it took used up the validity;
 Conflicted when enough masters answered but others hold the lock on too many of them; NoQuorum
 when too many masters failed to answer for anything to be decided; Unlocked once released.
+NotTried is a claim's own (``acquire_many(..., limit=k)``): a name it never got to.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class RedlockStatus(enum.Enum):
     NO_QUORUM = "no quorum"
     EXPIRED = "expired"
     UNLOCKED = "unlocked"
+    NOT_TRIED = "not tried"
 
     def __str__(self) -> str:
         return self.value
@@ -77,16 +79,18 @@ class RedlockLease(Lease):
         self.renewal = None
         self._lost = None
         self._lost_event = None
+        self._expires = acquired_at + (ttl_ms - drift) / 1000.0
+        self._flight = None
+        self._past = None
         self.drift_ms = drift
         self.instances = instances
         self.extensions = 0
         self.max_extensions = max_extensions
         self._released = False
 
-    @property
-    def expires_at(self) -> float:
-        """Monotonic time after which the lock may be someone else's (validity's end)."""
-        return self.acquired_at + (self.ttl_ms - self.drift_ms) / 1000.0
+    def expiry_after(self, sent_at: float, ttl_ms: int) -> float:
+        """Where a command sent at ``sent_at`` that sets ``ttl_ms`` leaves the validity."""
+        return sent_at + (ttl_ms - self.drift_ms) / 1000.0
 
     @property
     def status(self) -> RedlockStatus:
@@ -152,7 +156,9 @@ class RedlockManyResult(Sequence[RedlockLease | None]):
     ``statuses[i]`` says what happened to name ``i`` and ``summary(i)`` what the masters
     answered for it. With ``all_or_nothing=True`` and any name not acquired, every entry is None
     (what was taken was released again) and the statuses say why each name failed or would
-    have succeeded.
+    have succeeded. With ``limit=k`` (a claim), the names it never got to are NOT_TRIED and
+    listed in ``not_tried``: every name is then in exactly one of ``acquired``,
+    ``not_acquired``, ``no_quorum`` and ``not_tried``.
     """
 
     __slots__ = ("names", "leases", "statuses", "quorum", "_acquired", "_conflicted", "_errored")
@@ -180,13 +186,21 @@ class RedlockManyResult(Sequence[RedlockLease | None]):
     def not_acquired(self) -> list[str | bytes]:
         """Names held by others on too many masters, or whose attempt ran out of validity."""
         return [name for name, lease, status in zip(self.names, self.leases, self.statuses, strict=True)
-                if lease is None and status is not RedlockStatus.NO_QUORUM]
+                if lease is None and status is not RedlockStatus.NO_QUORUM
+                and status is not RedlockStatus.NOT_TRIED]
 
     @property
     def no_quorum(self) -> list[str | bytes]:
         """Names for which too many masters failed to answer to decide."""
         return [name for name, status in zip(self.names, self.statuses, strict=True)
                 if status is RedlockStatus.NO_QUORUM]
+
+    @property
+    def not_tried(self) -> list[str | bytes]:
+        """Names a claim (``limit=k``) never got to, in input order: it had its k first, or a
+        chunk found too many masters failing to answer."""
+        return [name for name, status in zip(self.names, self.statuses, strict=True)
+                if status is RedlockStatus.NOT_TRIED]
 
     @property
     def lost(self) -> list[str | bytes]:

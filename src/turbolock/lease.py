@@ -1,10 +1,21 @@
-"""What a successful acquire hands back: the lock name, its hidden token and its local expiry."""
+"""What a successful acquire hands back: the lock name, its hidden token and its local expiry.
+
+A lease's belief about its expiry must never run past the key's real expiry on the server.
+Commands that set the ttl (extend, renewal) can be in flight together on different connections
+and run on the server in any order, so a command's success alone does not tell which ttl the
+key has now: the last one to *run* wins, not the last one to answer. When a command succeeds,
+the lease believes the earliest ``sent_at + ttl`` among it and every command that may have run
+after it (those still in flight, and those that answered after it was sent); while a command
+that would shorten the lock is in flight, the lease believes that already
+(``commands_sent`` and friends below).
+"""
 
 from __future__ import annotations
 
 import math
 import threading
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import LockLostError
@@ -21,7 +32,8 @@ class Lease:
     that. The token is never shown in a repr.
     """
 
-    __slots__ = ("name", "key", "token", "ttl_ms", "acquired_at", "owner", "renewal", "_lost", "_lost_event")
+    __slots__ = ("name", "key", "token", "ttl_ms", "acquired_at", "owner", "renewal", "_lost", "_lost_event",
+                 "_expires", "_flight", "_past", "__weakref__")
 
     def __init__(self, name: str | bytes, key: bytes, token: bytes, ttl_ms: int, acquired_at: float,
                  owner: object) -> None:
@@ -34,6 +46,15 @@ class Lease:
         self.renewal: RenewalState | None = None
         self._lost: str | None = None
         self._lost_event: threading.Event | None = None
+        self._expires = acquired_at + ttl_ms / 1000.0
+        # Commands in flight that set the key's ttl, and ones that answered while others were in
+        # flight: (sent_at, expiry) and (answered_at, expiry); None while there are none.
+        self._flight: list[tuple[float, float]] | None = None
+        self._past: list[tuple[float, float]] | None = None
+
+    def expiry_after(self, sent_at: float, ttl_ms: int) -> float:
+        """Where a command sent at ``sent_at`` that sets ``ttl_ms`` leaves this lease's belief."""
+        return sent_at + ttl_ms / 1000.0
 
     @property
     def ttl(self) -> float:
@@ -42,8 +63,13 @@ class Lease:
 
     @property
     def expires_at(self) -> float:
-        """Monotonic time by which the server has certainly expired the lock unless extended."""
-        return self.acquired_at + self.ttl_ms / 1000.0
+        """Monotonic time until which the lock is certainly still on the server (unless someone
+        deleted it); the earliest of what the commands still in flight may leave it at."""
+        expires = self._expires
+        flight = self._flight  # read without the lock: a landing command lowers _expires first
+        if flight:
+            return min(expires, min((expiry for _, expiry in flight), default=expires))
+        return expires
 
     def valid_for(self) -> float:
         """Seconds left before the lock may expire, by the local clock (0 once lost or past)."""
@@ -100,6 +126,105 @@ class Lease:
         state = f", lost={self._lost!r}" if self._lost is not None else ""
         renew = ", auto_renew=True" if self.renewal is not None else ""
         return f"Lease(name={self.name!r}, ttl={self.ttl:g}, valid_for={self.valid_for():.3f}{renew}{state})"
+
+
+_belief_lock = threading.Lock()
+"""Guards the belief of every lease: a renewal thread and the caller's own extend may settle one
+lease at the same time. Held for a few attribute updates per lease."""
+
+
+def commands_sent(leases: Iterable[Lease], sent_at: float, expiry: float) -> None:
+    """Commands sent at ``sent_at`` that set each lease's key to live until ``expiry`` at the
+    earliest are on their way."""
+    entry = (sent_at, expiry)
+    with _belief_lock:
+        for lease in leases:
+            flight = lease._flight
+            if flight is None:
+                lease._flight = [entry]
+            else:
+                flight.append(entry)
+
+
+def _in_flight(lease: Lease, sent_at: float) -> int:
+    """Where the command sent at ``sent_at`` is in the lease's flight, or -1."""
+    for i, (sent, _) in enumerate(lease._flight or ()):
+        if sent == sent_at:
+            return i
+    return -1
+
+
+def _landed(lease: Lease, index: int) -> float:
+    """Take a command out of the flight (after the belief took it into account); its expiry."""
+    flight = lease._flight
+    assert flight is not None
+    return flight.pop(index)[1]
+
+
+def _settled(lease: Lease, now: float, expiry: float) -> None:
+    """Remember a settled command while others are in flight: one of them may have run before it."""
+    flight = lease._flight
+    if not flight:
+        lease._flight = None
+        lease._past = None
+        return
+    oldest = min(sent for sent, _ in flight)
+    past = [(at, e) for at, e in lease._past or () if at >= oldest]  # older ones ran before all of these
+    past.append((now, expiry))
+    lease._past = past
+
+
+def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> None:
+    """Each lease's command succeeded. The key now lives until its expiry, unless a command that
+    may have run after it says less: one still in flight, or one that answered after this one
+    was sent. The belief is the earliest of those."""
+    now = time.monotonic()
+    with _belief_lock:
+        for lease in leases:
+            index = _in_flight(lease, sent_at)
+            flight = lease._flight or []
+            # Not counted as sent (a caller's slip): this command alone.
+            expiry = flight[index][1] if index >= 0 else lease.expiry_after(sent_at, ttl_ms)
+            belief = expiry
+            for at, e in lease._past or ():
+                if at > sent_at and e < belief:
+                    belief = e
+            for _, e in flight:
+                if e < belief:
+                    belief = e
+            lease._expires = belief
+            lease.acquired_at = sent_at
+            lease.ttl_ms = ttl_ms
+            if index >= 0:
+                _landed(lease, index)
+            _settled(lease, now, expiry)
+
+
+def commands_unknown(leases: Iterable[Lease], sent_at: float) -> None:
+    """No reply: each command may or may not have run, so the belief can only go down."""
+    now = time.monotonic()
+    with _belief_lock:
+        for lease in leases:
+            index = _in_flight(lease, sent_at)
+            if index < 0:
+                continue
+            expiry = lease._flight[index][1]  # type: ignore[index]
+            if expiry < lease._expires:
+                lease._expires = expiry
+            _landed(lease, index)
+            _settled(lease, now, expiry)
+
+
+def commands_refused(leases: Iterable[Lease], sent_at: float) -> None:
+    """Each command did not change the key (an error reply, or the lock was not ours any more)."""
+    with _belief_lock:
+        for lease in leases:
+            index = _in_flight(lease, sent_at)
+            if index >= 0:
+                _landed(lease, index)
+                if not lease._flight:
+                    lease._flight = None
+                    lease._past = None
 
 
 class LockInfo(NamedTuple):

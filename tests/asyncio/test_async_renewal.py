@@ -153,7 +153,7 @@ def test_bad_renewal_settings_are_refused_before_sending(new_client: NewClient) 
 
     for kwargs, argument in [({"on_lost": print}, "on_lost"),
                              ({"auto_renew": "yes"}, "auto_renew"),
-                             ({"auto_renew": AutoRenew(renew_before=0.05)}, "renew_before"),
+                             ({"auto_renew": AutoRenew(renew_before=0.04)}, "renew_before"),
                              ({"auto_renew": AutoRenew(renew_before=TTL)}, "renew_before"),
                              ({"auto_renew": AutoRenew(max_renewals=-1)}, "max_renewals"),
                              ({"auto_renew": AutoRenew(max_hold=0)}, "max_hold"),

@@ -12,33 +12,28 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import itertools
 import logging
+import math
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .. import _scripts
-from .._executor import NOT_SENT, UNKNOWN
+from .._executor import NOT_SENT
+from .._renewal_book import (
+    AutoRenew,
+    OnLost,
+    RenewalBook,
+    batch_encoders,
+    describe_reply,
+    display_name,
+    no_reply,
+    split_batches,
+)
 from .._validate import Seconds, timeout_seconds
 from ..errors import InvalidArgumentError, LockUsageError
 from ..lease import Lease
-from ..renewal import (
-    COMMANDS_PER_WRITE,
-    NO_LIMIT,
-    POLL_INTERVAL,
-    WHEEL_SLOTS,
-    WHEEL_TICK,
-    AutoRenew,
-    OnLost,
-    RenewalState,
-    RenewalTerms,
-    batch_encoders,
-    describe_reply,
-    limit_reached,
-    retry_time,
-    split_batches,
-)
+from ..renewal import COMMANDS_PER_WRITE
 
 if TYPE_CHECKING:
     from .client import AsyncLockClient
@@ -53,64 +48,43 @@ class Renewer:
 
     def __init__(self, client: AsyncLockClient) -> None:
         self._client = client
-        self._wheel: Any = client.core.TimerWheel(WHEEL_TICK, WHEEL_SLOTS, time.monotonic())
-        self._held: dict[int, Lease] = {}
-        self._ids = itertools.count(1)
+        self.book = RenewalBook(client.core, time.monotonic())
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._poll = POLL_INTERVAL
         self._waiters: dict[int, list[asyncio.Future[bool]]] = {}
         self._callbacks: set[asyncio.Future[Any]] = set()
 
     def __len__(self) -> int:
-        return len(self._held)
+        return len(self.book)
 
     def add(self, leases: Iterable[Lease], policy: AutoRenew, on_lost: OnLost | None) -> None:
         if self._stopping:
             raise InvalidArgumentError("auto_renew", "the client is closed")
-        before = policy.renew_before
-        assert before is not None
-        max_hold = policy.max_hold
-        self._poll = max(WHEEL_TICK, min(self._poll, before / 4))
-        wheel = self._wheel
-        held = self._held
-        ids = self._ids
-        terms = RenewalTerms(before, policy.max_renewals, on_lost)
-        for lease in leases:
-            hold_until = NO_LIMIT if max_hold is None else lease.acquired_at + max_hold
-            state = RenewalState(next(ids), terms, hold_until)
-            lease.renewal = state
-            held[state.id] = lease
-            wheel.schedule(state.id, lease.expires_at - before)
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        self.book.add(leases, policy, on_lost)
+        task = self._task
+        loop = asyncio.get_running_loop()
+        if task is None or task.done() or task.get_loop() is not loop:
+            if task is not None and task.get_loop() is not loop:
+                self._wakeup = asyncio.Event()  # an Event stays bound to the loop of its first wait()
+            self._task = loop.create_task(self._run())
         self._wakeup.set()
 
     def remove(self, leases: Iterable[Lease]) -> None:
         """Stop renewing (the lease is being released); a renewal in flight is then ignored."""
-        for lease in leases:
-            state = lease.renewal
-            if state is None:
-                continue
-            state.released = True
-            self._wheel.cancel(state.id)
-            self._held.pop(state.id, None)
-            self._wake_waiters(state.id, False)
+        for item_id in self.book.remove(leases):
+            self._wake_waiters(item_id, False)
 
     def rescheduled(self, lease: Lease) -> None:
-        """The lease was extended by hand: renew relative to its new expiry."""
-        state = lease.renewal
-        if state is not None:
-            self._reschedule(lease, lease.expires_at - state.renew_before)
+        self.book.rescheduled(lease)
 
     def held_leases(self) -> list[Lease]:
-        return list(self._held.values())
+        return self.book.held_leases()
 
     async def stop(self) -> None:
         self._stopping = True
         task = self._task
-        if task is not None and not task.done():
+        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
             task.cancel()  # a renewal in flight is abandoned; its replies are read and dropped
             await asyncio.wait([task])
 
@@ -120,7 +94,8 @@ class Renewer:
             return True
         state = lease.renewal
         if state is None:
-            raise LockUsageError(f"lock {lease.name!r} is not auto-renewed; only renewed locks are watched")
+            raise LockUsageError(f"lock {lease.name!r} is not auto-renewed; only renewed locks are watched",
+                                 names=[lease.name])
         if state.released:
             return False
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -139,101 +114,78 @@ class Renewer:
 
     def _wake_waiters(self, item_id: int, lost: bool) -> None:
         for fut in self._waiters.pop(item_id, ()):
-            if not fut.done():
+            if not fut.done() and not fut.get_loop().is_closed():
                 fut.set_result(lost)
 
     # -- the task -------------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        book = self.book
         while not self._stopping:
-            due_ids = self._wheel.advance(time.monotonic())
-            held = self._held
-            due = [held[i] for i in due_ids if i in held]
-            if due:
-                try:
-                    await self._renew(due)
-                except Exception:  # the renewer must survive anything
-                    log.exception("turbolock: renewal round failed; retrying its locks")
-                    self._retry_later(due)
-            if self._held:
-                await asyncio.sleep(self._poll)
+            await self._round()  # in a call of its own: no lease stays referenced between rounds
+            if len(book):
+                await asyncio.sleep(book.poll)
             else:
                 self._wakeup.clear()
                 await self._wakeup.wait()
 
-    async def _renew(self, due: list[Lease]) -> None:
-        now = time.monotonic()
-        to_send: list[Lease] = []
-        for lease in due:
-            state = lease.renewal
-            if state is None or state.released:
-                continue
-            if lease.expires_at <= now:
-                reason = ("its renewal limit was reached and it expired" if state.limit_reached else
-                          "it could not be renewed before it expired")
-                self._lost(lease, reason)
-            elif state.limit_reached or limit_reached(lease, state, now):
-                state.limit_reached = True
-                self._reschedule(lease, lease.expires_at)
-            else:
-                to_send.append(lease)
+    async def _round(self) -> None:
+        self._release_dropped()
+        to_send, lost = self.book.take_due(time.monotonic())
+        for lease, reason in lost:
+            self._lost(lease, reason)
         if to_send:
-            await self._send(to_send)
+            try:
+                await self._send(to_send)
+            except Exception:  # the renewer must survive anything
+                log.exception("turbolock: renewal round failed; retrying its locks")
+                self._failed(to_send, math.nan, sent=False)
+
+    def _release_dropped(self) -> None:
+        for state in self.book.take_collected():
+            name = display_name(state.key, self._client.key_prefix)
+            log.warning("turbolock: lock %r was still held and auto-renewed when the program dropped its "
+                        "last reference to it; renewal stopped and the lock is released", name)
+            self._wake_waiters(state.id, False)
+            self._client._abandoned(state.key, state.token, time.monotonic() + state.ttl_ms / 1000.0)
 
     async def _send(self, leases: list[Lease]) -> None:
+        book = self.book
         batches = split_batches(leases)
         encode, reencode = batch_encoders(batches, _scripts.RENEW_MANY.sha)
         sent_at = time.monotonic()
+        for ttl_ms, batch in batches:
+            book.sending(batch, ttl_ms, sent_at)
+        deadline = book.round_deadline(leases, sent_at, self._client.options.timeout)
         try:
-            replies = await self._client._exec.many(len(batches), encode, _scripts.RENEW_MANY, reencode,
-                                                    chunk_size=COMMANDS_PER_WRITE)
-        except Exception as exc:  # no connection at all: every lock is indeterminate
+            replies = await asyncio.wait_for(
+                self._client._exec.many(len(batches), encode, _scripts.RENEW_MANY, reencode,
+                                        chunk_size=COMMANDS_PER_WRITE),
+                max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:  # the round's deadline: whatever was sent may have run
+            log.warning("turbolock: renewal of %d locks got no answer in time", len(leases))
+            replies = [None] * len(batches)
+        except Exception as exc:  # no connection at all: nothing was sent
             log.warning("turbolock: renewal of %d locks could not be sent: %s", len(leases), exc)
             replies = [NOT_SENT] * len(batches)
-        for (_, batch), reply in zip(batches, replies, strict=True):
+        for (ttl_ms, batch), reply in zip(batches, replies, strict=True):
             if type(reply) is list and len(reply) == len(batch):
-                self._settle(batch, reply, sent_at)
+                for lease in book.settle(batch, reply, sent_at, ttl_ms):
+                    self._lost(lease, "its key was gone or held by another token at renewal")
+            elif reply is None or no_reply(reply):
+                self._failed(batch, sent_at, sent=reply is not NOT_SENT)
             else:
-                if reply is not UNKNOWN and reply is not NOT_SENT:
-                    log.warning("turbolock: renewal of %d locks got %s", len(batch), describe_reply(reply))
-                self._retry_later(batch)
+                log.warning("turbolock: renewal of %d locks got %s", len(batch), describe_reply(reply))
+                self._failed(batch, sent_at, sent=False)
 
-    def _settle(self, batch: list[Lease], outcomes: list[object], sent_at: float) -> None:
-        for lease, outcome in zip(batch, outcomes, strict=True):
-            state = lease.renewal
-            if state is None or state.released:
-                continue
-            if outcome == 1:
-                lease.acquired_at = sent_at
-                state.renewals += 1
-                self._wheel.schedule(state.id, lease.expires_at - state.renew_before)
-            else:
-                self._lost(lease, "its key was gone or held by another token at renewal")
-
-    def _retry_later(self, leases: list[Lease]) -> None:
-        now = time.monotonic()
-        for lease in leases:
-            state = lease.renewal
-            if state is None or state.released:
-                continue
-            self._wheel.schedule(state.id, retry_time(lease, state, now))
-
-    def _reschedule(self, lease: Lease, when: float) -> None:
-        state = lease.renewal
-        assert state is not None
-        if not state.released:
-            self._wheel.schedule(state.id, when)
+    def _failed(self, batch: list[Lease], sent_at: float, sent: bool = True) -> None:
+        for lease in self.book.failed(batch, sent_at, time.monotonic(), sent):
+            self._lost(lease, "it could not be renewed before it expired")
 
     def _lost(self, lease: Lease, reason: str) -> None:
-        state = lease.renewal
-        assert state is not None
-        if state.released:
+        state = self.book.lose(lease, reason)
+        if state is None:
             return
-        self._wheel.cancel(state.id)
-        self._held.pop(state.id, None)
-        if not lease.mark_lost(reason):
-            return
-        log.warning("turbolock: lock %r lost: %s", lease.name, reason)
         self._wake_waiters(state.id, True)
         if state.on_lost is None:
             return
@@ -251,4 +203,3 @@ class Renewer:
         self._callbacks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("turbolock: on_lost callback for lock %r raised", name, exc_info=task.exception())
-
