@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -31,11 +33,11 @@ def test_acquire_many_lost_mid_batch_is_cleaned_up(own_server: RedisServer, core
         assert error.names == names[:2000]
         assert error.not_sent == names[2000:]
         assert error.acquired == []
-        assert not error.cleaned_up  # the server was paused during the immediate cleanup
-        assert client.pending_cleanup == 2000
-        # The server now runs what it had buffered; the next call releases it with our tokens.
-        assert client.query("after").held is False
-        assert client.pending_cleanup == 0
+        assert not error.cleaned_up  # released in the background, never inline
+        assert client.pending_cleanup <= 2000
+        # The server now runs what it had buffered; the client releases it with our tokens in the
+        # background, with no further call.
+        assert _eventually(lambda: client.pending_cleanup == 0, 5.0)
         assert _count_keys(raw, client.key_prefix) == 0
     raw.close()
 
@@ -53,9 +55,8 @@ def test_release_many_lost_mid_batch_is_retried(own_server: RedisServer, core_na
         finally:
             own_server.resume()
         assert caught.value.names == names
-        assert client.pending_cleanup == 1500
-        client.query("x")
-        assert client.pending_cleanup == 0
+        assert client.pending_cleanup <= 1500
+        assert _eventually(lambda: client.pending_cleanup == 0, 5.0)
         assert _count_keys(raw, client.key_prefix) == 0
     raw.close()
 
@@ -72,8 +73,7 @@ def test_single_acquire_lost_is_cleaned_up(own_server: RedisServer, core_name: s
             own_server.resume()
         assert caught.value.names == ["maybe"]
         assert isinstance(caught.value, ConnectionError)
-        client.query("x")
-        assert client.pending_cleanup == 0
+        assert _eventually(lambda: client.pending_cleanup == 0, 5.0)
         assert raw.exists(client.key_prefix + b"maybe") == 0
     raw.close()
 
@@ -95,3 +95,12 @@ def test_a_shortened_socket_timeout_is_restored_for_the_next_call(own_server: Re
         finally:
             resume.join()
             own_server.resume()
+
+
+def _eventually(predicate: Callable[[], bool], seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True

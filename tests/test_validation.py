@@ -81,8 +81,32 @@ BAD_TTLS = [
 @pytest.mark.parametrize(("ttl", "kind"), BAD_TTLS, ids=[f"ttl{i}" for i in range(len(BAD_TTLS))])
 def test_bad_ttls(client: LockClient, nothing_sent: None, ttl: object, kind: type[Exception]) -> None:
     _raises(kind, "ttl", lambda: client.try_acquire("n", ttl))  # type: ignore[arg-type]
-    _raises(kind, "ttl", lambda: client.lock("n", ttl))  # type: ignore[arg-type]
+    if ttl is not None:  # a Lock with no ttl takes the default one, renewed
+        _raises(kind, "ttl", lambda: client.lock("n", ttl))  # type: ignore[arg-type]
     _raises(kind, "ttl", lambda: client.acquire_many(["a", "b"], ttl))  # type: ignore[arg-type]
+
+
+def test_a_lock_with_no_ttl_lives_30s_at_a_time_renewed_until_released(client: LockClient) -> None:
+    lock = client.lock("watchdog")
+    assert lock.ttl == 30 and lock.auto_renew is True
+    with lock:
+        assert lock.lease is not None and lock.lease.auto_renew and lock.lease.ttl == 30
+        assert 29 < lock.remaining() <= 30
+    assert client.renewing == 0
+    assert client.lock("no-renew", auto_renew=False).auto_renew is False
+    assert client.lock("given", 5).auto_renew is False
+
+
+def test_contradictory_wait_arguments_are_refused(client: LockClient, nothing_sent: None) -> None:
+    with pytest.raises(InvalidArgumentError) as caught:
+        client.lock("n", 5, blocking=False, timeout=0.2)
+    assert caught.value.argument == "blocking" and "timeout=0.2" in str(caught.value)
+    lock = client.lock("n", 5)
+    with pytest.raises(InvalidArgumentError) as caught:
+        lock.acquire(blocking=False, timeout=1)
+    assert caught.value.argument == "blocking" and "timeout=1" in str(caught.value)
+    assert lock.lease is None
+    client.lock("n", 5, blocking=False, timeout=0)  # one attempt either way: consistent
 
 
 @pytest.mark.parametrize(("ttl", "ms"), [(1, 1000), (1.5, 1500), (0.001, 1), (0.003, 3), (0.1 + 0.2, 300),

@@ -7,6 +7,7 @@ with its own executor, then turns the raw replies (ints, error replies, ``UNKNOW
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from itertools import repeat
 from operator import attrgetter
@@ -17,7 +18,15 @@ from ._executor import NOT_SENT, UNKNOWN, Reencoder
 from ._pipeline import Encoder
 from ._validate import check_token, encode_names
 from .errors import ConnectionError, InvalidArgumentError, InvalidArgumentTypeError, OutcomeUnknownError
-from .lease import Lease, LockInfo, info_from_pttl
+from .lease import (
+    Lease,
+    LockInfo,
+    commands_ran,
+    commands_refused,
+    commands_sent,
+    commands_unknown,
+    info_from_pttl,
+)
 
 MAX_BULK = 1_000_000
 """Most names or leases one bulk call takes."""
@@ -32,9 +41,11 @@ class BulkClient(Protocol):
 
     def _check_lease(self, lease: object, argument: str = "lease") -> None: ...
 
-    def _remember_cleanup(self, key: bytes, token: bytes, expires_at: float) -> None: ...
+    def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None: ...
 
     def _renewer(self) -> Any: ...
+
+    def _lease_lost(self, lease: Lease, reason: str) -> None: ...
 
 
 def check_size(items: Sequence[Any], argument: str) -> None:
@@ -107,18 +118,23 @@ def flag(reply: object, lease: Lease) -> bool:
     """A release/extend script's reply: True (1) or False (0); an error reply raises."""
     if type(reply) is int:
         return reply == 1
-    from .client import _reply_error
-
     raise _reply_error(reply, lease.name)
+
+
+def _reply_error(reply: object, name: str | bytes) -> Exception:
+    from .client import _reply_error as reply_error
+
+    return reply_error(reply, name)
 
 
 def settle_release(client: BulkClient, leases: Sequence[Lease], replies: list[object]) -> list[bool]:
     """Released or not, per lease; releases whose outcome was lost are remembered for a retry."""
     lost = [i for i, reply in enumerate(replies) if reply is UNKNOWN or reply is NOT_SENT]
     if lost:
+        now = time.monotonic()
         for i in lost:
             lease = leases[i]
-            client._remember_cleanup(lease.key, lease.token, lease.expires_at)
+            client._remember_cleanup(lease.key, lease.token, now + lease.ttl_ms / 1000.0)
         names = [leases[i].name for i in lost]
         raise OutcomeUnknownError(
             f"the connection failed mid-batch: the release of {len(names)} locks is unconfirmed "
@@ -128,23 +144,46 @@ def settle_release(client: BulkClient, leases: Sequence[Lease], replies: list[ob
     return [flag(reply, lease) for reply, lease in zip(replies, leases, strict=True)]
 
 
+def extending(leases: Sequence[Lease], ttl_ms: int, sent_at: float) -> None:
+    """Extends of ``leases`` to ``ttl_ms`` are about to be written (see ``lease.commands_sent``)."""
+    if leases:
+        commands_sent(leases, sent_at, leases[0].expiry_after(sent_at, ttl_ms))
+
+
 def settle_extend(client: BulkClient, leases: Sequence[Lease], replies: list[object], ttl_ms: int,
                   sent_at: float) -> list[bool]:
-    """Extended or not, per lease; an extended lease takes its new ttl from ``sent_at``."""
+    """Extended or not, per lease; an extended lease believes the earliest ttl that may have
+    been set last (see ``lease``), one found not ours is lost."""
     results = []
     unknown = []
+    ran: list[Lease] = []
+    refused: list[Lease] = []
+    maybe: list[Lease] = []
+    error: Exception | None = None
     for reply, lease in zip(replies, leases, strict=True):
         if reply is UNKNOWN or reply is NOT_SENT:
             unknown.append(lease.name)
+            (maybe if reply is UNKNOWN else refused).append(lease)
             results.append(False)
-            continue
-        extended = flag(reply, lease)
-        if extended:
-            lease.ttl_ms = ttl_ms
-            lease.acquired_at = sent_at
-            if lease.renewal is not None:
-                client._renewer().rescheduled(lease)
-        results.append(extended)
+        elif type(reply) is int:
+            (ran if reply == 1 else refused).append(lease)
+            results.append(reply == 1)
+        else:
+            refused.append(lease)
+            results.append(False)
+            if error is None:
+                error = _reply_error(reply, lease.name)
+    commands_ran(ran, sent_at, ttl_ms)
+    commands_refused(refused, sent_at)
+    commands_unknown(maybe, sent_at)
+    for lease in ran:
+        if lease.renewal is not None:
+            client._renewer().rescheduled(lease)
+    for lease, extended, reply in zip(leases, results, replies, strict=True):
+        if not extended and reply == 0:
+            client._lease_lost(lease, "an extend found its key gone or held by another token")
+    if error is not None:
+        raise error
     if unknown:
         raise OutcomeUnknownError(
             f"the connection failed mid-batch: {len(unknown)} extends are unconfirmed", unknown)
@@ -210,9 +249,10 @@ class AcquirePlan:
         return [lease for lease in self.leases if lease is not None]
 
     def maybe_held(self, replies: list[object]) -> list[tuple[str | bytes, bytes, bytes, float]]:
-        """(name, key, token, expires_at) of every lock sent whose reply was lost."""
-        expires_at = self.sent_at + self.ttl_ms / 1000.0
-        return [(self.names[i], self.keys[i], self.tokens[i], expires_at)
+        """(name, key, token, forget_at) of every lock sent whose reply was lost: it may hold
+        until ``forget_at``, one ttl from now."""
+        forget_at = time.monotonic() + self.ttl_ms / 1000.0
+        return [(self.names[i], self.keys[i], self.tokens[i], forget_at)
                 for i in range(self.handled, self.count) if replies[i] is UNKNOWN]
 
     def not_sent(self, replies: list[object]) -> list[str | bytes]:

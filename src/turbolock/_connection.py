@@ -33,7 +33,7 @@ _TIMEOUT_SLACK = 0.001
 
 class Connection:
     __slots__ = ("options", "buffer", "parser", "sock", "generation", "last_used", "broken", "tls",
-                 "kernel_timeout", "_read_buf", "_read_view")
+                 "handshake", "kernel_timeout", "_read_buf", "_read_view")
 
     def __init__(self, options: ConnectionOptions, core: ModuleType, key_prefix: bytes) -> None:
         self.options = options
@@ -46,10 +46,13 @@ class Connection:
         self._read_view = memoryview(self._read_buf)
         self.broken = False
         self.tls = False
+        self.handshake: tuple[int, float, float] | None = None
         self.kernel_timeout = 0.0
 
-    def connect(self, deadline: float) -> None:
-        """Open the socket, TLS included, then AUTH and SELECT, all before ``deadline``."""
+    def connect(self, deadline: float, finish: bool = True) -> None:
+        """Open the socket, TLS included, then AUTH, SELECT and PING, all before ``deadline``
+        and within the connect timeout. With ``finish=False`` the handshake is only sent; the
+        caller reads it with ``finish_connect`` (several servers' handshakes in parallel)."""
         opts = self.options
         limit = min(opts.connect_timeout, deadline - time.monotonic())
         if limit <= 0:
@@ -88,38 +91,36 @@ class Connection:
             sock.settimeout(None)
             self._set_kernel_timeout(sock, opts.timeout)
         try:
-            self._handshake(connect_deadline)
+            count = append_handshake(self.buffer, opts)
+            self.send(self.buffer.take(), connect_deadline)
         except BaseException:
             self.close()
             raise
+        self.handshake = (count, connect_deadline, limit)
+        if finish:
+            self.finish_connect(connect_deadline)
 
-    def _handshake(self, deadline: float) -> None:
-        opts = self.options
-        buf = self.buffer
-        expected = 0
-        if opts.password is not None:
-            auth = ("AUTH", opts.username, opts.password) if opts.username else ("AUTH", opts.password)
-            buf.append_command(auth)
-            expected += 1
-        if opts.db:
-            buf.append_command(("SELECT", opts.db))
-            expected += 1
-        if not expected:
+    def finish_connect(self, deadline: float) -> None:
+        """Read the handshake's replies (AUTH, SELECT, PING: proof that a Redis answers) by
+        ``deadline`` (``connect`` passes its own: the connect timeout's end)."""
+        pending = self.handshake
+        if pending is None:
             return
-        replies = self.roundtrip(buf.take(), expected, deadline)
-        if opts.password is not None:
-            auth_reply = replies.pop(0)
-            if isinstance(auth_reply, ReplyError):
-                who = f"user {opts.username!r}" if opts.username else "the default user"
-                raise AuthenticationError(
-                    f"{opts.address} refused the credentials of {who}: {auth_reply.code}")
-        if opts.db and isinstance(replies[0], ReplyError):
-            reply = replies[0]
-            code = reply.code
-            if code == "NOAUTH":
-                raise AuthenticationError(
-                    f"{opts.address} wants credentials (NOAUTH) before SELECT {opts.db}")
-            raise ResponseError(f"{opts.address} refused SELECT {opts.db}: {reply}", code)
+        self.handshake = None
+        count, _, limit = pending
+        opts = self.options
+        try:
+            replies = self.read(count, deadline)
+            check_handshake(opts, replies)
+        except ProtocolError as exc:
+            self.close()
+            raise not_redis(opts, f"its reply is not RESP: {exc}") from None
+        except TimeoutError:
+            self.close()
+            raise handshake_timeout(opts, limit) from None
+        except BaseException:
+            self.close()
+            raise
 
     def is_stale(self) -> bool:
         """True when an idle connection has something to read: the server closed it or sent junk."""
@@ -247,3 +248,87 @@ class Connection:
             except OSError:
                 pass
 
+
+def append_handshake(buffer: Any, options: ConnectionOptions) -> int:
+    """Queue a new connection's commands (AUTH with credentials, SELECT for a db other than 0,
+    then PING) and return how many there are.
+
+    The PING costs nothing extra (it shares the round trip) and proves the server speaks RESP
+    as Redis does: an echo or HTTP server on the port is found here, not by a lock call.
+    """
+    count = 1
+    if options.password is not None:
+        if options.username:
+            buffer.append_command(("AUTH", options.username, options.password))
+        else:
+            buffer.append_command(("AUTH", options.password))
+        count += 1
+    if options.db:
+        buffer.append_command(("SELECT", options.db))
+        count += 1
+    buffer.append_command(("PING",))
+    return count
+
+
+def check_handshake(options: ConnectionOptions, replies: list[object]) -> None:
+    """Raise unless ``replies`` (to ``append_handshake``'s commands) are a Redis server's.
+
+    Refused credentials and a refused SELECT are reported as such; PING may be refused to an
+    ACL user without ``+ping`` (NOPERM), which still proves a Redis answered. Nothing the server
+    sent is quoted: an echo server sends the AUTH command, password included, back.
+    """
+    address = options.address
+    replies = list(replies)
+    if options.password is not None:
+        auth_reply = replies.pop(0)
+        if isinstance(auth_reply, ReplyError):
+            who = f"user {options.username!r}" if options.username else "the default user"
+            raise AuthenticationError(f"{address} refused the credentials of {who}: {auth_reply.code}")
+        _expect(options, "AUTH", auth_reply, b"OK")
+    if options.db:
+        select_reply = replies.pop(0)
+        if isinstance(select_reply, ReplyError):
+            code = select_reply.code
+            if code == "NOAUTH":
+                raise AuthenticationError(f"{address} wants credentials (NOAUTH) before SELECT {options.db}")
+            raise ResponseError(f"{address} refused SELECT {options.db}: {select_reply}", code)
+        _expect(options, "SELECT", select_reply, b"OK")
+    ping_reply = replies.pop(0)
+    if isinstance(ping_reply, ReplyError):
+        code = ping_reply.code
+        if code in ("NOAUTH", "WRONGPASS"):
+            raise AuthenticationError(f"{address} wants credentials ({code})")
+        if code != "NOPERM":
+            raise ResponseError(f"{address} refused PING: {ping_reply}", code)
+        return
+    _expect(options, "PING", ping_reply, b"PONG")
+
+
+def handshake_timeout(options: ConnectionOptions, limit: float) -> TimeoutError:
+    """The error for a server that accepted a connection and then kept silent."""
+    return TimeoutError(f"{options.address} accepted a connection but did not answer its first "
+                        f"commands within {limit:.3g}s")
+
+
+def _expect(options: ConnectionOptions, command: str, reply: object, expected: bytes) -> None:
+    if reply != expected:
+        raise not_redis(options, f"it answered {command} with {_kind_of(reply)}")
+
+
+def not_redis(options: ConnectionOptions, detail: str) -> ProtocolError:
+    """The error for a server that answered the handshake, but not as Redis does."""
+    return ProtocolError(f"{options.address} does not speak RESP as Redis does ({detail}); "
+                         "is it the address of a Redis server?")
+
+
+def _kind_of(reply: object) -> str:
+    """What a reply is, never what it says."""
+    if isinstance(reply, list):
+        return f"an array of {len(reply)}"
+    if isinstance(reply, bytes):
+        return f"a {len(reply)}-byte string"
+    if isinstance(reply, int):
+        return "an integer"
+    if reply is None:
+        return "nil"
+    return f"a {type(reply).__name__}"

@@ -7,6 +7,7 @@ after SCRIPT FLUSH or a restart) is loaded again in the same write as the retrie
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -107,19 +108,21 @@ class Executor:
         return reply
 
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
-             reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None) -> list[object]:
+             reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
+             deadline: float = math.inf) -> list[object]:
         """Replies for ``count`` items in input order; an item whose outcome the connection lost
         is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
 
         For scripts, items answered NOSCRIPT are sent again after loading the script, encoded by
         ``reencode(buf, indices)``. ``on_replies(start, replies)`` also sees each chunk as it
         arrives (not the NOSCRIPT retries), to overlap the caller's work with the server's.
+        Nothing waits past ``deadline`` (besides each chunk's own timeout).
         """
         results: list[object] = [NOT_SENT] * count
         if not count:
             return results
         pool = self.pool
-        conn = pool.get(time.monotonic() + self.timeout)
+        conn = pool.get(min(time.monotonic() + self.timeout, deadline))
 
         def store(start: int, replies: list[object]) -> None:
             results[start:start + len(replies)] = replies
@@ -127,9 +130,9 @@ class Executor:
                 on_replies(start, replies)
 
         try:
-            run_chunks(conn, count, self.chunk_size, encode, self.timeout, store)
+            run_chunks(conn, count, self.chunk_size, encode, self.timeout, store, deadline=deadline)
             if script is not None and reencode is not None:
-                self._reload_and_retry(conn, script, reencode, results)
+                self._reload_and_retry(conn, script, reencode, results, deadline)
         except PipelineBroken as broken:
             pool.discard(conn)
             _mark_unknown(results, range(broken.replied, broken.sent))
@@ -143,7 +146,7 @@ class Executor:
         return results
 
     def _reload_and_retry(self, conn: Connection, script: _scripts.Script, reencode: Reencoder,
-                          results: list[object]) -> None:
+                          results: list[object], deadline: float) -> None:
         missing = noscript_indices(results)
         if not missing:
             return
@@ -157,7 +160,7 @@ class Executor:
 
         try:
             head = run_chunks(conn, len(missing), self.chunk_size, encode, self.timeout, store,
-                              prologue=_script_load(conn, script), prologue_replies=1)
+                              prologue=_script_load(conn, script), prologue_replies=1, deadline=deadline)
         except PipelineBroken as broken:
             _mark_unknown(sub_results, range(broken.replied, broken.sent))
             for j, i in enumerate(missing):

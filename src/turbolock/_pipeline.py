@@ -7,6 +7,7 @@ both busy. Redis buffers replies for a normal client without limit, so this cann
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -34,12 +35,14 @@ class PipelineBroken(Exception):
 
 
 def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, timeout: float,
-               on_replies: ReplyHandler, prologue: bytes = b"", prologue_replies: int = 0) -> list[object]:
+               on_replies: ReplyHandler, prologue: bytes = b"", prologue_replies: int = 0,
+               deadline: float = math.inf) -> list[object]:
     """Send items 0..count-1 in chunks; ``on_replies(start, replies)`` gets each chunk's replies
     while the server already works on the next chunk.
 
     ``prologue`` (e.g. SCRIPT LOAD) goes out in front of the first chunk; its replies are returned.
-    Each chunk's send and read has its own deadline of ``timeout`` seconds.
+    Each chunk's send and read has its own deadline of ``timeout`` seconds, and none goes past
+    ``deadline``.
     """
     buf = conn.buffer
     inflight: deque[tuple[int, int]] = deque()
@@ -54,14 +57,14 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
                 data = buf.take()
                 if prologue:
                     data, prologue = prologue + data, b""
-                conn.send(data, time.monotonic() + timeout)
+                conn.send(data, min(time.monotonic() + timeout, deadline))
                 inflight.append((next_start, stop))
                 next_start = stop
             if prologue_replies:
-                head = conn.read(prologue_replies, time.monotonic() + timeout)
+                head = conn.read(prologue_replies, min(time.monotonic() + timeout, deadline))
                 prologue_replies = 0
             start, stop = inflight.popleft()
-            replies = conn.read(stop - start, time.monotonic() + timeout)
+            replies = conn.read(stop - start, min(time.monotonic() + timeout, deadline))
             replied = stop
             on_replies(start, replies)
     except BaseException as exc:

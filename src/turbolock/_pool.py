@@ -63,7 +63,9 @@ class ConnectionPool:
         self._cond = threading.Condition(self._lock)
         self._generation += 1
 
-    def get(self, deadline: float) -> Connection:
+    def get(self, deadline: float, finish: bool = True) -> Connection:
+        """An idle connection, or a new one (with ``finish=False``, its handshake sent but not
+        yet read: see ``Connection.finish_connect``)."""
         conn: Connection | None = None
         with self._lock:
             if self._closed:
@@ -82,7 +84,7 @@ class ConnectionPool:
             if conn is None:
                 conn = Connection(self.options, self.core, self.key_prefix)
                 conn.generation = self._generation
-                conn.connect(deadline)
+                conn.connect(deadline, finish)
         except BaseException:
             self._release_slot()
             raise

@@ -20,6 +20,7 @@ from ._redlock_result import InstanceSummary, RedlockLease, RedlockManyResult, R
 from ._redlock_scripts import EXTEND, extended
 from ._validate import Seconds
 from .errors import ExtensionLimitError, InvalidArgumentError, QuorumError
+from .lease import commands_ran, commands_sent, commands_unknown
 
 if TYPE_CHECKING:
     from .redlock import RedlockClient
@@ -114,7 +115,9 @@ def _release_failed(client: RedlockClient, outcome: Outcome, keys: list[bytes], 
     and the release got no answer."""
     sub_keys = [keys[i] for i in failed]
     sub_tokens = [tokens[i] for i in failed]
-    replies = run_release(client, sub_keys, sub_tokens, timeout)
+    # Masters that failed the acquire would cost another timeout: theirs go to the background.
+    answered = [m for m, error in enumerate(outcome.errors) if error is None]
+    replies = run_release(client, sub_keys, sub_tokens, timeout, answered)
     expires_at = time.monotonic() + ms / 1000.0 + 1.0
     for master, acquire_row, release_row in zip(client.masters, outcome.replies, replies, strict=True):
         for j, i in enumerate(failed):
@@ -124,7 +127,7 @@ def _release_failed(client: RedlockClient, outcome: Outcome, keys: list[bytes], 
 
 
 def run_release(client: RedlockClient, keys: list[bytes], tokens: list[bytes],
-                timeout: float) -> list[list[object]]:
+                timeout: float, only: Sequence[int] | None = None) -> list[list[object]]:
     sha = _scripts.RELEASE.sha
 
     def encode(buf: Any, start: int, stop: int) -> None:
@@ -134,7 +137,7 @@ def run_release(client: RedlockClient, keys: list[bytes], tokens: list[bytes],
         buf.append_evalsha_many(sha, [keys[i] for i in indices], [tokens[i] for i in indices], None)
 
     outcome = fan_out(client._links, len(keys), encode, timeout, client.chunk_size, _scripts.RELEASE,
-                      reencode)
+                      reencode, only=only)
     return outcome.replies
 
 
@@ -199,7 +202,15 @@ def extend_many(client: RedlockClient, leases: Sequence[RedlockLease], ttl: Seco
         buf.append_evalsha_many(sha, [keys[i] for i in indices], [tokens[i] for i in indices], ms)
 
     chunk = client.chunk_size
-    outcome = fan_out(client._links, len(live), encode, client.chunk_timeout_for(ms), chunk, EXTEND, reencode)
+    sent_at = time.monotonic()
+    extending_leases = [checked[i] for i in live]
+    commands_sent(extending_leases, sent_at, sent_at + (ms - drift) / 1000.0)
+    try:
+        outcome = fan_out(client._links, len(live), encode, client.chunk_timeout_for(ms), chunk, EXTEND,
+                          reencode)
+    except BaseException:
+        commands_unknown(extending_leases, sent_at)
+        raise
     now = time.monotonic()
     rows = outcome.replies
     done = _tally(rows, len(live), extended)
@@ -213,16 +224,19 @@ def extend_many(client: RedlockClient, leases: Sequence[RedlockLease], ttl: Seco
         lease = checked[i]
         started = outcome.started[j // chunk]
         if done[j] >= quorum and started + life > now:
-            lease.ttl_ms = ms
             lease.drift_ms = drift
-            lease.acquired_at = started
+            commands_ran((lease,), sent_at, ms)
             lease.extensions += 1
             lease.instances = InstanceSummary(done[j], theirs[j], masters - done[j] - theirs[j])
             results[i] = True
             if lease.renewal is not None and renewer is not None:
                 renewer.rescheduled(lease)
-        elif done[j] < quorum <= masters - theirs[j]:
-            unknown.append(lease.name)
+        else:
+            commands_unknown((lease,), sent_at)  # extended on some masters, perhaps
+            if theirs[j] > masters - quorum:
+                client._lease_lost(lease, "an extend found it held by others")
+            elif done[j] < quorum:
+                unknown.append(lease.name)
     if unknown:
         raise QuorumError(
             f"the extend of {len(unknown)} locks is unconfirmed: too many masters gave no answer for a "

@@ -66,16 +66,7 @@ class _Cleanup:
 
     @staticmethod
     def take(client: LockClient) -> _Cleanup | None:
-        with client._cleanup_lock:
-            pending = client._cleanup
-            if not pending:
-                return None
-            now = time.monotonic()
-            entries = [(key, token, exp) for key, (token, exp) in pending.items() if exp > now]
-            pending.clear()
-            for key, token, exp in entries[CLEANUP_PER_WRITE:]:
-                pending[key] = (token, exp)
-        entries = entries[:CLEANUP_PER_WRITE]
+        entries = client._cleanup.take(CLEANUP_PER_WRITE)
         return _Cleanup(client, entries) if entries else None
 
     def encode(self, buf: Any) -> bytes:
@@ -93,21 +84,14 @@ class _Cleanup:
 
     def settle(self, replies: list[object] | None) -> None:
         """Keep the entries whose release did not get a definite answer."""
-        keep = self.entries if replies is None else [
-            entry for entry, reply in zip(self.entries, replies[1:], strict=True) if type(reply) is not int]
-        if keep:
-            with self.client._cleanup_lock:
-                pending = self.client._cleanup
-                for key, token, exp in keep:
-                    pending.setdefault(key, (token, exp))
+        self.client._cleanup.settle(self.entries, None if replies is None else replies[1:])
 
 
-def remember(client: LockClient, keys: Sequence[bytes], tokens: Sequence[bytes], expires_at: float) -> None:
-    """Release these locks on this master with their tokens as soon as it answers again."""
-    with client._cleanup_lock:
-        pending = client._cleanup
-        for key, token in zip(keys, tokens, strict=True):
-            pending[key] = (token, expires_at)
+def remember(client: LockClient, keys: Sequence[bytes], tokens: Sequence[bytes], forget_at: float) -> None:
+    """Release these locks on this master with their tokens as soon as it answers again (in the
+    front of the next write to it, or by its client in the background, whichever comes first)."""
+    for key, token in zip(keys, tokens, strict=True):
+        client._remember_cleanup(key, token, forget_at)
 
 
 class Outcome:
@@ -143,16 +127,16 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
     sent: list[tuple[int, Connection, float, _Cleanup | None]] = []
     data = b""
     now = time.monotonic()
+    targets = range(masters) if only is None else only
     try:
-        for m in range(masters) if only is None else only:
+        stale = [m for m in targets if _needs_connect(conns[m], now, timeout)]
+        failed = links.connect_all(conns, stale, timeout) if stale else {}
+        for m in targets:
+            if m in failed:
+                errors[m] = _describe(failed[m])
+                continue
             conn = conns[m]
-            if (conn is None or conn.sock is None or now - conn.last_used > STALE_CHECK_AFTER
-                    or conn.kernel_timeout != timeout):
-                try:
-                    conn = links.connect(conns, m, timeout)
-                except (LockError, OSError) as exc:
-                    errors[m] = _describe(exc)
-                    continue
+            assert conn is not None
             if not data:
                 buf = conn.buffer
                 encode(buf)
@@ -208,12 +192,19 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
     return replies, errors
 
 
+def _needs_connect(conn: Connection | None, now: float, timeout: float) -> bool:
+    """Whether a master's connection must be (re)opened, checked, or re-armed before a call."""
+    return (conn is None or conn.sock is None or now - conn.last_used > STALE_CHECK_AFTER
+            or conn.kernel_timeout != timeout)
+
+
 def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_size: int,
             script: _scripts.Script | None = None, reencode: Reencoder | None = None,
-            on_chunk: ChunkHandler | None = None) -> Outcome:
-    """Send items 0..count-1 to every master in chunks, ``WINDOW`` chunks in flight per master,
-    each chunk encoded once; read every chunk's replies from each master, each read within
-    ``timeout``. A master that fails is left out of the rest of the call.
+            on_chunk: ChunkHandler | None = None, only: Sequence[int] | None = None) -> Outcome:
+    """Send items 0..count-1 to every master (or those in ``only``) in chunks, ``WINDOW`` chunks
+    in flight per master, each chunk encoded once; read every chunk's replies from all masters
+    within one ``timeout`` (several stuck masters cost one timeout, not one each). A master that
+    fails is left out of the rest of the call.
 
     With ``script``, items answered NOSCRIPT are sent again after SCRIPT LOAD, on that master
     (after every chunk was handed to ``on_chunk``: use one or the other).
@@ -230,11 +221,11 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
     live: list[int] = []
     busy = False
     try:
-        for m in range(masters):
-            try:
-                links.connect(conns, m, timeout)
-            except (LockError, OSError) as exc:
-                errors[m] = _describe(exc)
+        targets = range(masters) if only is None else only
+        failed = links.connect_all(conns, targets, timeout)
+        for m in targets:
+            if m in failed:
+                errors[m] = _describe(failed[m])
                 continue
             live.append(m)
             if clients[m]._cleanup:
@@ -266,6 +257,7 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
                 inflight.append((next_start, stop))
                 next_start = stop
             start, stop = inflight.popleft()
+            deadline = time.monotonic() + timeout  # one for every master's replies to this chunk
             for m in live:
                 conn = conns[m]
                 if conn is None:
@@ -273,10 +265,8 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
                 cleanup = cleanups[m] if start == 0 else None
                 head = cleanup.replies if cleanup is not None else 0
                 try:
-                    # Each read gets the whole chunk timeout from when it starts (as the single-server
-                    # pipeline does): a stuck master still costs one timeout before it is left out,
-                    # and the socket's kernel timeout needs no re-arming at every chunk.
-                    got = conn.read(head + stop - start, time.monotonic() + timeout)
+                    # Replies already here are read even after a stuck master used up the wait.
+                    got = conn.read(head + stop - start, max(deadline, time.monotonic() + READ_GRACE))
                 except (LockError, OSError) as exc:
                     sent_until = inflight[-1][1] if inflight else stop
                     _fail(links, conns, replies, errors, cleanups, m, exc, start, sent_until)

@@ -17,12 +17,15 @@ import os
 import time
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ._connection import Connection
 from ._pool import STALE_CHECK_AFTER
 from .client import LockClient
+from .errors import LockError
 
+# How long a master whose handshake is already answered gets, when an earlier one used up the wait.
+READ_GRACE = 0.001
 # Below this much difference, a socket's kernel timeout is left as it is.
 _TIMEOUT_SLACK = 0.001
 
@@ -64,7 +67,7 @@ class Links:
         else:
             self._idle.append(conns)
 
-    def connect(self, conns: ConnectionSet, m: int, timeout: float) -> Connection:
+    def connect(self, conns: ConnectionSet, m: int, timeout: float, finish: bool = True) -> Connection:
         """Master ``m``'s connection in this set, reused, or a fresh one from its pool if it has
         none or the server closed it (a restart), with the socket's kernel timeout set to
         ``timeout``. Raises what the pool raises."""
@@ -75,11 +78,38 @@ class Links:
             self.clients[m]._pool.discard(conn)
             conn = None
         if conn is None:
-            conn = self.clients[m]._pool.get(time.monotonic() + timeout)
+            conn = self.clients[m]._pool.get(time.monotonic() + timeout, finish)
             conns[m] = conn
         if abs(conn.kernel_timeout - timeout) > _TIMEOUT_SLACK and conn.sock is not None and not conn.tls:
             conn._set_kernel_timeout(conn.sock, timeout)
         return conn
+
+    def connect_all(self, conns: ConnectionSet, masters: Iterable[int],
+                    timeout: float) -> dict[int, BaseException]:
+        """``connect`` for several masters, the handshakes of new connections sent to all before
+        any is read: masters that do not answer cost one ``timeout`` together, not one each.
+        The errors of the masters that could not be reached."""
+        failed: dict[int, BaseException] = {}
+        opened: list[int] = []
+        for m in masters:
+            try:
+                conn = self.connect(conns, m, timeout, finish=False)
+            except (LockError, OSError) as exc:
+                failed[m] = exc
+                continue
+            if conn.handshake is not None:
+                opened.append(m)
+        deadline = time.monotonic() + timeout
+        for m in opened:
+            opening = conns[m]
+            assert opening is not None
+            try:
+                # Replies already here are read even once the deadline has passed.
+                opening.finish_connect(max(deadline, time.monotonic() + READ_GRACE))
+            except (LockError, OSError) as exc:
+                self.drop(conns, m)
+                failed[m] = exc
+        return failed
 
     def drop(self, conns: ConnectionSet, m: int) -> None:
         """Master ``m``'s connection failed mid-call: its replies are unaccounted for."""

@@ -12,16 +12,10 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
+from ._lock_rules import LockState
 from ._redlock_result import RedlockLease, RedlockResult, RedlockStatus
-from ._validate import Seconds, check_token, encode_name, timeout_seconds
-from .errors import (
-    InvalidArgumentTypeError,
-    LockLostError,
-    LockNotOwnedError,
-    LockUsageError,
-    QuorumError,
-    RedlockNotAcquiredError,
-)
+from ._validate import Seconds
+from .errors import LockNotOwnedError, QuorumError, RedlockNotAcquiredError
 from .renewal import AutoRenew, OnLost
 
 if TYPE_CHECKING:
@@ -31,44 +25,26 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class RedlockLock:
-    """One Redlock name with a ttl and a default way to wait.
+class RedlockLock(LockState[RedlockLease]):
+    """One Redlock name with a ttl and a default way to wait, with the behaviour of every Lock
+    object (see ``_lock_rules``): ``timeout=None`` waits until the lock is taken, ``timeout=0``
+    or ``blocking=False`` makes one attempt."""
 
-    ``blocking=False`` or ``timeout=0`` makes one attempt; otherwise the client's retry count
-    and ``timeout`` (None: the retry count alone) bound the wait.
-    """
+    kind = "RedlockLock"
 
     def __init__(self, client: RedlockClient, name: str | bytes, ttl: Seconds, *, blocking: bool = True,
                  timeout: Seconds | None = None, token: bytes | None = None,
                  auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
                  max_extensions: int | None = None) -> None:
-        encode_name(name)
+        self._setup(name, ttl, blocking, timeout, token, auto_renew, on_lost)
         ms, _, node_timeout = client._ttl(ttl)
         client._renew_policy(auto_renew, on_lost, ms, node_timeout)
-        if not isinstance(blocking, bool):
-            raise InvalidArgumentTypeError("blocking", "must be True or False")
-        self._timeout = timeout_seconds(timeout)
-        if token is not None:
-            check_token(token)
         client._extension_limit(max_extensions)
         self.client = client
-        self.name = name
-        self.ttl = ttl
-        self.blocking = blocking
-        self.timeout = timeout
-        self._token = token
-        self.auto_renew = auto_renew
-        self.on_lost = on_lost
         self.max_extensions = max_extensions
-        self._lease: RedlockLease | None = None
         self._result: RedlockResult | None = None
         self._released = False
         self._state_lock = threading.Lock()
-
-    @property
-    def lease(self) -> RedlockLease | None:
-        """The current lease, or None when this object does not hold the lock."""
-        return self._lease
 
     @property
     def result(self) -> RedlockResult | None:
@@ -88,16 +64,13 @@ class RedlockLock:
 
     def acquire(self, blocking: bool | None = None, timeout: Seconds | None = None) -> bool:
         """Take the lock: True when taken, False when it stayed held elsewhere (or ran out of
-        validity) through every attempt. ``QuorumError`` when too many masters failed to answer."""
-        if blocking is None:
-            blocking = self.blocking
+        validity) until the wait ended. ``QuorumError`` when too many masters failed to answer."""
+        wait = self._wait_for(blocking, timeout)
         with self._state_lock:
-            if self._lease is not None:
-                raise LockUsageError(f"lock {self.name!r} is already held by this RedlockLock object")
+            self._check_unheld()
         result = self.client.acquire(
-            self.name, self.ttl, blocking=blocking, timeout=self.timeout if timeout is None else timeout,
-            token=self._token, auto_renew=self.auto_renew, on_lost=self.on_lost,
-            max_extensions=self.max_extensions)
+            self.name, self.ttl, blocking=wait != 0.0, timeout=wait or None, token=self._token,
+            auto_renew=self.auto_renew, on_lost=self.on_lost, max_extensions=self.max_extensions)
         with self._state_lock:
             self._result = result
             self._lease = result.lease
@@ -106,62 +79,65 @@ class RedlockLock:
             raise QuorumError(f"could not reach a quorum for {result.describe()}", [self.name], result)
         return result.lease is not None
 
-    def _take_lease(self) -> RedlockLease:
-        with self._state_lock:
-            lease = self._lease
-        if lease is None:
-            raise LockUsageError(f"lock {self.name!r} is not held by this RedlockLock object")
-        return lease
-
     def release(self) -> None:
         """Release on every master. ``LockNotOwnedError`` when it was no longer ours on a majority."""
-        lease = self._take_lease()
         with self._state_lock:
+            lease = self._held_lease()
             self._lease = None
             self._released = True
         if not self.client.release(lease):
             raise LockNotOwnedError(
-                f"lock {self.name!r} was no longer held on a majority of masters when released")
+                f"lock {self.name!r} was no longer held on a majority of masters when released",
+                names=[self.name])
 
-    def extend(self, ttl: Seconds | None = None) -> None:
-        """Reset the ttl (to ``ttl``, or the lock's own) from now on a majority.
-        ``LockNotOwnedError`` when that failed; ``ExtensionLimitError`` past ``max_extensions``."""
-        lease = self._take_lease()
-        if not self.client.extend(lease, self.ttl if ttl is None else ttl):
+    def extend(self, ttl: Seconds | None = None, *, additive: bool = False) -> bool:
+        """Reset the ttl (to ``ttl``, or the lock's own) from now on a majority: True. With
+        ``additive=True``, add ``ttl`` to the validity left. ``LockNotOwnedError`` when that
+        failed; ``ExtensionLimitError`` past ``max_extensions``."""
+        lease = self._held_lease()
+        if not self.client.extend(lease, self.ttl if ttl is None else ttl, additive=additive):
             with self._state_lock:
-                if self._lease is lease:
-                    self._lease = None
+                self._drop(lease)
             raise LockNotOwnedError(
-                f"lock {self.name!r} is no longer held on a majority of masters; it was not extended")
+                f"lock {self.name!r} is no longer held on a majority of masters; it was not extended",
+                names=[self.name])
+        return True
 
-    def valid_for(self) -> float:
-        """Seconds of Redlock validity left (0 when not held or lost); no round trip."""
+    def owned(self) -> bool:
+        """Whether a majority of masters still holds the lock for this object (asks them)."""
         lease = self._lease
-        return 0.0 if lease is None else lease.valid_for()
+        return lease is not None and self.client.check(lease) is not None
 
-    def ensure_held(self) -> None:
-        """``LockLostError`` unless this object holds the lock with validity left; no round trip."""
+    def remaining(self) -> float:
+        """Seconds before the lock may expire on a majority if this object holds it, else 0."""
         lease = self._lease
         if lease is None:
-            raise LockLostError(f"lock {self.name!r} is not held by this RedlockLock object")
-        lease.ensure_held()
+            return 0.0
+        left = self.client.check(lease)
+        return 0.0 if left is None else left
+
+    def locked(self) -> bool:
+        """Whether anyone at all holds the lock on a majority of masters (asks them)."""
+        return self.client.query(self.name).held
 
     @property
     def lost(self) -> threading.Event:
         """Set when the current lease is found lost (auto-renewed locks are watched)."""
-        return self._take_lease().lost
+        return self._held_lease().lost
 
     def __enter__(self) -> RedlockLock:
         if not self.acquire():
             result = self._result
-            waited = f" within {self._timeout:g}s" if self.blocking and self._timeout is not None else ""
+            wait = self._wait
+            waited = f" within {wait:g}s" if wait else ""
             detail = result.describe() if result is not None else f"lock {self.name!r}"
             raise RedlockNotAcquiredError(f"not acquired{waited}: {detail}", result)
+        self._entered = self._lease
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self._lease is None:
+        if not self._exit_check(exc_type):
             return
         try:
             self.release()
@@ -181,9 +157,8 @@ class RedlockLock:
 
     def copy(self) -> RedlockLock:
         """A new, unheld RedlockLock with the same settings."""
-        return RedlockLock(self.client, self.name, self.ttl, blocking=self.blocking, timeout=self.timeout,
-                           token=self._token, auto_renew=self.auto_renew, on_lost=self.on_lost,
-                           max_extensions=self.max_extensions)
+        return RedlockLock(self.client, self.name, self.ttl, max_extensions=self.max_extensions,
+                           **self._settings())
 
     def __repr__(self) -> str:
         status = self.status

@@ -8,6 +8,7 @@ the server answers again) and listed in the error.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from ._bulk_plan import (
     check_size,
     check_tokens,
     encode_unique_names,
+    extending,
     flag,
     pttl_encoder,
     script_encoders,
@@ -29,7 +31,7 @@ from ._bulk_plan import (
 )
 from ._validate import Seconds, ttl_ms
 from .errors import AcquireOutcomeUnknownError, InvalidArgumentError, InvalidArgumentTypeError
-from .lease import Lease, LockInfo
+from .lease import Lease, LockInfo, commands_unknown
 
 if TYPE_CHECKING:
     from .client import LockClient
@@ -98,8 +100,6 @@ class AcquireManyResult(Sequence[Lease | None]):
 def acquire_many(client: LockClient, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
                  tokens: Sequence[bytes] | None = None) -> AcquireManyResult:
     plan = AcquirePlan(names, ttl_ms(ttl), tokens, client._owner)
-    if client._cleanup:
-        client._run_cleanup()
     plan.sent_at = time.monotonic()
     replies = client._exec.many(plan.count, plan.encode, on_replies=plan.on_replies)
     if plan.handled < plan.count:
@@ -118,8 +118,9 @@ def acquire_many(client: LockClient, names: Sequence[str | bytes], ttl: Seconds,
 def _raise_lost(client: LockClient, plan: AcquirePlan, replies: list[object], all_or_nothing: bool) -> None:
     acquired = plan.taken()
     if all_or_nothing:
+        forget_at = time.monotonic() + plan.ttl_ms / 1000.0
         for lease in acquired:
-            client._remember_cleanup(lease.key, lease.token, lease.expires_at)
+            client._remember_cleanup(lease.key, lease.token, forget_at)
         acquired = []
     error = client._acquire_lost(plan.maybe_held(replies), ConnectionError("the connection failed mid-batch"))
     if isinstance(error, AcquireOutcomeUnknownError):
@@ -128,37 +129,37 @@ def _raise_lost(client: LockClient, plan: AcquirePlan, replies: list[object], al
     raise error
 
 
-def run_release(client: LockClient, keys: list[bytes], tokens: list[bytes]) -> list[object]:
+def run_release(client: LockClient, keys: list[bytes], tokens: list[bytes],
+                deadline: float = math.inf) -> list[object]:
     """Release by key and token, pipelined; the raw replies (1, 0, errors, UNKNOWN, NOT_SENT)."""
     encode, reencode = script_encoders(_scripts.RELEASE, keys, tokens, None)
-    return client._exec.many(len(keys), encode, _scripts.RELEASE, reencode)
+    return client._exec.many(len(keys), encode, _scripts.RELEASE, reencode, deadline=deadline)
 
 
-def release_many(client: LockClient, leases: Sequence[Lease]) -> list[bool]:
+def release_many(client: LockClient, leases: Sequence[Lease], deadline: float = math.inf) -> list[bool]:
     keys, tokens = check_leases(client, leases)
     renewed = [lease for lease in leases if lease.renewal is not None]
     if renewed:
         client._renewer().remove(renewed)
-    if client._cleanup:
-        client._run_cleanup()
-    replies = run_release(client, keys, tokens)
+    replies = run_release(client, keys, tokens, deadline)
     return settle_release(client, leases, replies)
 
 
 def extend_many(client: LockClient, leases: Sequence[Lease], ttl: Seconds) -> list[bool]:
     keys, tokens = check_leases(client, leases)
     ms = ttl_ms(ttl)
-    if client._cleanup:
-        client._run_cleanup()
     encode, reencode = script_encoders(_scripts.EXTEND, keys, tokens, ms)
     sent_at = time.monotonic()
-    replies = client._exec.many(len(leases), encode, _scripts.EXTEND, reencode)
+    extending(leases, ms, sent_at)
+    try:
+        replies = client._exec.many(len(leases), encode, _scripts.EXTEND, reencode)
+    except BaseException:
+        commands_unknown(leases, sent_at)  # interrupted, perhaps after some were sent
+        raise
     return settle_extend(client, leases, replies, ms, sent_at)
 
 
 def query_many(client: LockClient, names: Sequence[str | bytes]) -> list[LockInfo]:
     keys = encode_unique_names(names)
-    if client._cleanup:
-        client._run_cleanup()
     replies = client._exec.many(len(keys), pttl_encoder(keys))
     return settle_query(names, replies)

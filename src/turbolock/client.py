@@ -10,12 +10,18 @@ from collections.abc import Iterable, Sequence
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from . import _core, _scripts, bulk
+from . import _core, _scripts, bulk, bulk_claim
+from ._claim import check_claim
+from ._cleaner import BackgroundCleaner
+from ._cleanup_book import CleanupBook
 from ._executor import Executor, Unconfirmed
+from ._lock_rules import lock_ttl
 from ._ownership import Owner, check_lease, forget_parent_locks_after_fork
 from ._pool import ConnectionPool
 from ._single_plan import (
+    adopted_lease,
     check_result,
+    extend_ms,
     extend_result,
     extend_unconfirmed,
     query_result,
@@ -32,8 +38,8 @@ from .errors import (
     ReplyError,
     ResponseError,
 )
-from .lease import Lease, LockInfo
-from .options import ConnectionOptions, options_from_redis, options_from_url
+from .lease import Lease, LockInfo, commands_refused, commands_sent, commands_unknown
+from .options import ConnectionOptions, options_from_keywords, options_from_redis, options_from_url
 from .renewal import COMMANDS_PER_WRITE, AutoRenew, OnLost, Renewer, check_policy
 
 if TYPE_CHECKING:
@@ -52,9 +58,15 @@ _CLIENT_KEYWORDS = ("key_prefix", "max_connections", "chunk_size", "core")
 def _reply_error(reply: object, name: str | bytes) -> LockError:
     if type(reply) is ReplyError:
         if reply.code in ("NOAUTH", "WRONGPASS"):
-            return AuthenticationError(f"the server wants authentication ({reply.code}) for lock {name!r}")
-        return ResponseError(f"the server answered {reply.code} for lock {name!r}: {reply}", reply.code)
-    return ResponseError(f"unexpected reply {type(reply).__name__} for lock {name!r}")
+            error: LockError = AuthenticationError(
+                f"the server wants authentication ({reply.code}) for lock {name!r}")
+        else:
+            error = ResponseError(f"the server answered {reply.code} for lock {name!r}: {reply}", reply.code)
+    else:
+        error = ResponseError(f"unexpected reply {type(reply).__name__} for lock {name!r}: the server does "
+                              "not answer as Redis does")
+    error.names = [name]
+    return error
 
 
 class LockClient:
@@ -70,7 +82,7 @@ class LockClient:
                  chunk_size: int = DEFAULT_CHUNK_SIZE, core: str | None = None, **connection: Any) -> None:
         options = connection.pop("options", None)
         if options is None:
-            options = ConnectionOptions(host=host, port=port, **connection)
+            options = options_from_keywords(host=host, port=port, **connection)
         self._setup(options, key_prefix, max_connections, chunk_size, core)
 
     def _setup(self, options: ConnectionOptions, key_prefix: str | bytes, max_connections: int,
@@ -85,8 +97,8 @@ class LockClient:
         self._exec = Executor(self._pool, options.timeout, self._chunk_size)
         self._exec_renewals = Executor(self._pool, options.timeout, COMMANDS_PER_WRITE)
         self._owner = Owner()
-        self._cleanup: dict[bytes, tuple[bytes, float]] = {}
-        self._cleanup_lock = threading.Lock()
+        self._cleanup = CleanupBook()
+        self._cleaner = BackgroundCleaner(self._cleanup, self._release_keys, options.timeout)
         self._renewer_instance: Renewer | None = None
         self._renewer_lock = threading.Lock()
         self._closed = False
@@ -95,8 +107,8 @@ class LockClient:
     def _forget_parent_locks(self) -> None:
         # In a forked child: the parent's leases, renewals and cleanups are the parent's business.
         self._owner = Owner()
-        self._cleanup = {}
-        self._cleanup_lock = threading.Lock()
+        self._cleanup.clear()
+        self._cleaner.forget_after_fork()
         self._renewer_lock = threading.Lock()
         if self._renewer_instance is not None:
             self._renewer_instance.forget_after_fork()
@@ -115,7 +127,7 @@ class LockClient:
             return None
         if on_lost is not None and not callable(on_lost):
             raise InvalidArgumentTypeError("on_lost", "must be callable")
-        return check_policy(auto_renew, ms, self.options.timeout)
+        return check_policy(auto_renew, ms)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> LockClient:
@@ -149,14 +161,14 @@ class LockClient:
         client's renewer keeps the lock until it is released; ``on_lost(lease)`` is called if
         it is ever lost.
         """
+        return self._try_acquire(name, ttl, token, auto_renew, on_lost, time.monotonic() + self._exec.timeout)
+
+    def _try_acquire(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
+                     on_lost: OnLost | None, deadline: float) -> Lease | None:
         key = encode_name(name)
         ms = ttl_ms(ttl)
         tok = secrets.token_bytes(TOKEN_BYTES) if token is None else check_token(token)
         policy = self._renew_policy(auto_renew, on_lost, ms)
-        if self._cleanup:
-            self._run_cleanup()
-        exec_ = self._exec
-        deadline = time.monotonic() + exec_.timeout
         pool = self._pool
         conn = pool.get(deadline)
         buf = conn.buffer
@@ -166,7 +178,7 @@ class LockClient:
             reply = conn.request(buf.take(), deadline)
         except BaseException as exc:
             pool.discard(conn)
-            raise self._acquire_lost([(name, key, tok, sent_at + ms / 1000.0)], exc) from None
+            raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc) from None
         pool.put(conn)
         if reply is None:
             return None
@@ -183,32 +195,39 @@ class LockClient:
         self._check_lease(lease)
         if lease.renewal is not None:
             self._renewer().remove((lease,))
-        if self._cleanup:
-            self._run_cleanup()
         try:
             reply = self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
         except Unconfirmed as exc:
             raise release_unconfirmed(self, lease, exc) from None
         return release_result(reply, lease)
 
-    def extend(self, lease: Lease, ttl: Seconds) -> bool:
-        """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not."""
+    def extend(self, lease: Lease, ttl: Seconds, *, additive: bool = False) -> bool:
+        """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not (the
+        lease is then lost). ``additive=True`` adds ``ttl`` to what the lease has left by the
+        local clock instead (redis-py's default), never more than the server has left plus ``ttl``."""
         self._check_lease(lease)
-        ms = ttl_ms(ttl)
-        if self._cleanup:
-            self._run_cleanup()
+        ms = extend_ms(lease, ttl, additive)
         sent_at = time.monotonic()
+        commands_sent((lease,), sent_at, lease.expiry_after(sent_at, ms))
         try:
             reply = self._exec.script_one(_scripts.EXTEND, lease.key, lease.token, ms)
         except Unconfirmed as exc:
+            commands_unknown((lease,), sent_at)
             raise extend_unconfirmed(lease, exc) from None
+        except BaseException:
+            commands_refused((lease,), sent_at)
+            raise
         return extend_result(self, reply, lease, ms, sent_at)
+
+    def lease(self, name: str | bytes, token: bytes) -> Lease:
+        """A lease for a lock taken elsewhere (another process, another object) with ``token``,
+        to extend, check or release it here. Nothing is sent: it believes in no time left
+        (``valid_for() == 0``) until ``extend`` or ``check`` says more."""
+        return adopted_lease(name, token, self._owner)
 
     def check(self, lease: Lease) -> float | None:
         """Seconds the lock has left on the server if the lease still holds it, else None."""
         self._check_lease(lease)
-        if self._cleanup:
-            self._run_cleanup()
         try:
             reply = self._exec.script_one(_scripts.CHECK, lease.key, lease.token, None)
         except Unconfirmed as exc:
@@ -218,32 +237,43 @@ class LockClient:
     def query(self, name: str | bytes) -> LockInfo:
         """Whether anyone holds ``name`` and for how long still (never whose it is)."""
         key = encode_name(name)
-        if self._cleanup:
-            self._run_cleanup()
         return query_result(self._exec.pttl_one(key), name)
 
-    def lock(self, name: str | bytes, ttl: Seconds, *, blocking: bool = True, timeout: Seconds | None = None,
-             token: bytes | None = None, auto_renew: bool | AutoRenew = False,
-             on_lost: OnLost | None = None) -> Lock:
-        """A ``Lock`` object for ``name``: use it with ``with``, as a decorator, or call acquire()."""
+    def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
+             timeout: Seconds | None = None, token: bytes | None = None,
+             auto_renew: bool | AutoRenew | None = None, on_lost: OnLost | None = None) -> Lock:
+        """A ``Lock`` object for ``name``: use it with ``with``, as a decorator, or call acquire().
+
+        With no ``ttl`` the lock lives 30 s at a time and is renewed until released (unless
+        ``auto_renew=False``). ``timeout=None`` waits until the lock is free; ``timeout=0`` or
+        ``blocking=False`` makes one attempt.
+        """
         from .lock import Lock
 
-        return Lock(self, name, ttl, blocking=blocking, timeout=timeout, token=token, auto_renew=auto_renew,
+        ttl, renew = lock_ttl(ttl, auto_renew)
+        return Lock(self, name, ttl, blocking=blocking, timeout=timeout, token=token, auto_renew=renew,
                     on_lost=on_lost)
 
     # -- bulk -----------------------------------------------------------------------------------
 
     def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
                      tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
-                     on_lost: OnLost | None = None) -> bulk.AcquireManyResult:
+                     on_lost: OnLost | None = None, limit: int | None = None) -> bulk.AcquireManyResult:
         """Try every name once, pipelined; a result per name in input order.
 
         ``tokens`` (one per name, 16+ bytes each) replaces the random ones, for holders that
         must recognise their locks after a restart. With ``auto_renew`` every lease taken is
         renewed until released; ``result.lost`` names the ones lost since.
+        ``limit=k`` takes at most k *free* names instead, tried from a random point of the list
+        (so workers sharing one list spread over it), one round trip per chunk: for workers
+        claiming shards. The result's ``not_tried`` lists the names left untried.
         """
         policy = self._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
-        result = bulk.acquire_many(self, names, ttl, all_or_nothing, tokens)
+        if limit is None:
+            result = bulk.acquire_many(self, names, ttl, all_or_nothing, tokens)
+        else:
+            check_claim(limit, all_or_nothing)
+            result = bulk_claim.claim_many(self, names, ttl, limit, tokens)
         if policy is not None:
             self._renewer().add(result.acquired, policy, on_lost)
         return result
@@ -264,48 +294,31 @@ class LockClient:
 
     def _acquire_lost(self, attempts: Iterable[tuple[str | bytes, bytes, bytes, float]],
                       cause: BaseException) -> BaseException:
+        """Maybe-held locks (name, key, token, forget_at) are released in the background; the error."""
         attempts = list(attempts)
-        for _, key, token, expires_at in attempts:
-            self._remember_cleanup(key, token, expires_at)
+        for _, key, token, forget_at in attempts:
+            self._remember_cleanup(key, token, forget_at)
         if not isinstance(cause, Exception):
             return cause
-        cleaned = self._run_cleanup()
         names = [name for name, _, _, _ in attempts]
         return AcquireOutcomeUnknownError(
-            f"acquire of {_describe(names)} was sent but no reply came ({cause}); "
-            + ("it was released again" if cleaned else "it will be released once the server answers"),
-            names, cleaned)
+            f"acquire of {_describe(names)} was sent but no reply came ({cause}); it may be held, and is "
+            "released with its token in the background as soon as the server answers", names, False)
 
-    def _remember_cleanup(self, key: bytes, token: bytes, expires_at: float) -> None:
-        with self._cleanup_lock:
-            self._cleanup[key] = (token, expires_at)
+    def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None:
+        """Release ``key`` with ``token`` in the background, until ``forget_at`` (its key's expiry)."""
+        self._cleanup.remember(key, token, forget_at)
+        self._cleaner.wake()
 
-    def _run_cleanup(self) -> bool:
-        """Release every maybe-held lock still pending; True when none is left. Never raises."""
-        with self._cleanup_lock:
-            now = time.monotonic()
-            pending = [(k, t) for k, (t, exp) in self._cleanup.items() if exp > now]
-            self._cleanup.clear()
-        if not pending:
-            return True
-        keys = [k for k, _ in pending]
-        tokens = [t for _, t in pending]
-        try:
-            results = bulk.run_release(self, keys, tokens)
-        except LockError as exc:
-            log.debug("turbolock: cleanup of %d maybe-held locks failed: %s", len(pending), exc)
-            results = [None] * len(pending)
-        left = 0
-        with self._cleanup_lock:
-            for key, token, result in zip(keys, tokens, results, strict=True):
-                if type(result) is not int:
-                    self._cleanup.setdefault(key, (token, time.monotonic() + 3600.0))
-                    left += 1
-        return left == 0
+    _abandoned = _remember_cleanup
+
+    def _release_keys(self, keys: list[bytes], tokens: list[bytes], deadline: float) -> list[object]:
+        return bulk.run_release(self, keys, tokens, deadline)
 
     @property
     def pending_cleanup(self) -> int:
-        """Locks whose acquire or release outcome was lost and that still await a release."""
+        """Locks whose acquire or release outcome was lost and that still await a release in the
+        background (at most until their ttl has passed)."""
         return len(self._cleanup)
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -313,9 +326,21 @@ class LockClient:
     def _check_lease(self, lease: object, argument: str = "lease") -> None:
         check_lease(lease, self._owner, Lease, argument)
 
+    def _lease_lost(self, lease: Lease, reason: str) -> None:
+        """The server said the lock is not ours any more: signal it (renewed leases through the
+        renewer, so ``on_lost`` runs)."""
+        renewer = self._renewer_instance
+        if lease.renewal is not None and renewer is not None:
+            renewer._lost(lease, reason)
+        else:
+            lease.mark_lost(reason)
+
     def close(self) -> None:
-        """Stop renewing and release every auto-renewed lock still held, release maybe-held
-        locks (one try), then close every connection."""
+        """Stop renewing and release every auto-renewed lock still held and the maybe-held ones,
+        all within one call deadline, then close every connection."""
+        self._close(time.monotonic() + self._exec.timeout)
+
+    def _close(self, deadline: float) -> None:
         if self._closed:
             return
         renewer = self._renewer_instance
@@ -324,11 +349,12 @@ class LockClient:
             held = renewer.held_leases()
             if held:
                 try:
-                    self.release_many(held)
+                    bulk.release_many(self, held, deadline)
                 except LockError as exc:
                     log.warning("turbolock: close could not release %d renewed locks: %s", len(held), exc)
-        if self._cleanup:
-            self._run_cleanup()
+        self._cleaner.stop(deadline)
+        if self._cleanup and deadline > time.monotonic():
+            self._cleaner.run_once(deadline)
         self._closed = True
         self._pool.close()
 

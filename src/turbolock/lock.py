@@ -1,7 +1,8 @@
 """``Lock``: the object API over one lock name, for ``with`` blocks, decorators and explicit calls.
 
 Ownership belongs to the Lock object (it holds the lease and its token), never to a thread:
-a Lock acquired in one thread may be released in another.
+a Lock acquired in one thread may be released in another. Settings, defaults and waiting are
+``_lock_rules``'s, shared with the asyncio and Redlock Lock objects.
 """
 
 from __future__ import annotations
@@ -13,15 +14,9 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-from ._backoff import Backoff
-from ._validate import Seconds, check_token, encode_name, timeout_seconds, ttl_ms
-from .errors import (
-    InvalidArgumentTypeError,
-    LockLostError,
-    LockNotAcquiredError,
-    LockNotOwnedError,
-    LockUsageError,
-)
+from ._lock_rules import LockState, Waiting, worth_retrying
+from ._validate import Seconds
+from .errors import ConnectionError, LockNotAcquiredError, LockNotOwnedError
 from .lease import Lease
 from .renewal import AutoRenew, OnLost
 
@@ -32,90 +27,71 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Lock:
+class Lock(LockState[Lease]):
     """One lock name on one client, with a ttl and a default way to wait.
 
-    ``blocking=False`` or ``timeout=0`` makes one attempt; ``timeout=None`` waits forever.
+    ``blocking=False`` or ``timeout=0`` makes one attempt; ``timeout=None`` waits until the lock
+    is free. Each attempt keeps the client's call deadline, or what is left of the wait if that
+    is shorter; an attempt whose reply was lost is released in the background and the wait goes on.
     """
 
     def __init__(self, client: LockClient, name: str | bytes, ttl: Seconds, *, blocking: bool = True,
                  timeout: Seconds | None = None, token: bytes | None = None,
                  auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None) -> None:
-        encode_name(name)
-        client._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
-        if not isinstance(blocking, bool):
-            raise InvalidArgumentTypeError("blocking", "must be True or False")
-        self._timeout = timeout_seconds(timeout)
-        if token is not None:
-            check_token(token)
+        self._setup(name, ttl, blocking, timeout, token, auto_renew, on_lost)
+        client._renew_policy(auto_renew, on_lost, self._ttl_ms)
         self.client = client
-        self.name = name
-        self.ttl = ttl
-        self.blocking = blocking
-        self.timeout = timeout
-        self._token = token
-        self.auto_renew = auto_renew
-        self.on_lost = on_lost
-        self._lease: Lease | None = None
         self._state_lock = threading.Lock()
-
-    @property
-    def lease(self) -> Lease | None:
-        """The current lease, or None when this Lock does not hold the lock."""
-        return self._lease
 
     def acquire(self, blocking: bool | None = None, timeout: Seconds | None = None) -> bool:
         """Take the lock: True when taken, False when ``timeout`` passed first (or, with
         ``blocking=False``, when someone else holds it)."""
-        if blocking is None:
-            blocking = self.blocking
-        wait = timeout_seconds(timeout) if timeout is not None else self._timeout
-        if not blocking:
-            wait = 0.0
+        wait = self._wait_for(blocking, timeout)
         with self._state_lock:
-            if self._lease is not None:
-                raise LockUsageError(f"lock {self.name!r} is already held by this Lock object")
+            self._check_unheld()
         client = self.client
-        deadline = None if wait is None else time.monotonic() + wait
-        backoff = Backoff()
+        waiting = Waiting(wait)
+        call_timeout = client.options.timeout
         while True:
-            lease = client.try_acquire(self.name, self.ttl, token=self._token, auto_renew=self.auto_renew,
-                                       on_lost=self.on_lost)
+            deadline = waiting.attempt_deadline(call_timeout)
+            if deadline is None:
+                deadline = time.monotonic() + call_timeout
+            try:
+                lease = client._try_acquire(self.name, self.ttl, self._token, self.auto_renew, self.on_lost,
+                                            deadline)
+            except ConnectionError as error:
+                if not worth_retrying(error, wait):
+                    raise
+                lease = None  # a lock it may have taken is released in the background
             if lease is not None:
                 with self._state_lock:
                     self._lease = lease
                 return True
-            if deadline is None:
-                time.sleep(backoff.next_delay(None))
-                continue
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            pause = waiting.pause() if wait != 0.0 else None
+            if pause is None:
                 return False
-            time.sleep(backoff.next_delay(remaining))
-
-    def _take_lease(self) -> Lease:
-        with self._state_lock:
-            lease = self._lease
-        if lease is None:
-            raise LockUsageError(f"lock {self.name!r} is not held by this Lock object")
-        return lease
+            time.sleep(pause)
 
     def release(self) -> None:
         """Release the lock. ``LockNotOwnedError`` when it had already expired or been taken over."""
-        lease = self._take_lease()
         with self._state_lock:
+            lease = self._held_lease()
             self._lease = None
         if not self.client.release(lease):
-            raise LockNotOwnedError(f"lock {self.name!r} was no longer held by this Lock when released")
+            raise LockNotOwnedError(f"lock {self.name!r} was no longer held by this Lock when released",
+                                    names=[self.name])
 
-    def extend(self, ttl: Seconds | None = None) -> None:
-        """Reset the ttl (to ``ttl``, or the Lock's own) from now. ``LockNotOwnedError`` when lost."""
-        lease = self._take_lease()
-        if not self.client.extend(lease, self.ttl if ttl is None else ttl):
+    def extend(self, ttl: Seconds | None = None, *, additive: bool = False) -> bool:
+        """Reset the ttl (to ``ttl``, or the Lock's own) from now: True. With ``additive=True``,
+        add ``ttl`` to what is left instead (redis-py's default). ``LockNotOwnedError`` when the
+        lock is no longer ours (the Lock then holds nothing)."""
+        lease = self._held_lease()
+        if not self.client.extend(lease, self.ttl if ttl is None else ttl, additive=additive):
             with self._state_lock:
-                if self._lease is lease:
-                    self._lease = None
-            raise LockNotOwnedError(f"lock {self.name!r} is no longer held by this Lock; it was not extended")
+                self._drop(lease)
+            raise LockNotOwnedError(f"lock {self.name!r} is no longer held by this Lock; it was not extended",
+                                    names=[self.name])
+        return True
 
     def owned(self) -> bool:
         """Whether the server still holds the lock for this Lock (asks the server)."""
@@ -130,37 +106,24 @@ class Lock:
         left = self.client.check(lease)
         return 0.0 if left is None else left
 
-    def valid_for(self) -> float:
-        """Seconds the lock is safely ours by the local clock (0 when not held or lost); no round trip."""
-        lease = self._lease
-        return 0.0 if lease is None else lease.valid_for()
-
-    def ensure_held(self) -> None:
-        """``LockLostError`` unless this Lock holds the lock by the local clock; no round trip.
-        Call it right before acting on what the lock protects."""
-        lease = self._lease
-        if lease is None:
-            raise LockLostError(f"lock {self.name!r} is not held by this Lock object")
-        lease.ensure_held()
+    def locked(self) -> bool:
+        """Whether anyone at all holds the lock (asks the server)."""
+        return self.client.query(self.name).held
 
     @property
     def lost(self) -> threading.Event:
         """Set when the current lease is found lost (auto-renewed locks are watched)."""
-        return self._take_lease().lost
-
-    def locked(self) -> bool:
-        """Whether anyone at all holds the lock."""
-        return self.client.query(self.name).held
+        return self._held_lease().lost
 
     def __enter__(self) -> Lock:
         if not self.acquire():
-            waited = f" within {self._timeout:g}s" if self.blocking and self._timeout is not None else ""
-            raise LockNotAcquiredError(f"lock {self.name!r} was not acquired{waited}")
+            raise LockNotAcquiredError(self._not_acquired_message(), names=[self.name])
+        self._entered = self._lease
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self._lease is None:
+        if not self._exit_check(exc_type):
             return
         try:
             self.release()
@@ -182,8 +145,4 @@ class Lock:
 
     def copy(self) -> Lock:
         """A new, unheld Lock with the same settings."""
-        return Lock(self.client, self.name, self.ttl, blocking=self.blocking, timeout=self.timeout,
-                    token=self._token, auto_renew=self.auto_renew, on_lost=self.on_lost)
-
-    def __repr__(self) -> str:
-        return f"Lock(name={self.name!r}, ttl={self.ttl!r}, held={self._lease is not None})"
+        return Lock(self.client, self.name, self.ttl, **self._settings())

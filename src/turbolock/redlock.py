@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _core, _redlock_bulk, _scripts, bulk
 from ._executor import UNKNOWN
+from ._lock_rules import check_wait, lock_ttl
 from ._ownership import Owner, check_lease, forget_parent_locks_after_fork
 from ._redlock_fanout import fan_out_one, remember
 from ._redlock_links import Links
@@ -40,6 +41,7 @@ from ._redlock_result import (
     drift_ms,
 )
 from ._redlock_scripts import EXTEND, extended
+from ._single_plan import extend_ms
 from ._validate import Seconds, check_token, encode_name, positive_seconds, timeout_seconds, ttl_ms
 from .client import DEFAULT_CHUNK_SIZE, TOKEN_BYTES, LockClient
 from .errors import (
@@ -50,7 +52,7 @@ from .errors import (
     QuorumError,
     ReplyError,
 )
-from .lease import FREE, LockInfo, info_from_pttl
+from .lease import FREE, LockInfo, commands_ran, commands_sent, commands_unknown, info_from_pttl
 from .renewal import AutoRenew, OnLost, check_policy
 
 if TYPE_CHECKING:
@@ -96,17 +98,17 @@ class RedlockClient:
 
     ``node_timeout``: the longest wait for one master's reply (default: 50 ms, or a tenth of
     the ttl when that is shorter); a bulk chunk of up to ``chunk_size`` commands (and a renewal
-    round) may take a tenth of the ttl, at most 1 s, if that is longer. ``retry_count`` and
-    ``retry_delay``: a blocking acquire retries up to ``retry_count`` times (None: until its
-    timeout) after a random delay of up to ``retry_delay`` seconds. ``drift_factor``: the share
-    of the ttl set aside for clock drift.
+    round) may take a tenth of the ttl, at most 1 s, if that is longer. ``retry_delay``: a
+    blocking acquire retries after a random delay of up to ``retry_delay`` seconds until its
+    ``timeout`` (None: until it is taken); ``retry_count`` also limits how many times.
+    ``drift_factor``: the share of the ttl set aside for clock drift.
     ``key_prefix``, ``core``, ``chunk_size`` and further keywords (``connect_timeout``,
     ``password``...) apply to the masters given as URLs; LockClients keep their own settings
     and stay open after ``close()``.
     """
 
     def __init__(self, masters: Sequence[str | LockClient], *, node_timeout: Seconds | None = None,
-                 retry_count: int | None = DEFAULT_RETRY_COUNT, retry_delay: Seconds = DEFAULT_RETRY_DELAY,
+                 retry_count: int | None = None, retry_delay: Seconds = DEFAULT_RETRY_DELAY,
                  drift_factor: float = DEFAULT_DRIFT_FACTOR, key_prefix: str | bytes | None = None,
                  core: str | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE, **connection: Any) -> None:
         self.node_timeout = None if node_timeout is None else positive_seconds(node_timeout, "node_timeout")
@@ -198,7 +200,7 @@ class RedlockClient:
             return None
         if on_lost is not None and not callable(on_lost):
             raise InvalidArgumentTypeError("on_lost", "must be callable")
-        return check_policy(auto_renew, ms, max(node_timeout, self.chunk_timeout_for(ms)))
+        return check_policy(auto_renew, ms)
 
     @staticmethod
     def _extension_limit(max_extensions: object) -> int | None:
@@ -217,17 +219,15 @@ class RedlockClient:
                 max_extensions: int | None = None) -> RedlockResult:
         """Take ``name`` on a majority of the masters; the result says how it went.
 
-        Retries (``blocking=True``) up to the client's ``retry_count`` times, each after a
-        random delay, and never past ``timeout`` seconds (None: no limit but the retry count;
-        0 or ``blocking=False``: one attempt). ``max_extensions`` limits how often the lease
-        may be extended, by hand or by auto-renewal. Never raises for what the masters said:
-        read ``result.status``.
+        Retries (``blocking=True``) after a random delay until ``timeout`` seconds have passed
+        (None: until the lock is taken, as every Lock waits; 0 or ``blocking=False``: one
+        attempt), and at most ``retry_count`` times if the client has one. ``max_extensions``
+        limits how often the lease may be extended, by hand or by auto-renewal. Never raises for
+        what the masters said: read ``result.status``.
         """
         key = encode_name(name)
         ms, drift, node_timeout = self._ttl(ttl)
-        if not isinstance(blocking, bool):
-            raise InvalidArgumentTypeError("blocking", "must be True or False")
-        wait = timeout_seconds(timeout) if blocking else 0.0
+        wait = check_wait(blocking, timeout)
         if token is not None:
             check_token(token)
         limit = _count_int(max_extensions, "max_extensions", allow_none=True)
@@ -243,7 +243,7 @@ class RedlockClient:
                 if policy is not None:
                     self._renewer().add((lease,), policy, on_lost)
                 return result
-            if not blocking or (self.retry_count is not None and attempts > self.retry_count):
+            if wait == 0.0 or (self.retry_count is not None and attempts > self.retry_count):
                 return result
             delay = random.uniform(0.0, self.retry_delay)
             if deadline is not None:
@@ -333,6 +333,28 @@ class RedlockClient:
         standing = held[self.quorum - 1]
         return info_from_pttl(-1 if standing == math.inf else int(standing))
 
+    def check(self, lease: RedlockLease) -> float | None:
+        """Seconds a majority of masters still holds the lock for ``lease`` (the quorum-th longest
+        remaining ttl among the masters where it is ours), None when fewer than a majority do.
+        ``QuorumError`` when too few masters answer to tell."""
+        lease = self._check_lease(lease)
+        key, token, sha = lease.key, lease.token, _scripts.CHECK.sha
+
+        def encode(buf: Any) -> None:
+            buf.append_evalsha(sha, key, token, None)
+
+        replies, _ = fan_out_one(self._links, encode, self.node_timeout_for(lease.ttl_ms), _scripts.CHECK)
+        answered = [reply for reply in replies if type(reply) is int]
+        if len(answered) < self.quorum:
+            raise QuorumError(
+                f"only {len(answered)} of {len(replies)} masters answered the check of {lease.name!r}",
+                [lease.name])
+        ours = sorted((math.inf if ms == -1 else ms for ms in answered if ms >= 0 or ms == -1), reverse=True)
+        if len(ours) < self.quorum:
+            return None
+        standing = ours[self.quorum - 1]
+        return math.inf if standing == math.inf else standing / 1000.0
+
     # -- release and extend ---------------------------------------------------------------------
 
     def release(self, lease: RedlockLease) -> bool:
@@ -346,8 +368,8 @@ class RedlockClient:
         if lease.renewal is not None:
             self._renewer().remove((lease,))
         lease._released = True
-        expires_at = lease.acquired_at + lease.ttl_ms / 1000.0 + CLEANUP_GRACE
-        replies = self._release_keys(None, lease.key, lease.token, expires_at,
+        forget_at = time.monotonic() + lease.ttl_ms / 1000.0 + CLEANUP_GRACE
+        replies = self._release_keys(None, lease.key, lease.token, forget_at,
                                      self.node_timeout_for(lease.ttl_ms))
         released = errored = 0
         for reply in replies:
@@ -365,16 +387,16 @@ class RedlockClient:
                 f"{self.quorum}); it is retried on those when they answer", [lease.name])
         return False
 
-    def extend(self, lease: RedlockLease, ttl: Seconds) -> bool:
+    def extend(self, lease: RedlockLease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now on every master where it is ours (and again where
         a master lost it). True with a majority and validity left; False when it is no longer
         ours on enough masters or when its validity had already ended (nothing is sent then).
 
         ``ExtensionLimitError`` past ``max_extensions``; ``QuorumError`` when too many masters
-        failed to answer to tell.
+        failed to answer to tell. ``additive=True`` adds ``ttl`` to the validity left instead.
         """
         lease = self._check_lease(lease)
-        ms, drift, node_timeout = self._ttl(ttl)
+        ms, drift, node_timeout = self._ttl(extend_ms(lease, ttl, additive) / 1000.0)
         if lease._released:
             return False
         if lease.max_extensions is not None and lease.extensions >= lease.max_extensions:
@@ -402,42 +424,79 @@ class RedlockClient:
             buf.append_evalsha(sha, key, token, ms)
 
         started = time.monotonic()
-        replies, _ = fan_out_one(self._links, encode, node_timeout, EXTEND)
+        commands_sent((lease,), started, started + (ms - drift) / 1000.0)
+        try:
+            replies, _ = fan_out_one(self._links, encode, node_timeout, EXTEND)
+        except BaseException:
+            commands_unknown((lease,), started)
+            raise
         done = sum(1 for reply in replies if extended(reply))
         theirs = sum(1 for reply in replies if reply == 0)
         summary = InstanceSummary(done, theirs, len(replies) - done - theirs)
         if done >= self.quorum and started + (ms - drift) / 1000.0 > time.monotonic():
-            lease.ttl_ms = ms
             lease.drift_ms = drift
-            lease.acquired_at = started
+            commands_ran((lease,), started, ms)
             lease.extensions += 1
             lease.instances = summary
             return True, summary
+        commands_unknown((lease,), started)  # extended on some masters, perhaps: validity can only shrink
+        if theirs > len(replies) - self.quorum:
+            self._lease_lost(lease, f"an extend found it held by others ({summary})")
         return False, summary
+
+    def _abandoned(self, key: bytes, token: bytes, forget_at: float) -> None:
+        """A renewed lease the program dropped: released on every master in the background."""
+        for master in self.masters:
+            remember(master, [key], [token], forget_at)
+
+    def _lease_lost(self, lease: RedlockLease, reason: str) -> None:
+        renewer = self._renewer_instance
+        if lease.renewal is not None and renewer is not None:
+            renewer._lost(lease, reason)
+        else:
+            lease.mark_lost(reason)
+
+    def lease(self, name: str | bytes, token: bytes) -> RedlockLease:
+        """A lease for a Redlock taken elsewhere with ``token``, to extend or release it here.
+        Nothing is sent: it has no validity until ``extend`` succeeds."""
+        key = encode_name(name)
+        return RedlockLease(name, key, check_token(token), 0, time.monotonic(), self._owner, 0.0,
+                            InstanceSummary(0, 0, 0), None)
 
     # -- object API -----------------------------------------------------------------------------
 
-    def lock(self, name: str | bytes, ttl: Seconds, *, blocking: bool = True, timeout: Seconds | None = None,
-             token: bytes | None = None, auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
+    def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
+             timeout: Seconds | None = None, token: bytes | None = None,
+             auto_renew: bool | AutoRenew | None = None, on_lost: OnLost | None = None,
              max_extensions: int | None = None) -> RedlockLock:
-        """A ``RedlockLock`` for ``name``: ``with`` block, decorator, or explicit acquire()/release()."""
+        """A ``RedlockLock`` for ``name``: ``with`` block, decorator, or explicit acquire()/release().
+        With no ``ttl``: 30 s renewed until released, as for every Lock."""
         from ._redlock_lock import RedlockLock
 
+        ttl, renew = lock_ttl(ttl, auto_renew)
         return RedlockLock(self, name, ttl, blocking=blocking, timeout=timeout, token=token,
-                           auto_renew=auto_renew, on_lost=on_lost, max_extensions=max_extensions)
+                           auto_renew=renew, on_lost=on_lost, max_extensions=max_extensions)
 
     # -- bulk -----------------------------------------------------------------------------------
 
     def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
                      tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
-                     on_lost: OnLost | None = None, max_extensions: int | None = None) -> RedlockManyResult:
+                     on_lost: OnLost | None = None, max_extensions: int | None = None,
+                     limit: int | None = None) -> RedlockManyResult:
         """One attempt per name, pipelined to every master at once, the quorum decided per name;
         a result per name in input order. Names not acquired are released on every master.
-        Never raises for what the masters said: see ``result.statuses``."""
+        Never raises for what the masters said: see ``result.statuses``.
+        ``limit=k`` takes at most k *free* names instead, from a random point of the list, in chunks
+        of at most the names still wanted (for workers claiming shards); see ``result.not_tried``."""
         ms, drift, node_timeout = self._ttl(ttl)
-        limit = _count_int(max_extensions, "max_extensions", allow_none=True)
+        max_ext = _count_int(max_extensions, "max_extensions", allow_none=True)
         policy = self._renew_policy(auto_renew, on_lost, ms, node_timeout)
-        result = _redlock_bulk.acquire_many(self, names, ms, drift, all_or_nothing, tokens, limit)
+        if limit is None:
+            result = _redlock_bulk.acquire_many(self, names, ms, drift, all_or_nothing, tokens, max_ext)
+        else:
+            from . import _redlock_claim
+
+            result = _redlock_claim.claim_many(self, names, ms, drift, limit, all_or_nothing, tokens, max_ext)
         if policy is not None:
             self._renewer().add(result.acquired, policy, on_lost)
         return result
@@ -490,9 +549,8 @@ class RedlockClient:
             fan_out_one(self._links, ping, self.node_timeout or DEFAULT_NODE_TIMEOUT, None, pending)
         self._links.close()
         for client in self._opened:  # a master still down: its maybe-held keys expire by their ttl
-            with client._cleanup_lock:
-                client._cleanup.clear()
-            client.close()
+            client._cleanup.clear()
+            client._close(time.monotonic())
 
     def __enter__(self) -> RedlockClient:
         return self

@@ -116,32 +116,23 @@ def test_calls_in_flight_when_the_server_stops_answering(arun_asyncio: Runner, o
             assert held is not None
             own_server.pause()
             try:
+                # Sent together on the one warm connection (a new one's handshake would time out
+                # before anything is sent): one deadline breaks it, every call is told its own way.
                 started = time.monotonic()
-                with pytest.raises(TimeoutError) as raised_timeout:
-                    await client.query("x")
+                query, acquire, release, *many = await asyncio.gather(
+                    client.query("x"), client.try_acquire("maybe-mine", 60), client.release(held),
+                    *(client.try_acquire(f"many{i}", 60) for i in range(10)), return_exceptions=True)
                 assert 0.14 <= time.monotonic() - started < GENEROUS, "fails by the call's deadline"
-                assert "127.0.0.1" in str(raised_timeout.value)
-
-                with pytest.raises(AcquireOutcomeUnknownError) as raised:
-                    await client.try_acquire("maybe-mine", 60)
-                error = raised.value
-                assert isinstance(error, ConnectionError) and error.names == ["maybe-mine"]
-                assert error.cleaned_up is False, "the server is paused: the release cannot have run"
-                assert client.pending_cleanup == 1
-
-                with pytest.raises(OutcomeUnknownError) as raised_release:
-                    await client.release(held)
-                assert raised_release.value.names == ["held"]
-                assert client.pending_cleanup == 2
-
-                # Many calls pipelined on one connection: one deadline breaks it, all are told.
-                results = await asyncio.gather(*(client.try_acquire(f"many{i}", 60) for i in range(10)),
-                                               return_exceptions=True)
-                assert all(isinstance(r, AcquireOutcomeUnknownError) for r in results), results
+                assert isinstance(query, TimeoutError) and "127.0.0.1" in str(query)
+                assert isinstance(acquire, AcquireOutcomeUnknownError), acquire
+                assert isinstance(acquire, ConnectionError) and acquire.names == ["maybe-mine"]
+                assert acquire.cleaned_up is False, "the server is paused: the release cannot have run"
+                assert isinstance(release, OutcomeUnknownError) and release.names == ["held"]
+                assert all(isinstance(r, AcquireOutcomeUnknownError) for r in many), many
+                assert client.pending_cleanup == 12
             finally:
                 own_server.resume()
-            assert (await client.query("other")).held is False  # any call once the server answers
-            await settle(client)
+            await settle(client)  # released in the background once the server answers
             assert keys_left(own_raw, key_prefix) == [], "maybe-held locks were not released"
             lease = await client.try_acquire("maybe-mine", 10)
             assert lease is not None and await client.release(lease)
@@ -167,9 +158,8 @@ def test_acquire_many_lost_mid_batch_is_cleaned_up(arun_asyncio: Runner, own_ser
             assert error.names == names[:2000]
             assert error.not_sent == names[2000:]
             assert error.acquired == [] and not error.cleaned_up
-            assert client.pending_cleanup == 2000
-            assert (await client.query("after")).held is False
-            assert client.pending_cleanup == 0
+            assert client.pending_cleanup <= 2000
+            await settle(client)  # in the background, with no further call
             assert keys_left(own_raw, client.key_prefix) == []
 
     arun_asyncio(body)
@@ -190,9 +180,8 @@ def test_release_many_lost_mid_batch_is_retried(arun_asyncio: Runner, own_server
             finally:
                 own_server.resume()
             assert caught.value.names == names
-            assert client.pending_cleanup == 1500
-            await client.query("x")
-            assert client.pending_cleanup == 0
+            assert client.pending_cleanup <= 1500
+            await settle(client)
             assert keys_left(own_raw, client.key_prefix) == []
 
     arun_asyncio(body)
@@ -232,7 +221,7 @@ def test_unreachable_server_and_connect_timeout(arun_asyncio: Runner, core_name:
                 async with AsyncLockClient.from_url(server.url.replace("/0", "/1"), core=core_name,
                                                     connect_timeout=0.2) as client:
                     started = time.monotonic()
-                    with pytest.raises(TimeoutError, match=r"timed out after 0\.2s"):
+                    with pytest.raises(TimeoutError, match=r"(timed out after|within) 0\.2s"):
                         await client.query("x")
                     assert time.monotonic() - started < GENEROUS
             finally:

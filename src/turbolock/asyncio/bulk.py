@@ -15,6 +15,7 @@ from .._bulk_plan import (
     AcquirePlan,
     check_leases,
     encode_unique_names,
+    extending,
     pttl_encoder,
     script_encoders,
     settle_extend,
@@ -24,7 +25,7 @@ from .._bulk_plan import (
 from .._validate import Seconds, ttl_ms
 from ..bulk import AcquireManyResult
 from ..errors import AcquireOutcomeUnknownError, ConnectionError
-from ..lease import Lease, LockInfo
+from ..lease import Lease, LockInfo, commands_unknown
 
 if TYPE_CHECKING:
     from .client import AsyncLockClient
@@ -33,11 +34,9 @@ if TYPE_CHECKING:
 async def acquire_many(client: AsyncLockClient, names: Sequence[str | bytes], ttl: Seconds,
                        all_or_nothing: bool, tokens: Sequence[bytes] | None = None) -> AcquireManyResult:
     plan = AcquirePlan(names, ttl_ms(ttl), tokens, client._owner)
-    if client._cleanup:
-        await client._run_cleanup()
 
     def orphans(start: int, stop: int) -> Any:
-        return plan.keys[start:stop], plan.tokens[start:stop], plan.sent_at + plan.ttl_ms / 1000.0
+        return plan.keys[start:stop], plan.tokens[start:stop], plan.ttl_ms
 
     plan.sent_at = time.monotonic()
     try:
@@ -62,21 +61,19 @@ async def acquire_many(client: AsyncLockClient, names: Sequence[str | bytes], tt
 
 def _forget(client: AsyncLockClient, leases: Sequence[Lease]) -> None:
     """Leave ``leases`` to the background cleanup: released with their tokens soon."""
+    now = time.monotonic()
     for lease in leases:
-        client._remember_cleanup(lease.key, lease.token, lease.expires_at)
-    if leases:
-        client._schedule_cleanup()
+        client._remember_cleanup(lease.key, lease.token, now + lease.ttl_ms / 1000.0)
 
 
 async def _raise_lost(client: AsyncLockClient, plan: AcquirePlan, replies: list[object],
                       all_or_nothing: bool) -> None:
     acquired = plan.taken()
     if all_or_nothing:
-        for lease in acquired:
-            client._remember_cleanup(lease.key, lease.token, lease.expires_at)
+        _forget(client, acquired)
         acquired = []
     cause = ConnectionError("the connection failed mid-batch")
-    error = await client._acquire_lost(plan.maybe_held(replies), cause)
+    error = client._acquire_lost(plan.maybe_held(replies), cause)
     if isinstance(error, AcquireOutcomeUnknownError):
         error.acquired = acquired
         error.not_sent = plan.not_sent(replies)
@@ -105,8 +102,6 @@ async def release_many(client: AsyncLockClient, leases: Sequence[Lease]) -> list
         client._renewer().remove(renewed)
     confirmed = [False] * len(leases)
     try:
-        if client._cleanup:
-            await client._run_cleanup()
         replies = await run_release(client, keys, tokens, confirmed)
     except BaseException as exc:
         if not isinstance(exc, Exception):  # cancelled: whatever was not confirmed is retried
@@ -118,17 +113,18 @@ async def release_many(client: AsyncLockClient, leases: Sequence[Lease]) -> list
 async def extend_many(client: AsyncLockClient, leases: Sequence[Lease], ttl: Seconds) -> list[bool]:
     keys, tokens = check_leases(client, leases)
     ms = ttl_ms(ttl)
-    if client._cleanup:
-        await client._run_cleanup()
     encode, reencode = script_encoders(_scripts.EXTEND, keys, tokens, ms)
     sent_at = time.monotonic()
-    replies = await client._exec.many(len(leases), encode, _scripts.EXTEND, reencode)
+    extending(leases, ms, sent_at)
+    try:
+        replies = await client._exec.many(len(leases), encode, _scripts.EXTEND, reencode)
+    except BaseException:
+        commands_unknown(leases, sent_at)  # cancelled, perhaps after some were sent
+        raise
     return settle_extend(client, leases, replies, ms, sent_at)
 
 
 async def query_many(client: AsyncLockClient, names: Sequence[str | bytes]) -> list[LockInfo]:
     keys = encode_unique_names(names)
-    if client._cleanup:
-        await client._run_cleanup()
     replies = await client._exec.many(len(keys), pttl_encoder(keys))
     return settle_query(names, replies)

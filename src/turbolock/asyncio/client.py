@@ -17,10 +17,15 @@ from typing import Any
 
 from .. import _core, _scripts
 from .. import bulk as _sync_bulk
+from .._claim import check_claim
+from .._cleanup_book import CleanupBook, retry_delay
 from .._executor import UNKNOWN, Unconfirmed
+from .._lock_rules import lock_ttl
 from .._ownership import Owner, check_lease
 from .._single_plan import (
+    adopted_lease,
     check_result,
+    extend_ms,
     extend_result,
     extend_unconfirmed,
     query_result,
@@ -35,10 +40,10 @@ from ..errors import (
     InvalidArgumentTypeError,
     LockError,
 )
-from ..lease import Lease, LockInfo
-from ..options import ConnectionOptions, options_from_redis, options_from_url
+from ..lease import Lease, LockInfo, commands_refused, commands_sent, commands_unknown
+from ..options import ConnectionOptions, options_from_keywords, options_from_redis, options_from_url
 from ..renewal import AutoRenew, check_policy
-from . import bulk
+from . import bulk, bulk_claim
 from .executor import Executor, abandon
 from .lock import AsyncLock
 from .pool import ConnectionPool
@@ -71,7 +76,7 @@ class AsyncLockClient:
                  chunk_size: int = DEFAULT_CHUNK_SIZE, core: str | None = None, **connection: Any) -> None:
         options = connection.pop("options", None)
         if options is None:
-            options = ConnectionOptions(host=host, port=port, **connection)
+            options = options_from_keywords(host=host, port=port, **connection)
         if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
             raise InvalidArgumentError("max_connections", "must be a positive int")
         self._chunk_size = _sync_bulk.check_chunk_size(chunk_size)
@@ -82,9 +87,7 @@ class AsyncLockClient:
         self._exec = Executor(self._pool, self._chunk_size)
         self._owner = Owner()
         self._tokens = TokenSource()
-        self._cleanup: dict[bytes, tuple[bytes, float]] = {}
-        self._cleaning = 0
-        self._cleanup_task: asyncio.Task[None] | None = None
+        self._cleanup = CleanupBook()
         self._cleanup_runner: asyncio.Task[None] | None = None
         self._renewer_instance: Renewer | None = None
         self._closed = False
@@ -128,7 +131,7 @@ class AsyncLockClient:
             return None
         if on_lost is not None and not callable(on_lost):
             raise InvalidArgumentTypeError("on_lost", "must be callable")
-        return check_policy(auto_renew, ms, self.options.timeout)
+        return check_policy(auto_renew, ms)
 
     # -- single locks ---------------------------------------------------------------------------
 
@@ -147,13 +150,10 @@ class AsyncLockClient:
         ms = ttl_ms(ttl)
         tok = self._tokens.take() if token is None else check_token(token)
         policy = self._renew_policy(auto_renew, on_lost, ms)
-        if self._cleanup:
-            await self._run_cleanup()
         conn = self._pool.ready() or await self._pool.connect()
         conn.buffer.append_set_nx_px(key, tok, ms)
         sent_at = time.monotonic()
-        expires_at = sent_at + ms / 1000.0
-        tag = (key, tok, expires_at)
+        tag = (key, tok, ms)
         try:
             fut = conn.submit(1, tag)
         except NotSent as exc:
@@ -166,7 +166,7 @@ class AsyncLockClient:
             abandon(fut, tag, self._on_orphan)
             raise
         except BaseException as exc:
-            raise await self._acquire_lost([(name, key, tok, expires_at)], exc) from None
+            raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc) from None
         if reply is None:
             return None
         if reply == b"OK":
@@ -184,39 +184,40 @@ class AsyncLockClient:
         if lease.renewal is not None:
             self._renewer().remove((lease,))
         try:
-            if self._cleanup:
-                await self._run_cleanup()
             reply = await self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
         except Unconfirmed as exc:
-            error = release_unconfirmed(self, lease, exc)
-            if not isinstance(error, Exception):
-                self._schedule_cleanup()
-            raise error from None
+            raise release_unconfirmed(self, lease, exc) from None
         except asyncio.CancelledError:
             # Cancelled before the command went out: the release is still owed, in the background.
-            self._remember_cleanup(lease.key, lease.token, lease.expires_at)
-            self._schedule_cleanup()
+            self._remember_cleanup(lease.key, lease.token, time.monotonic() + lease.ttl_ms / 1000.0)
             raise
         return release_result(reply, lease)
 
-    async def extend(self, lease: Lease, ttl: Seconds) -> bool:
-        """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not."""
+    async def extend(self, lease: Lease, ttl: Seconds, *, additive: bool = False) -> bool:
+        """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not (the
+        lease is then lost). ``additive=True`` adds ``ttl`` to what the lease has left instead."""
         self._check_lease(lease)
-        ms = ttl_ms(ttl)
-        if self._cleanup:
-            await self._run_cleanup()
+        ms = extend_ms(lease, ttl, additive)
         sent_at = time.monotonic()
+        commands_sent((lease,), sent_at, lease.expiry_after(sent_at, ms))
         try:
             reply = await self._exec.script_one(_scripts.EXTEND, lease.key, lease.token, ms)
         except Unconfirmed as exc:
+            commands_unknown((lease,), sent_at)
             raise extend_unconfirmed(lease, exc) from None
+        except BaseException:
+            commands_refused((lease,), sent_at)
+            raise
         return extend_result(self, reply, lease, ms, sent_at)
+
+    def lease(self, name: str | bytes, token: bytes) -> Lease:
+        """A lease for a lock taken elsewhere with ``token``, to extend, check or release it here
+        (see ``LockClient.lease``)."""
+        return adopted_lease(name, token, self._owner)
 
     async def check(self, lease: Lease) -> float | None:
         """Seconds the lock has left on the server if the lease still holds it, else None."""
         self._check_lease(lease)
-        if self._cleanup:
-            await self._run_cleanup()
         try:
             reply = await self._exec.script_one(_scripts.CHECK, lease.key, lease.token, None)
         except Unconfirmed as exc:
@@ -226,16 +227,16 @@ class AsyncLockClient:
     async def query(self, name: str | bytes) -> LockInfo:
         """Whether anyone holds ``name`` and for how long still (never whose it is)."""
         key = encode_name(name)
-        if self._cleanup:
-            await self._run_cleanup()
         return query_result(await self._exec.pttl_one(key), name)
 
-    def lock(self, name: str | bytes, ttl: Seconds, *, blocking: bool = True, timeout: Seconds | None = None,
-             token: bytes | None = None, auto_renew: bool | AutoRenew = False,
-             on_lost: OnLost | None = None) -> AsyncLock:
-        """An ``AsyncLock`` for ``name``: ``async with``, a decorator for coroutines, or acquire()."""
+    def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
+             timeout: Seconds | None = None, token: bytes | None = None,
+             auto_renew: bool | AutoRenew | None = None, on_lost: OnLost | None = None) -> AsyncLock:
+        """An ``AsyncLock`` for ``name``: ``async with``, a decorator for coroutines, or acquire().
+        With no ``ttl``: 30 s renewed until released, as for every Lock."""
+        ttl, renew = lock_ttl(ttl, auto_renew)
         return AsyncLock(self, name, ttl, blocking=blocking, timeout=timeout, token=token,
-                         auto_renew=auto_renew, on_lost=on_lost)
+                         auto_renew=renew, on_lost=on_lost)
 
     async def wait_lost(self, lease: Lease, timeout: Seconds | None = None) -> bool:
         """Wait until the renewer finds an auto-renewed ``lease`` lost: True when it was (or is),
@@ -248,11 +249,16 @@ class AsyncLockClient:
 
     async def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
                            tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
-                           on_lost: OnLost | None = None) -> _sync_bulk.AcquireManyResult:
+                           on_lost: OnLost | None = None,
+                           limit: int | None = None) -> _sync_bulk.AcquireManyResult:
         """Try every name once, pipelined; a result per name in input order (see
         ``LockClient.acquire_many``)."""
         policy = self._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
-        result = await bulk.acquire_many(self, names, ttl, all_or_nothing, tokens)
+        if limit is None:
+            result = await bulk.acquire_many(self, names, ttl, all_or_nothing, tokens)
+        else:
+            check_claim(limit, all_or_nothing)
+            result = await bulk_claim.claim_many(self, names, ttl, limit, tokens)
         if policy is not None:
             self._renewer().add(result.acquired, policy, on_lost)
         return result
@@ -274,98 +280,88 @@ class AsyncLockClient:
     def _on_orphan(self, tag: Any, reply: object) -> None:
         """An acquire's reply came (or was lost) after its caller stopped waiting: a lock it
         took, or may have taken, is released with its token."""
-        keys, tokens, expires_at = tag
+        keys, tokens, ttl = tag
+        forget_at = time.monotonic() + ttl / 1000.0
         if type(keys) is bytes:
             if reply is UNKNOWN or reply == b"OK":
-                self._remember_cleanup(keys, tokens, expires_at)
-            else:
-                return
-        else:
-            replies: Any = [reply] * len(keys) if reply is UNKNOWN or len(keys) == 1 else reply
-            taken = 0
-            for key, token, one in zip(keys, tokens, replies, strict=True):
-                if one is UNKNOWN or one == b"OK":
-                    self._remember_cleanup(key, token, expires_at)
-                    taken += 1
-            if not taken:
-                return
-        self._schedule_cleanup()
+                self._remember_cleanup(keys, tokens, forget_at)
+            return
+        replies: Any = [reply] * len(keys) if reply is UNKNOWN or len(keys) == 1 else reply
+        for key, token, one in zip(keys, tokens, replies, strict=True):
+            if one is UNKNOWN or one == b"OK":
+                self._remember_cleanup(key, token, forget_at)
 
-    def _schedule_cleanup(self) -> None:
+    def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None:
+        """Release ``key`` with ``token`` in the background, until ``forget_at`` (its key's expiry)."""
+        self._cleanup.remember(key, token, forget_at)
         if self._closed:
             return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # from a weakref callback outside the loop: the next round starts it
+            return
         runner = self._cleanup_runner
-        if runner is None or runner.done():
-            self._cleanup_runner = asyncio.get_running_loop().create_task(self._cleanup_in_background())
+        if runner is None or runner.done() or runner.get_loop() is not loop:
+            self._cleanup_runner = loop.create_task(self._cleanup_in_background())
+
+    _abandoned = _remember_cleanup
 
     async def _cleanup_in_background(self) -> None:
-        while self._cleanup and not self._closed:
-            try:
-                if not await self._run_cleanup():
-                    return  # the server does not answer; the next call tries again
-            except LockError as exc:
-                log.debug("turbolock: background cleanup failed: %s", exc)
-                return
+        """Release what is pending until nothing is left, backing off while the server does not
+        answer; entries are dropped once their key has expired. No call ever waits for it."""
+        delay: float | None = None
+        book = self._cleanup
+        while book and not self._closed:
+            if await self._cleanup_once():
+                delay = None
+                continue
+            delay = retry_delay(delay)
+            expiry = book.next_expiry()
+            if expiry is not None:
+                delay = min(delay, max(0.0, expiry - time.monotonic()))
+            await asyncio.sleep(delay)
 
-    async def _acquire_lost(self, attempts: Iterable[tuple[str | bytes, bytes, bytes, float]],
-                            cause: BaseException) -> BaseException:
-        attempts = list(attempts)
-        for _, key, token, expires_at in attempts:
-            self._remember_cleanup(key, token, expires_at)
-        if not isinstance(cause, Exception):
-            self._schedule_cleanup()
-            return cause
-        cleaned = await self._run_cleanup()
-        names = [name for name, _, _, _ in attempts]
-        return AcquireOutcomeUnknownError(
-            f"acquire of {_describe(names)} was sent but no reply came ({cause}); "
-            + ("it was released again" if cleaned else "it will be released once the server answers"),
-            names, cleaned)
-
-    def _remember_cleanup(self, key: bytes, token: bytes, expires_at: float) -> None:
-        self._cleanup[key] = (token, expires_at)
-
-    async def _run_cleanup(self) -> bool:
-        """Release every maybe-held lock still pending; True when none is left. One round runs
-        at a time, in its own task: a caller cancelled while waiting does not stop it."""
-        task = self._cleanup_task
-        if task is not None and not task.done():
-            await asyncio.shield(task)
-        if self._cleanup:
-            task = asyncio.get_running_loop().create_task(self._cleanup_once())
-            self._cleanup_task = task
-            await asyncio.shield(task)
+    async def _cleanup_once(self) -> bool:
+        """One pipelined release of everything pending; True when nothing is left."""
+        entries = self._cleanup.take()
+        if not entries:
+            return True
+        replies: list[object] | None = None
+        try:
+            replies = await bulk.run_release(self, [e[0] for e in entries], [e[1] for e in entries])
+        except LockError as exc:
+            log.debug("turbolock: release of %d maybe-held locks failed: %s", len(entries), exc)
+        finally:
+            self._cleanup.settle(entries, replies)
         return not self._cleanup
 
-    async def _cleanup_once(self) -> None:
-        now = time.monotonic()
-        pending = [(k, t) for k, (t, exp) in self._cleanup.items() if exp > now]
-        self._cleanup.clear()
-        if not pending:
-            return
-        keys = [k for k, _ in pending]
-        tokens = [t for _, t in pending]
-        self._cleaning += len(pending)
-        try:
-            results = await bulk.run_release(self, keys, tokens)
-        except LockError as exc:
-            log.debug("turbolock: cleanup of %d maybe-held locks failed: %s", len(pending), exc)
-            results = [None] * len(pending)
-        except BaseException:
-            for key, token in pending:
-                self._cleanup.setdefault(key, (token, time.monotonic() + 3600.0))
-            raise
-        finally:
-            self._cleaning -= len(pending)
-        for key, token, result in zip(keys, tokens, results, strict=True):
-            if type(result) is not int:
-                self._cleanup.setdefault(key, (token, time.monotonic() + 3600.0))
+    def _acquire_lost(self, attempts: Iterable[tuple[str | bytes, bytes, bytes, float]],
+                      cause: BaseException) -> BaseException:
+        """Maybe-held locks (name, key, token, forget_at) are released in the background; the error."""
+        attempts = list(attempts)
+        for _, key, token, forget_at in attempts:
+            self._remember_cleanup(key, token, forget_at)
+        if not isinstance(cause, Exception):
+            return cause
+        names = [name for name, _, _, _ in attempts]
+        return AcquireOutcomeUnknownError(
+            f"acquire of {_describe(names)} was sent but no reply came ({cause}); it may be held, and is "
+            "released with its token in the background as soon as the server answers", names, False)
 
     @property
     def pending_cleanup(self) -> int:
         """Locks whose acquire or release outcome was lost (or whose acquiring task was
-        cancelled) and that still await a release, those being released right now included."""
-        return len(self._cleanup) + self._cleaning
+        cancelled) and that still await a release in the background, those being released right
+        now included; each at most until its ttl has passed."""
+        return len(self._cleanup)
+
+    def _lease_lost(self, lease: Lease, reason: str) -> None:
+        """The server said the lock is not ours any more: signal it."""
+        renewer = self._renewer_instance
+        if lease.renewal is not None and renewer is not None:
+            renewer._lost(lease, reason)
+        else:
+            lease.mark_lost(reason)
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -377,6 +373,8 @@ class AsyncLockClient:
         locks (one try), then close every connection."""
         if self._closed:
             return
+        self._pool.adopt_running_loop()  # LockUsageError before anything is touched, if it must
+        deadline = time.monotonic() + self.options.timeout
         renewer = self._renewer_instance
         if renewer is not None:
             await renewer.stop()
@@ -386,14 +384,14 @@ class AsyncLockClient:
                     await self.release_many(held)
                 except LockError as exc:
                     log.warning("turbolock: close could not release %d renewed locks: %s", len(held), exc)
-        if self._cleanup or self._cleaning:
+        if self._cleanup:
             try:
-                await self._run_cleanup()
-            except LockError as exc:
+                await asyncio.wait_for(self._cleanup_once(), max(0.0, deadline - time.monotonic()))
+            except (LockError, asyncio.TimeoutError) as exc:
                 log.debug("turbolock: cleanup at close failed: %s", exc)
         self._closed = True
         runner = self._cleanup_runner
-        if runner is not None and not runner.done():
+        if runner is not None and not runner.done() and runner.get_loop() is asyncio.get_running_loop():
             runner.cancel()
             await asyncio.wait([runner])
         await self._pool.close()

@@ -17,14 +17,13 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-from .._backoff import Backoff
-from .._validate import Seconds, check_token, encode_name, timeout_seconds, ttl_ms
+from .._lock_rules import LockState, Waiting, worth_retrying
+from .._validate import Seconds
 from ..errors import (
+    ConnectionError,
     InvalidArgumentTypeError,
-    LockLostError,
     LockNotAcquiredError,
     LockNotOwnedError,
-    LockUsageError,
 )
 from ..lease import Lease
 from ..renewal import AutoRenew, OnLost
@@ -36,90 +35,83 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class AsyncLock:
-    """One lock name on one client, with a ttl and a default way to wait.
+class AsyncLock(LockState[Lease]):
+    """One lock name on one client, with a ttl and a default way to wait (see ``Lock``).
 
-    ``blocking=False`` or ``timeout=0`` makes one attempt; ``timeout=None`` waits forever.
-    Waiting retries with capped, jittered backoff (``asyncio.sleep``, so other tasks run).
+    ``blocking=False`` or ``timeout=0`` makes one attempt; ``timeout=None`` waits until the lock
+    is free. Waiting retries with capped, jittered backoff (``asyncio.sleep``, so other tasks run).
     """
+
+    kind = "AsyncLock"
 
     def __init__(self, client: AsyncLockClient, name: str | bytes, ttl: Seconds, *, blocking: bool = True,
                  timeout: Seconds | None = None, token: bytes | None = None,
                  auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None) -> None:
-        encode_name(name)
-        client._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
-        if not isinstance(blocking, bool):
-            raise InvalidArgumentTypeError("blocking", "must be True or False")
-        self._timeout = timeout_seconds(timeout)
-        if token is not None:
-            check_token(token)
+        self._setup(name, ttl, blocking, timeout, token, auto_renew, on_lost)
+        client._renew_policy(auto_renew, on_lost, self._ttl_ms)
         self.client = client
-        self.name = name
-        self.ttl = ttl
-        self.blocking = blocking
-        self.timeout = timeout
-        self._token = token
-        self.auto_renew = auto_renew
-        self.on_lost = on_lost
-        self._lease: Lease | None = None
-
-    @property
-    def lease(self) -> Lease | None:
-        """The current lease, or None when this AsyncLock does not hold the lock."""
-        return self._lease
 
     async def acquire(self, blocking: bool | None = None, timeout: Seconds | None = None) -> bool:
         """Take the lock: True when taken, False when ``timeout`` passed first (or, with
         ``blocking=False``, when someone else holds it). Cancelling the task while it waits
         leaves no lock behind."""
-        if blocking is None:
-            blocking = self.blocking
-        wait = timeout_seconds(timeout) if timeout is not None else self._timeout
-        if not blocking:
-            wait = 0.0
-        if self._lease is not None:
-            raise LockUsageError(f"lock {self.name!r} is already held by this Lock object")
+        wait = self._wait_for(blocking, timeout)
+        self._check_unheld()
         client = self.client
-        deadline = None if wait is None else time.monotonic() + wait
-        backoff: Backoff | None = None
+        waiting: Waiting | None = None
         while True:
-            lease = await client.try_acquire(self.name, self.ttl, token=self._token,
-                                             auto_renew=self.auto_renew, on_lost=self.on_lost)
-            if lease is not None:
-                self._lease = lease
-                return True
             if wait == 0.0:
+                return await self._attempt(None)
+            if waiting is None:
+                waiting = Waiting(wait)
+            try:
+                lease = await self._attempt(waiting.attempt_deadline(client.options.timeout))
+            except ConnectionError as error:
+                if not worth_retrying(error, wait):
+                    raise
+                lease = False  # a lock it may have taken is released in the background
+            if lease:
+                return True
+            pause = waiting.pause()
+            if pause is None:
                 return False
-            if backoff is None:
-                backoff = Backoff()
-            if deadline is None:
-                await asyncio.sleep(backoff.next_delay(None))
-                continue
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            await asyncio.sleep(backoff.next_delay(remaining))
+            await asyncio.sleep(pause)
 
-    def _take_lease(self) -> Lease:
-        lease = self._lease
+    async def _attempt(self, deadline: float | None) -> bool:
+        """One try; ``deadline`` (when shorter than the call's own) cuts it short: a lock it may
+        have taken is then released in the background."""
+        client = self.client
+        attempt = client.try_acquire(self.name, self.ttl, token=self._token, auto_renew=self.auto_renew,
+                                     on_lost=self.on_lost)
+        if deadline is None:
+            lease = await attempt
+        else:
+            try:
+                lease = await asyncio.wait_for(attempt, max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                return False
         if lease is None:
-            raise LockUsageError(f"lock {self.name!r} is not held by this Lock object")
-        return lease
+            return False
+        self._lease = lease
+        return True
 
     async def release(self) -> None:
         """Release the lock. ``LockNotOwnedError`` when it had already expired or been taken over."""
-        lease = self._take_lease()
+        lease = self._held_lease()
         self._lease = None
         if not await self.client.release(lease):
-            raise LockNotOwnedError(f"lock {self.name!r} was no longer held by this Lock when released")
+            raise LockNotOwnedError(f"lock {self.name!r} was no longer held by this Lock when released",
+                                    names=[self.name])
 
-    async def extend(self, ttl: Seconds | None = None) -> None:
-        """Reset the ttl (to ``ttl``, or the Lock's own) from now. ``LockNotOwnedError`` when lost."""
-        lease = self._take_lease()
-        if not await self.client.extend(lease, self.ttl if ttl is None else ttl):
-            if self._lease is lease:
-                self._lease = None
-            raise LockNotOwnedError(f"lock {self.name!r} is no longer held by this Lock; it was not extended")
+    async def extend(self, ttl: Seconds | None = None, *, additive: bool = False) -> bool:
+        """Reset the ttl (to ``ttl``, or the Lock's own) from now: True. With ``additive=True``,
+        add ``ttl`` to what is left instead. ``LockNotOwnedError`` when the lock is no longer ours."""
+        lease = self._held_lease()
+        if not await self.client.extend(lease, self.ttl if ttl is None else ttl, additive=additive):
+            self._drop(lease)
+            raise LockNotOwnedError(f"lock {self.name!r} is no longer held by this Lock; it was not extended",
+                                    names=[self.name])
+        return True
 
     async def owned(self) -> bool:
         """Whether the server still holds the lock for this Lock (asks the server)."""
@@ -134,43 +126,30 @@ class AsyncLock:
         left = await self.client.check(lease)
         return 0.0 if left is None else left
 
-    def valid_for(self) -> float:
-        """Seconds the lock is safely ours by the local clock (0 when not held or lost); no round trip."""
-        lease = self._lease
-        return 0.0 if lease is None else lease.valid_for()
-
-    def ensure_held(self) -> None:
-        """``LockLostError`` unless this Lock holds the lock by the local clock; no round trip.
-        Call it right before acting on what the lock protects."""
-        lease = self._lease
-        if lease is None:
-            raise LockLostError(f"lock {self.name!r} is not held by this Lock object")
-        lease.ensure_held()
+    async def locked(self) -> bool:
+        """Whether anyone at all holds the lock (asks the server)."""
+        return (await self.client.query(self.name)).held
 
     @property
     def lost(self) -> threading.Event:
         """Set when the current lease is found lost (auto-renewed locks are watched); to wait for
         it without blocking the loop, ``await wait_lost()``."""
-        return self._take_lease().lost
+        return self._held_lease().lost
 
     async def wait_lost(self, timeout: Seconds | None = None) -> bool:
         """Wait until the renewer finds the held, auto-renewed lock lost: True when it was,
         False when ``timeout`` passed first or the lock was released meanwhile."""
-        return await self.client.wait_lost(self._take_lease(), timeout)
-
-    async def locked(self) -> bool:
-        """Whether anyone at all holds the lock."""
-        return (await self.client.query(self.name)).held
+        return await self.client.wait_lost(self._held_lease(), timeout)
 
     async def __aenter__(self) -> AsyncLock:
         if not await self.acquire():
-            waited = f" within {self._timeout:g}s" if self.blocking and self._timeout is not None else ""
-            raise LockNotAcquiredError(f"lock {self.name!r} was not acquired{waited}")
+            raise LockNotAcquiredError(self._not_acquired_message(), names=[self.name])
+        self._entered = self._lease
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        if self._lease is None:
+        if not self._exit_check(exc_type):
             return
         try:
             await self.release()
@@ -195,8 +174,4 @@ class AsyncLock:
 
     def copy(self) -> AsyncLock:
         """A new, unheld AsyncLock with the same settings."""
-        return AsyncLock(self.client, self.name, self.ttl, blocking=self.blocking, timeout=self.timeout,
-                         token=self._token, auto_renew=self.auto_renew, on_lost=self.on_lost)
-
-    def __repr__(self) -> str:
-        return f"AsyncLock(name={self.name!r}, ttl={self.ttl!r}, held={self._lease is not None})"
+        return AsyncLock(self.client, self.name, self.ttl, **self._settings())

@@ -1,0 +1,86 @@
+"""Locks that may be held for nobody, released with their tokens in the background.
+
+An acquire whose reply was lost may have taken its lock; a release whose reply was lost may
+not have run. Either way the client keeps ``(key, token)`` here and releases it (compare and
+delete, so a lock someone else took since is never touched) until the server answers, or until
+the key has certainly expired by its ttl: nothing is kept longer than that. Sans-IO: the
+threaded and the asyncio clients, and Redlock's masters, each drive it their own way.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+Entry = tuple[bytes, bytes, float]
+"""A key, its token, and the monotonic time after which its key has certainly expired."""
+
+FIRST_RETRY = 0.05
+LAST_RETRY = 1.0
+
+
+class CleanupBook:
+    __slots__ = ("_pending", "_lock", "_in_flight")
+
+    def __init__(self) -> None:
+        self._pending: dict[bytes, tuple[bytes, float]] = {}
+        self._lock = threading.Lock()
+        self._in_flight = 0
+
+    def __len__(self) -> int:
+        """Entries waiting, and entries being released right now."""
+        return len(self._pending) + self._in_flight
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+    def remember(self, key: bytes, token: bytes, forget_at: float) -> None:
+        with self._lock:
+            self._pending[key] = (token, forget_at)
+
+    def take(self, limit: int | None = None) -> list[Entry]:
+        """Up to ``limit`` entries to release now (the expired ones are dropped); each must come
+        back through ``settle``."""
+        now = time.monotonic()
+        with self._lock:
+            pending = self._pending
+            if not pending:
+                return []
+            entries = [(key, token, at) for key, (token, at) in pending.items() if at > now]
+            pending.clear()
+            if limit is not None and len(entries) > limit:
+                for key, token, at in entries[limit:]:
+                    pending[key] = (token, at)
+                entries = entries[:limit]
+            self._in_flight += len(entries)
+        return entries
+
+    def settle(self, entries: Sequence[Entry], replies: Sequence[object] | None) -> None:
+        """Keep the entries whose release got no definite answer (an int), until they expire."""
+        now = time.monotonic()
+        with self._lock:
+            self._in_flight -= len(entries)
+            pending = self._pending
+            if replies is None:
+                for key, token, at in entries:
+                    if at > now:
+                        pending.setdefault(key, (token, at))
+                return
+            for (key, token, at), reply in zip(entries, replies, strict=True):
+                if type(reply) is not int and at > now:
+                    pending.setdefault(key, (token, at))
+
+    def next_expiry(self) -> float | None:
+        """When the earliest entry may be dropped (None when there is none)."""
+        with self._lock:
+            return min((at for _, at in self._pending.values()), default=None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._pending.clear()
+
+
+def retry_delay(previous: float | None) -> float:
+    """The wait before the next try while the server does not answer: 50 ms doubling to 1 s."""
+    return FIRST_RETRY if previous is None else min(LAST_RETRY, previous * 2)
