@@ -1,0 +1,96 @@
+"""Claiming at most k free Redlocks out of many names, for workers sharing shards.
+
+The single-server claim (``_claim``) runs a script that stops after the k-th free name; on
+independent masters such a script would stop at different names on different masters. A
+Redlock claim reuses the bulk path (``_redlock_bulk.acquire_many``) instead, one chunk at a
+time, and a chunk never holds more names than are still wanted (nor more than ``chunk_size``):
+whatever the masters answer, a claim cannot take more than ``limit``. Names that miss the
+quorum are released on every master by the bulk path, as in any bulk acquire.
+
+As in the single-server claim, the names are walked from a random starting point, so workers
+sharing one list spread over it instead of all contending for its first names; names never
+reached are ``NOT_TRIED``. A chunk in which no name reached a decision (too many masters
+failed to answer for every one of them) ends the claim early: the next chunks would wait on
+the same masters, so the rest stay ``NOT_TRIED``. A claim interrupted part-way leaves the
+caller nothing: what it took, and what the interrupted chunk may have taken, is released on
+every master with its tokens.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from . import _redlock_bulk, bulk
+from ._bulk_plan import TOKEN_BYTES
+from ._claim import check_claim, check_limit, random_start, window
+from ._redlock_fanout import remember
+from ._redlock_result import RedlockLease, RedlockManyResult, RedlockStatus
+
+if TYPE_CHECKING:
+    from .redlock import RedlockClient
+
+CLEANUP_GRACE = 1.0
+"""Seconds past a lock's ttl during which a maybe-held key is still worth releasing."""
+
+
+def claim_many(client: RedlockClient, names: Sequence[str | bytes], ms: int, drift: float, limit: object,
+               all_or_nothing: bool, tokens: Sequence[bytes] | None,
+               max_extensions: int | None) -> RedlockManyResult:
+    """At most ``limit`` free names, each on a quorum of masters; a result for every name in
+    input order. Everything is checked before anything is sent."""
+    check_claim(limit, all_or_nothing)
+    keys = bulk._encode_names(names)
+    wanted = check_limit(limit)
+    names = list(names)
+    count = len(keys)
+    given = None if tokens is None else bulk._check_tokens(tokens, count)
+
+    leases: list[RedlockLease | None] = [None] * count
+    statuses = [RedlockStatus.NOT_TRIED] * count
+    acquired = [0] * count
+    conflicted = [0] * count
+    errored = [0] * count
+    mine: list[RedlockLease] = []
+    start = random_start(count)
+    tried = 0
+    while len(mine) < wanted and tried < count:
+        size = min(wanted - len(mine), client.chunk_size, count - tried)
+        chunk = window(count, start, tried, tried + size)
+        if given is None:  # made here, not by the core: an interrupted chunk is given back with them
+            blob = secrets.token_bytes(TOKEN_BYTES * size)
+            chunk_tokens = [blob[j:j + TOKEN_BYTES] for j in range(0, len(blob), TOKEN_BYTES)]
+        else:
+            chunk_tokens = [given[i] for i in chunk]
+        try:
+            sub = _redlock_bulk.acquire_many(client, [names[i] for i in chunk], ms, drift, False,
+                                             chunk_tokens, max_extensions)
+        except BaseException:
+            _give_back(client, [(lease.key, lease.token) for lease in mine]
+                       + [(keys[i], token) for i, token in zip(chunk, chunk_tokens, strict=True)], ms)
+            raise
+        decided = False
+        for j, i in enumerate(chunk):
+            lease = leases[i] = sub.leases[j]
+            if lease is not None:
+                mine.append(lease)
+            status = statuses[i] = sub.statuses[j]
+            decided = decided or status is not RedlockStatus.NO_QUORUM
+            acquired[i], conflicted[i], errored[i] = sub.summary(j)
+        tried += size
+        if not decided:
+            break
+    return RedlockManyResult(names, leases, statuses, client.quorum, acquired, conflicted, errored)
+
+
+def _give_back(client: RedlockClient, locks: list[tuple[bytes, bytes]], ms: int) -> None:
+    """Release these (key, token) pairs on every master in the background, until they expired."""
+    if not locks:
+        return
+    forget_at = time.monotonic() + ms / 1000.0 + CLEANUP_GRACE
+    keys = [key for key, _ in locks]
+    tokens = [token for _, token in locks]
+    for master in client.masters:
+        remember(master, keys, tokens, forget_at)

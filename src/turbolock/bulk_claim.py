@@ -1,0 +1,59 @@
+"""The blocking claim: at most ``limit`` free locks out of ``names``, one round trip per chunk.
+
+The plan (``_claim``) decides what to send and what the replies mean; this only sends. When a
+claim fails part-way the caller holds nothing from it: what it took, and what the chunk whose
+reply was lost may have taken, is released with its tokens in the background. A lost reply
+raises ``AcquireOutcomeUnknownError`` whose ``names`` are every lock the call may hold
+(``acquired`` stays empty); any other failure raises as it came.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ._claim import CLAIM, ClaimPlan, ClaimResult, MaybeHeld
+from ._executor import NOT_SENT, UNKNOWN
+from ._validate import Seconds, ttl_ms
+from .errors import AcquireOutcomeUnknownError, ConnectionError
+
+if TYPE_CHECKING:
+    from .client import LockClient
+
+
+def claim_many(client: LockClient, names: Sequence[str | bytes], ttl: Seconds, limit: int,
+               tokens: Sequence[bytes] | None = None) -> ClaimResult:
+    plan = ClaimPlan(names, ttl_ms(ttl), limit, tokens, client._owner, client.chunk_size)
+    many = client._exec.many
+    while not plan.finished:
+        plan.next_chunk()
+        plan.sent_at = time.monotonic()
+        try:
+            reply = many(1, plan.encode, CLAIM, plan.reencode)[0]
+        except Exception:
+            _give_back(client, plan.held(time.monotonic()))  # raised before the chunk ran
+            raise
+        except BaseException as exc:  # an interrupt, maybe after the chunk was written
+            now = time.monotonic()
+            raise client._acquire_lost(plan.held(now) + plan.maybe_held(now), exc) from None
+        if reply is UNKNOWN:
+            now = time.monotonic()
+            error = client._acquire_lost(plan.held(now) + plan.maybe_held(now),
+                                         ConnectionError("the connection failed mid-claim"))
+            if isinstance(error, AcquireOutcomeUnknownError):
+                error.not_sent = plan.not_sent(chunk_sent=True)
+            raise error
+        if reply is NOT_SENT:
+            _give_back(client, plan.held(time.monotonic()))
+            raise ConnectionError("the connection failed before the claim was sent")
+        if not plan.settle(reply):  # an error reply, or one it cannot read: it may have taken any
+            now = time.monotonic()
+            _give_back(client, plan.held(now) + plan.maybe_held(now))
+            raise plan.error(reply)
+    return plan.result()
+
+
+def _give_back(client: LockClient, locks: list[MaybeHeld]) -> None:
+    for _, key, token, forget_at in locks:
+        client._remember_cleanup(key, token, forget_at)
