@@ -4,7 +4,7 @@ Every redis-py contender renews locks that are already held (keys and tokens fro
 each, and checks every answer. turbolock is measured on its real renewal path: a client's own
 renewer thread, woken by its own timer wheel, renewing a set of auto-renewed leases that all come
 due in one tick. ``RoundProbe`` only watches that thread: it notes the clock (wall and the
-thread's CPU) before the wheel's ``advance`` and after ``_renew``, the renewal code itself is
+thread's CPU) before the wheel's ``advance`` and after ``_send``, the renewal code itself is
 untouched.
 """
 
@@ -238,12 +238,12 @@ class _ProbedWheel:
 
 class RoundProbe:
     """Records every renewal round of one ``Renewer``, from the ``advance`` that found locks due
-    to the end of ``_renew``. ``stop_after`` rounds, the renewer is made to forget every lease
-    (on its own thread, after the clock stopped), so no second round can start. ``profile``
-    runs each round's ``_renew`` under cProfile."""
+    to the end of ``_send`` (the round's scripts sent and their replies settled). ``stop_after``
+    rounds, the renewer is made to forget every lease (on its own thread, after the clock
+    stopped), so no second round can start. ``profile`` runs each round's ``_send`` under cProfile."""
 
     def __init__(self, renewer: Renewer, *, profile: bool = False) -> None:
-        for attribute in ("_wheel", "_renew", "_thread", "held_leases", "remove"):
+        for attribute in ("book", "_send", "_thread", "held_leases", "remove"):
             if not hasattr(renewer, attribute):
                 raise BenchmarkError(f"turbolock's Renewer has no {attribute!r} any more; update RoundProbe")
         self.renewer = renewer
@@ -254,9 +254,10 @@ class RoundProbe:
         self._tick_start = 0.0
         self._tick_cpu = 0.0
         self._round_locks = 0
-        self._renew = renewer._renew
-        renewer._wheel = _ProbedWheel(renewer._wheel, self)
-        renewer._renew = self._probed_renew  # type: ignore[method-assign]
+        self._renew = renewer._send
+        book = renewer.book
+        book._wheel = _ProbedWheel(book._wheel, self)
+        renewer._send = self._probed_renew  # type: ignore[method-assign]
 
     def arm(self, stop_after: int | None) -> None:
         self.rounds = []

@@ -186,7 +186,8 @@ def extend_many(client: RedlockClient, leases: Sequence[RedlockLease], ttl: Seco
     for lease in checked:
         if lease.max_extensions is not None and lease.extensions >= lease.max_extensions:
             raise ExtensionLimitError(
-                f"lock {lease.name!r} was already extended {lease.extensions} times, its max_extensions")
+                f"lock {lease.name!r} was already extended {lease.extensions} times, its max_extensions",
+                names=[lease.name])
     results = [False] * len(checked)
     live = [i for i, lease in enumerate(checked) if not lease._released and lease.valid_for() > 0]
     if not live:

@@ -131,7 +131,7 @@ class RedlockLock(LockState[RedlockLease]):
             wait = self._wait
             waited = f" within {wait:g}s" if wait else ""
             detail = result.describe() if result is not None else f"lock {self.name!r}"
-            raise RedlockNotAcquiredError(f"not acquired{waited}: {detail}", result)
+            raise RedlockNotAcquiredError(f"not acquired{waited}: {detail}", result, names=[self.name])
         self._entered = self._lease
         return self
 

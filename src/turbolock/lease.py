@@ -47,9 +47,9 @@ class Lease:
         self._lost: str | None = None
         self._lost_event: threading.Event | None = None
         self._expires = acquired_at + ttl_ms / 1000.0
-        # Commands in flight that set the key's ttl, and ones that answered while others were in
-        # flight: (sent_at, expiry) and (answered_at, expiry); None while there are none.
-        self._flight: list[tuple[float, float]] | None = None
+        # Commands in flight that set the key's ttl, (sent_at, expiry): one as it is, several in
+        # a list; and ones that answered while others were in flight, (answered_at, expiry).
+        self._flight: tuple[float, float] | list[tuple[float, float]] | None = None
         self._past: list[tuple[float, float]] | None = None
 
     def expiry_after(self, sent_at: float, ttl_ms: int) -> float:
@@ -67,9 +67,11 @@ class Lease:
         deleted it); the earliest of what the commands still in flight may leave it at."""
         expires = self._expires
         flight = self._flight  # read without the lock: a landing command lowers _expires first
-        if flight:
-            return min(expires, min((expiry for _, expiry in flight), default=expires))
-        return expires
+        if flight is None:
+            return expires
+        if isinstance(flight, tuple):
+            return min(expires, flight[1])
+        return min(expires, min((expiry for _, expiry in flight), default=expires))
 
     def valid_for(self) -> float:
         """Seconds left before the lock may expire, by the local clock (0 once lost or past)."""
@@ -108,9 +110,10 @@ class Lease:
         Cheap (no round trip): call it right before acting on what the lock protects.
         """
         if self._lost is not None:
-            raise LockLostError(f"lock {self.name!r} was lost: {self._lost}")
+            raise LockLostError(f"lock {self.name!r} was lost: {self._lost}", names=[self.name])
         if self.expires_at <= time.monotonic():
-            raise LockLostError(f"lock {self.name!r} has run past its ttl and may be someone else's")
+            raise LockLostError(f"lock {self.name!r} has run past its ttl and may be someone else's",
+                                names=[self.name])
 
     def mark_lost(self, reason: str) -> bool:
         """Record the loss (first reason wins) and set the event; False when already lost."""
@@ -140,35 +143,54 @@ def commands_sent(leases: Iterable[Lease], sent_at: float, expiry: float) -> Non
     with _belief_lock:
         for lease in leases:
             flight = lease._flight
-            if flight is None:
-                lease._flight = [entry]
+            if flight is None:  # the usual case: one command at a time, kept as it is
+                lease._flight = entry
+            elif isinstance(flight, tuple):
+                lease._flight = [flight, entry]
             else:
                 flight.append(entry)
 
 
-def _in_flight(lease: Lease, sent_at: float) -> int:
-    """Where the command sent at ``sent_at`` is in the lease's flight, or -1."""
-    for i, (sent, _) in enumerate(lease._flight or ()):
-        if sent == sent_at:
-            return i
-    return -1
-
-
-def _landed(lease: Lease, index: int) -> float:
-    """Take a command out of the flight (after the belief took it into account); its expiry."""
+def _take(lease: Lease, sent_at: float) -> float | None:
+    """Take the command sent at ``sent_at`` out of the lease's flight; its expiry (None when it
+    was not counted as sent). Called once the belief has taken it into account."""
     flight = lease._flight
-    assert flight is not None
-    return flight.pop(index)[1]
+    if flight is None:
+        return None
+    if isinstance(flight, tuple):
+        if flight[0] != sent_at:
+            return None
+        lease._flight = None
+        lease._past = None
+        return flight[1]
+    for i, (sent, expiry) in enumerate(flight):
+        if sent == sent_at:
+            del flight[i]
+            return expiry
+    return None
 
 
-def _settled(lease: Lease, now: float, expiry: float) -> None:
-    """Remember a settled command while others are in flight: one of them may have run before it."""
+def _expiry_of(lease: Lease, sent_at: float) -> float | None:
+    flight = lease._flight
+    if isinstance(flight, tuple):
+        return flight[1] if flight[0] == sent_at else None
+    for sent, expiry in flight or ():
+        if sent == sent_at:
+            return expiry
+    return None
+
+
+def _remember(lease: Lease, now: float, expiry: float) -> None:
+    """Keep a settled command in view while others are in flight: one may have run before it."""
     flight = lease._flight
     if not flight:
         lease._flight = None
         lease._past = None
         return
-    oldest = min(sent for sent, _ in flight)
+    if isinstance(flight, tuple):
+        oldest = flight[0]
+    else:
+        oldest = min(sent for sent, _ in flight)
     past = [(at, e) for at, e in lease._past or () if at >= oldest]  # older ones ran before all of these
     past.append((now, expiry))
     lease._past = past
@@ -178,26 +200,34 @@ def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> None:
     """Each lease's command succeeded. The key now lives until its expiry, unless a command that
     may have run after it says less: one still in flight, or one that answered after this one
     was sent. The belief is the earliest of those."""
-    now = time.monotonic()
+    now = 0.0
     with _belief_lock:
         for lease in leases:
-            index = _in_flight(lease, sent_at)
-            flight = lease._flight or []
-            # Not counted as sent (a caller's slip): this command alone.
-            expiry = flight[index][1] if index >= 0 else lease.expiry_after(sent_at, ttl_ms)
+            flight = lease._flight
+            if isinstance(flight, tuple) and flight[0] == sent_at:  # alone in flight: believed as it is
+                lease._expires = flight[1]
+                lease._flight = None
+                lease._past = None
+                lease.acquired_at = sent_at
+                lease.ttl_ms = ttl_ms
+                continue
+            expiry = _expiry_of(lease, sent_at)
+            if expiry is None:  # not counted as sent (a caller's slip): this command alone
+                expiry = lease.expiry_after(sent_at, ttl_ms)
             belief = expiry
             for at, e in lease._past or ():
                 if at > sent_at and e < belief:
                     belief = e
-            for _, e in flight:
+            others = (flight,) if isinstance(flight, tuple) else flight or ()
+            for _, e in others:
                 if e < belief:
                     belief = e
             lease._expires = belief
             lease.acquired_at = sent_at
             lease.ttl_ms = ttl_ms
-            if index >= 0:
-                _landed(lease, index)
-            _settled(lease, now, expiry)
+            _take(lease, sent_at)
+            now = now or time.monotonic()
+            _remember(lease, now, expiry)
 
 
 def commands_unknown(leases: Iterable[Lease], sent_at: float) -> None:
@@ -205,26 +235,22 @@ def commands_unknown(leases: Iterable[Lease], sent_at: float) -> None:
     now = time.monotonic()
     with _belief_lock:
         for lease in leases:
-            index = _in_flight(lease, sent_at)
-            if index < 0:
+            expiry = _expiry_of(lease, sent_at)
+            if expiry is None:
                 continue
-            expiry = lease._flight[index][1]  # type: ignore[index]
             if expiry < lease._expires:
                 lease._expires = expiry
-            _landed(lease, index)
-            _settled(lease, now, expiry)
+            _take(lease, sent_at)
+            _remember(lease, now, expiry)
 
 
 def commands_refused(leases: Iterable[Lease], sent_at: float) -> None:
     """Each command did not change the key (an error reply, or the lock was not ours any more)."""
     with _belief_lock:
         for lease in leases:
-            index = _in_flight(lease, sent_at)
-            if index >= 0:
-                _landed(lease, index)
-                if not lease._flight:
-                    lease._flight = None
-                    lease._past = None
+            if _take(lease, sent_at) is not None and not lease._flight:
+                lease._flight = None
+                lease._past = None
 
 
 class LockInfo(NamedTuple):

@@ -401,7 +401,8 @@ class RedlockClient:
             return False
         if lease.max_extensions is not None and lease.extensions >= lease.max_extensions:
             raise ExtensionLimitError(
-                f"lock {lease.name!r} was already extended {lease.extensions} times, its max_extensions")
+                f"lock {lease.name!r} was already extended {lease.extensions} times, its max_extensions",
+                names=[lease.name])
         if lease.valid_for() <= 0:
             return False
         ok, summary = self._extend_one(lease, ms, drift, node_timeout)
