@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from . import _scripts
 from ._executor import NOT_SENT, UNKNOWN, Reencoder
 from ._pipeline import Encoder
+from ._replies import reply_error
 from ._validate import check_token, encode_names
 from .errors import ConnectionError, InvalidArgumentError, InvalidArgumentTypeError, OutcomeUnknownError
 from .lease import (
@@ -118,13 +119,8 @@ def flag(reply: object, lease: Lease) -> bool:
     """A release/extend script's reply: True (1) or False (0); an error reply raises."""
     if type(reply) is int:
         return reply == 1
-    raise _reply_error(reply, lease.name)
+    raise reply_error(reply, lease.name)
 
-
-def _reply_error(reply: object, name: str | bytes) -> Exception:
-    from .client import _reply_error as reply_error
-
-    return reply_error(reply, name)
 
 
 def settle_release(client: BulkClient, leases: Sequence[Lease], replies: list[object]) -> list[bool]:
@@ -172,7 +168,7 @@ def settle_extend(client: BulkClient, leases: Sequence[Lease], replies: list[obj
             refused.append(lease)
             results.append(False)
             if error is None:
-                error = _reply_error(reply, lease.name)
+                error = reply_error(reply, lease.name)
     commands_ran(ran, sent_at, ttl_ms)
     commands_refused(refused, sent_at)
     commands_unknown(maybe, sent_at)
@@ -196,9 +192,7 @@ def settle_query(names: Sequence[str | bytes], replies: list[object]) -> list[Lo
         if type(reply) is not int:
             if reply is UNKNOWN or reply is NOT_SENT:
                 raise ConnectionError(f"the connection failed mid-batch while querying {name!r}")
-            from .client import _reply_error
-
-            raise _reply_error(reply, name)
+            raise reply_error(reply, name)
         out.append(info_from_pttl(reply))
     return out
 
@@ -259,10 +253,8 @@ class AcquirePlan:
         return [self.names[i] for i in range(self.handled, self.count) if replies[i] is NOT_SENT]
 
     def first_error(self, replies: list[object]) -> Exception:
-        from .client import _reply_error
-
         i = self.errors[0]
-        return _reply_error(replies[i], self.names[i])
+        return reply_error(replies[i], self.names[i])
 
 
 OnReplies = Callable[[int, list[object]], None]

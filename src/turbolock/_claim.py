@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._bulk_plan import TOKEN_BYTES, check_tokens, encode_unique_names
+from ._replies import reply_error
 from ._scripts import Script
 from .bulk import AcquireManyResult
 from .errors import InvalidArgumentError, InvalidArgumentTypeError, LockError, ResponseError
@@ -186,12 +187,10 @@ class ClaimPlan:
 
     def error(self, reply: object) -> LockError:
         """The exception for a reply ``settle`` refused."""
-        from .client import _reply_error
-
         name = self.names[self._chunk[0]]
         if isinstance(reply, list):
             return ResponseError(f"unexpected reply to the claim of {name!r} and the names after it")
-        return _reply_error(reply, name)
+        return reply_error(reply, name)
 
     def held(self, now: float) -> list[MaybeHeld]:
         """Every lock this claim took so far, to give back when it fails at ``now``."""

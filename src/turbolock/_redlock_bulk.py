@@ -17,7 +17,7 @@ from ._bulk_plan import TOKEN_BYTES
 from ._executor import UNKNOWN
 from ._redlock_fanout import Outcome, fan_out, remember
 from ._redlock_result import InstanceSummary, RedlockLease, RedlockManyResult, RedlockStatus, decide
-from ._redlock_scripts import EXTEND, extended
+from ._redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
 from ._validate import Seconds
 from .errors import ExtensionLimitError, InvalidArgumentError, QuorumError
 from .lease import commands_ran, commands_sent, commands_unknown
@@ -215,6 +215,7 @@ def extend_many(client: RedlockClient, leases: Sequence[RedlockLease], ttl: Seco
     now = time.monotonic()
     rows = outcome.replies
     done = _tally(rows, len(live), extended)
+    held = _tally(rows, len(live), lambda reply: reply == 1)
     theirs = _tally(rows, len(live), lambda reply: reply == 0)
     quorum = client.quorum
     masters = len(rows)
@@ -224,7 +225,8 @@ def extend_many(client: RedlockClient, leases: Sequence[RedlockLease], ttl: Seco
     for j, i in enumerate(live):
         lease = checked[i]
         started = outcome.started[j // chunk]
-        if done[j] >= quorum and started + life > now:
+        verdict = extend_verdict(held[j], masters - done[j] - theirs[j], quorum)
+        if verdict == EXTENDED and started + life > now:
             lease.drift_ms = drift
             commands_ran((lease,), sent_at, ms)
             lease.extensions += 1
@@ -234,9 +236,11 @@ def extend_many(client: RedlockClient, leases: Sequence[RedlockLease], ttl: Seco
                 renewer.rescheduled(lease)
         else:
             commands_unknown((lease,), sent_at)  # extended on some masters, perhaps
-            if theirs[j] > masters - quorum:
-                client._lease_lost(lease, "an extend found it held by others")
-            elif done[j] < quorum:
+            if verdict == LOST:
+                client._lease_lost(lease, "an extend found it no longer held on a majority")
+                if done[j]:  # set again or extended on a minority: released in the background
+                    client._abandoned(lease.key, lease.token, now + ms / 1000.0 + 1.0)
+            elif verdict != EXTENDED:
                 unknown.append(lease.name)
     if unknown:
         raise QuorumError(

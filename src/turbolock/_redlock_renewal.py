@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 from ._redlock_fanout import fan_out
 from ._redlock_result import InstanceSummary, RedlockLease
-from ._redlock_scripts import RENEW_MANY, extended
+from ._redlock_scripts import EXTENDED, LOST, RENEW_MANY, extend_verdict, extended
 from ._renewal_book import RenewalBook
 from .lease import Lease
 from .renewal import COMMANDS_PER_WRITE, Renewer, batch_encoders, split_batches
@@ -71,22 +71,26 @@ class RedlockRenewer(Renewer):
             renewed: list[RedlockLease] = []
             summaries: list[InstanceSummary] = []
             for j, one in enumerate(batch):
-                done = theirs = 0
+                done = held = theirs = 0
                 for answers in rows:
                     if answers is not None:
                         reply = answers[j]
                         if extended(reply):
                             done += 1
+                            held += reply == 1
                         elif reply == 0:
                             theirs += 1
                 summary = InstanceSummary(done, theirs, masters - done - theirs)
-                if done >= quorum and sent_at + (ttl_ms - one.drift_ms) / 1000.0 > now:
+                verdict = extend_verdict(held, summary.errored, quorum)
+                if verdict == EXTENDED and sent_at + (ttl_ms - one.drift_ms) / 1000.0 > now:
                     renewed.append(one)
                     summaries.append(summary)
-                elif theirs > masters - quorum:
+                elif verdict == LOST:
                     book.refused((one,), sent_at)
-                    self._lost(one, f"its renewal found it held by others ({summary} of {masters} masters; "
-                                      f"quorum {quorum})")
+                    self._lost(one, f"its renewal found it no longer held on a majority ({summary} of "
+                                    f"{masters} masters; quorum {quorum})")
+                    if done:  # set again or extended on a minority: released in the background
+                        client._abandoned(one.key, one.token, now + ttl_ms / 1000.0 + 1.0)
                 else:
                     retry.append(one)
             if renewed:

@@ -1,9 +1,11 @@
-"""The Redlock extend scripts: extend where the lock is ours, and take it back where it is gone.
+"""The Redlock extend scripts: extend where the lock is ours, and set it again where it is gone.
 
 A master that restarted without persistence while the lock was held has lost the key; while
-the lease is still valid (a majority holds it) setting it there again is as safe as an
-acquire, and it keeps the majority from thinning out one restart at a time. RedLock.net's
-extend does the same. Callers only extend leases with validity left.
+a majority still holds it, setting it there again is as safe as an acquire, and it keeps the
+majority from thinning out one restart at a time (RedLock.net's extend does the same). Keys
+set again never count towards that majority (``extend_verdict``): a lock deleted on a majority
+behind its holder's back may have been someone else's since, and is lost. Callers only extend
+leases with validity left.
 """
 
 from __future__ import annotations
@@ -46,3 +48,21 @@ return out
 
 def extended(reply: object) -> bool:
     return reply == 1 or reply == 2
+
+
+EXTENDED = "extended"
+LOST = "lost"
+UNKNOWN = "unknown"
+
+
+def extend_verdict(held: int, errored: int, quorum: int) -> str:
+    """What the masters' replies to an extend (or a renewal) of one lock mean. The lock is ours
+    only while a majority still *held* it (reply 1): keys set again where they were gone (2)
+    keep restarted masters in step, but never make up a majority, so a lock deleted behind its
+    back on a majority is lost, not brought back. Lost once even the masters that did not
+    answer could not make a majority."""
+    if held >= quorum:
+        return EXTENDED
+    if held + errored < quorum:
+        return LOST
+    return UNKNOWN

@@ -11,21 +11,16 @@ from typing import Any
 
 from . import _scripts
 from ._executor import Unconfirmed
+from ._replies import reply_error
 from ._validate import MAX_TTL_MS, check_token, encode_name, ttl_ms
 from .errors import InvalidArgumentError, InvalidArgumentTypeError, OutcomeUnknownError
 from .lease import Lease, LockInfo, commands_ran, commands_refused, info_from_pttl
 
 
-def _error(reply: object, name: str | bytes) -> Exception:
-    from .client import _reply_error
-
-    return _reply_error(reply, name)
-
-
 def release_result(reply: object, lease: Lease) -> bool:
     if type(reply) is int:
         return reply == 1
-    raise _error(reply, lease.name)
+    raise reply_error(reply, lease.name)
 
 
 def release_unconfirmed(client: Any, lease: Lease, exc: Unconfirmed) -> BaseException:
@@ -55,7 +50,7 @@ def extend_result(client: Any, reply: object, lease: Lease, ttl_ms: int, sent_at
     (see ``lease``). False when the lock is no longer ours: the lease is lost."""
     if type(reply) is not int:
         commands_refused((lease,), sent_at)
-        raise _error(reply, lease.name)
+        raise reply_error(reply, lease.name)
     if reply != 1:
         commands_refused((lease,), sent_at)
         client._lease_lost(lease, "an extend found its key gone or held by another token")
@@ -81,7 +76,7 @@ def extend_unconfirmed(lease: Lease, exc: Unconfirmed) -> BaseException:
 def check_result(reply: object, lease: Lease) -> float | None:
     """Seconds left when the lease still holds the lock, else None."""
     if type(reply) is not int:
-        raise _error(reply, lease.name)
+        raise reply_error(reply, lease.name)
     if reply == _scripts.NOT_OURS or reply == -2:
         return None
     return info_from_pttl(reply).remaining
@@ -90,4 +85,4 @@ def check_result(reply: object, lease: Lease) -> float | None:
 def query_result(reply: object, name: str | bytes) -> LockInfo:
     if type(reply) is int:
         return info_from_pttl(reply)
-    raise _error(reply, name)
+    raise reply_error(reply, name)

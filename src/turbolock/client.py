@@ -18,6 +18,7 @@ from ._executor import Executor, Unconfirmed
 from ._lock_rules import lock_ttl
 from ._ownership import Owner, check_lease, forget_parent_locks_after_fork
 from ._pool import ConnectionPool
+from ._replies import reply_error
 from ._single_plan import (
     adopted_lease,
     check_result,
@@ -31,12 +32,9 @@ from ._single_plan import (
 from ._validate import Seconds, check_key_prefix, check_token, encode_name, ttl_ms
 from .errors import (
     AcquireOutcomeUnknownError,
-    AuthenticationError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
     LockError,
-    ReplyError,
-    ResponseError,
 )
 from .lease import Lease, LockInfo, commands_refused, commands_sent, commands_unknown
 from .options import ConnectionOptions, options_from_keywords, options_from_redis, options_from_url
@@ -54,20 +52,6 @@ DEFAULT_CHUNK_SIZE = 1000
 MAX_CHUNK_SIZE = 10_000
 
 _CLIENT_KEYWORDS = ("key_prefix", "max_connections", "chunk_size", "core")
-
-def _reply_error(reply: object, name: str | bytes) -> LockError:
-    if type(reply) is ReplyError:
-        if reply.code in ("NOAUTH", "WRONGPASS"):
-            error: LockError = AuthenticationError(
-                f"the server wants authentication ({reply.code}) for lock {name!r}")
-        else:
-            error = ResponseError(f"the server answered {reply.code} for lock {name!r}: {reply}", reply.code)
-    else:
-        error = ResponseError(f"unexpected reply {type(reply).__name__} for lock {name!r}: the server does "
-                              "not answer as Redis does")
-    error.names = [name]
-    return error
-
 
 class LockClient:
     """A lock client for one Redis server; thread-safe, with a pool of connections.
@@ -187,7 +171,7 @@ class LockClient:
             if policy is not None:
                 self._renewer().add((lease,), policy, on_lost)
             return lease
-        raise _reply_error(reply, name)
+        raise reply_error(reply, name)
 
     def release(self, lease: Lease) -> bool:
         """Delete the lock if it is still ours. False when it expired or is now someone else's

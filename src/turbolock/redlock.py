@@ -6,10 +6,11 @@ reads each master's reply before its own deadline (the per-node timeout), all on
 left: ``ttl - elapsed - drift``, with ``elapsed`` measured on the monotonic clock from before
 the first write and ``drift = ttl * drift_factor + 2 ms``. A failed attempt is released on
 every master where it may have been taken, then retried after a random delay, up to
-``retry_count`` times and never past the caller's wait.
+until the caller's wait ends (and at most ``retry_count`` times, if set).
 
-Release is compare-and-delete on every master; extend is compare-and-pexpire on a majority,
-within validity (and sets the key again, with the token, where a restarted master lost it).
+Release is compare-and-delete on every master; extend is compare-and-pexpire on a majority that
+still holds the lock, within validity (and sets the key again, with the token, where a
+restarted master lost it; those never make up the majority).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from ._redlock_result import (
     decide,
     drift_ms,
 )
-from ._redlock_scripts import EXTEND, extended
+from ._redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
 from ._single_plan import extend_ms
 from ._validate import Seconds, check_token, encode_name, positive_seconds, timeout_seconds, ttl_ms
 from .client import DEFAULT_CHUNK_SIZE, TOKEN_BYTES, LockClient
@@ -432,17 +433,21 @@ class RedlockClient:
             commands_unknown((lease,), started)
             raise
         done = sum(1 for reply in replies if extended(reply))
+        held = sum(1 for reply in replies if reply == 1)
         theirs = sum(1 for reply in replies if reply == 0)
         summary = InstanceSummary(done, theirs, len(replies) - done - theirs)
-        if done >= self.quorum and started + (ms - drift) / 1000.0 > time.monotonic():
+        verdict = extend_verdict(held, summary.errored, self.quorum)
+        if verdict == EXTENDED and started + (ms - drift) / 1000.0 > time.monotonic():
             lease.drift_ms = drift
             commands_ran((lease,), started, ms)
             lease.extensions += 1
             lease.instances = summary
             return True, summary
         commands_unknown((lease,), started)  # extended on some masters, perhaps: validity can only shrink
-        if theirs > len(replies) - self.quorum:
-            self._lease_lost(lease, f"an extend found it held by others ({summary})")
+        if verdict == LOST:
+            self._lease_lost(lease, f"an extend found it no longer held on a majority ({summary})")
+            if done:  # keys it set again or extended on a minority: released in the background
+                self._abandoned(key, token, time.monotonic() + ms / 1000.0 + CLEANUP_GRACE)
         return False, summary
 
     def _abandoned(self, key: bytes, token: bytes, forget_at: float) -> None:

@@ -22,6 +22,7 @@ from .._cleanup_book import CleanupBook, retry_delay
 from .._executor import UNKNOWN, Unconfirmed
 from .._lock_rules import lock_ttl
 from .._ownership import Owner, check_lease
+from .._replies import reply_error
 from .._single_plan import (
     adopted_lease,
     check_result,
@@ -33,7 +34,7 @@ from .._single_plan import (
     release_unconfirmed,
 )
 from .._validate import Seconds, check_key_prefix, check_token, encode_name, ttl_ms
-from ..client import DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX, _describe, _reply_error
+from ..client import DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX, _describe
 from ..errors import (
     AcquireOutcomeUnknownError,
     InvalidArgumentError,
@@ -174,7 +175,7 @@ class AsyncLockClient:
             if policy is not None:
                 self._renewer().add((lease,), policy, on_lost)
             return lease
-        raise _reply_error(reply, name)
+        raise reply_error(reply, name)
 
     async def release(self, lease: Lease) -> bool:
         """Delete the lock if it is still ours. False when it expired or is now someone else's
