@@ -5,7 +5,7 @@ reads each master's reply before its own deadline (the per-node timeout), all on
 (see ``_redlock_fanout``). The lock counts only with a quorum (N // 2 + 1 masters) and validity
 left: ``ttl - elapsed - drift``, with ``elapsed`` measured on the monotonic clock from before
 the first write and ``drift = ttl * drift_factor + 2 ms``. A failed attempt is released on
-every master where it may have been taken, then retried after a random delay, up to
+every master where it may have been taken, then retried after a random delay
 until the caller's wait ends (and at most ``retry_count`` times, if set).
 
 Release is compare-and-delete on every master; extend is compare-and-pexpire on a majority that
