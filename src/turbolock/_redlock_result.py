@@ -79,7 +79,7 @@ class RedlockLease(Lease):
         self.renewal = None
         self._lost = None
         self._lost_event = None
-        self._expires = acquired_at + (ttl_ms - drift) / 1000.0
+        self._expires = None
         self._flight = None
         self._past = None
         self.drift_ms = drift

@@ -46,7 +46,9 @@ class Lease:
         self.renewal: RenewalState | None = None
         self._lost: str | None = None
         self._lost_event: threading.Event | None = None
-        self._expires = acquired_at + ttl_ms / 1000.0
+        # None until a command after the acquire settles: acquired_at + ttl then (a float per
+        # lease would cost 24 bytes each in a bulk acquire; settled ones share their batch's).
+        self._expires: float | None = None
         # Commands in flight that set the key's ttl, (sent_at, expiry): one as it is, several in
         # a list; and ones that answered while others were in flight, (answered_at, expiry).
         self._flight: tuple[float, float] | list[tuple[float, float]] | None = None
@@ -65,7 +67,7 @@ class Lease:
     def expires_at(self) -> float:
         """Monotonic time until which the lock is certainly still on the server (unless someone
         deleted it); the earliest of what the commands still in flight may leave it at."""
-        expires = self._expires
+        expires = _believed(self)
         flight = self._flight  # read without the lock: a landing command lowers _expires first
         if flight is None:
             return expires
@@ -134,6 +136,14 @@ class Lease:
 _belief_lock = threading.Lock()
 """Guards the belief of every lease: a renewal thread and the caller's own extend may settle one
 lease at the same time. Held for a few attribute updates per lease."""
+
+
+def _believed(lease: Lease) -> float:
+    """The expiry the settled commands left, before any still in flight."""
+    expires = lease._expires
+    if expires is None:
+        return lease.expiry_after(lease.acquired_at, lease.ttl_ms)
+    return expires
 
 
 def commands_sent(leases: Iterable[Lease], sent_at: float, expiry: float) -> None:
@@ -238,7 +248,7 @@ def commands_unknown(leases: Iterable[Lease], sent_at: float) -> None:
             expiry = _expiry_of(lease, sent_at)
             if expiry is None:
                 continue
-            if expiry < lease._expires:
+            if expiry < _believed(lease):
                 lease._expires = expiry
             _take(lease, sent_at)
             _remember(lease, now, expiry)
