@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 
 import pytest
 import redis
 
+from _eventually import eventually as _eventually
 from turbolock import AcquireOutcomeUnknownError, LockClient, OutcomeUnknownError
 from turbolock.redis_server import RedisServer
 
@@ -95,12 +94,3 @@ def test_a_shortened_socket_timeout_is_restored_for_the_next_call(own_server: Re
         finally:
             resume.join()
             own_server.resume()
-
-
-def _eventually(predicate: Callable[[], bool], seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.01)
-    return True

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
+from _eventually import eventually as _eventually
 from turbolock import (
     AcquireOutcomeUnknownError,
     ConnectionError,
@@ -349,15 +350,6 @@ def _open_idle_connections(client: LockClient, count: int) -> None:
     conns = [client._pool.get(deadline) for _ in range(count)]
     for conn in conns:
         client._pool.put(conn)
-
-
-def _eventually(predicate: Callable[[], bool], seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 # -- closing ---------------------------------------------------------------------------------------

@@ -18,20 +18,12 @@ from collections.abc import Callable
 import pytest
 import redis
 
+from _eventually import gone_within as _gone_within
 from turbolock import LockClient, RedlockClient
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
 
 TTL = 1.0
-
-
-def _gone_within(raw: redis.Redis, key: bytes, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while raw.exists(key):
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def _warned(caplog: pytest.LogCaptureFixture, name: str) -> bool:

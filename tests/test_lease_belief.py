@@ -311,12 +311,3 @@ def test_commands_answered_before_a_later_one_was_sent_do_not_hold_it_back(
         assert lease.expires_at >= start + 0.48 + 1, "old answers must not hold the belief back"
         assert lease._flight is None
         assert client.release(lease)
-
-
-def _wait(predicate: Callable[[], bool], seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.01)
-    return True

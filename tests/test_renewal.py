@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from _eventually import gone_within as _gone_within
 from turbolock import (
     AutoRenew,
     InvalidArgumentError,
@@ -266,15 +267,6 @@ def test_forked_child_never_renews_or_releases_the_parents_locks(renewing_client
     assert raw.get(renewing_client.key_prefix + b"parent") == lease.token
     assert not lease.is_lost
     assert renewing_client.release(lease)
-
-
-def _gone_within(raw: redis.Redis, key: bytes, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while raw.exists(key):
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def test_any_ttl_a_user_would_pick_renews_with_default_settings(redis_server: RedisServer, core_name: str,

@@ -255,8 +255,9 @@ class RenewalBook:
             states = list(self._held.values())
         return [lease for lease in map(_alive, states) if lease is not None]
 
-    def take_collected(self) -> list[RenewalState]:
-        """States of leases the program dropped while renewed, now forgotten by the book."""
+    def take_collected(self, key_prefix: bytes) -> list[RenewalState]:
+        """States of leases the program dropped while renewed, now forgotten by the book (each
+        logged with its lock's name); the renewer releases their locks."""
         if not self._collected:
             return []
         dropped = []
@@ -269,6 +270,10 @@ class RenewalBook:
                 self._wheel.cancel(state.id)
                 self._held.pop(state.id, None)
                 dropped.append(state)
+        for state in dropped:
+            log.warning("turbolock: lock %r was still held and auto-renewed when the program dropped its "
+                        "last reference to it; renewal stopped and the lock is released",
+                        display_name(state.key, key_prefix))
         return dropped
 
     def take_due(self, now: float) -> tuple[list[Lease], list[tuple[Lease, str]]]:

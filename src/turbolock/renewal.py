@@ -40,7 +40,6 @@ from ._renewal_book import (
     batch_encoders,
     check_policy,
     describe_reply,
-    display_name,
     limit_reached,
     no_reply,
     split_batches,
@@ -131,10 +130,7 @@ class Renewer:
                 self._failed(to_send, math.nan, sent=False)
 
     def _release_dropped(self) -> None:
-        for state in self.book.take_collected():
-            name = display_name(state.key, self._client.key_prefix)
-            log.warning("turbolock: lock %r was still held and auto-renewed when the program dropped its "
-                        "last reference to it; renewal stopped and the lock is released", name)
+        for state in self.book.take_collected(self._client.key_prefix):
             self._client._abandoned(state.key, state.token, time.monotonic() + state.ttl_ms / 1000.0)
 
     def _send(self, leases: list[Lease]) -> None:

@@ -26,7 +26,6 @@ from .._renewal_book import (
     RenewalBook,
     batch_encoders,
     describe_reply,
-    display_name,
     no_reply,
     split_batches,
 )
@@ -142,10 +141,7 @@ class Renewer:
                 self._failed(to_send, math.nan, sent=False)
 
     def _release_dropped(self) -> None:
-        for state in self.book.take_collected():
-            name = display_name(state.key, self._client.key_prefix)
-            log.warning("turbolock: lock %r was still held and auto-renewed when the program dropped its "
-                        "last reference to it; renewal stopped and the lock is released", name)
+        for state in self.book.take_collected(self._client.key_prefix):
             self._wake_waiters(state.id, False)
             self._client._abandoned(state.key, state.token, time.monotonic() + state.ttl_ms / 1000.0)
 
