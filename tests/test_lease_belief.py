@@ -311,3 +311,21 @@ def test_commands_answered_before_a_later_one_was_sent_do_not_hold_it_back(
         assert lease.expires_at >= start + 0.48 + 1, "old answers must not hold the belief back"
         assert lease._flight is None
         assert client.release(lease)
+
+
+def test_a_round_that_broke_leaves_the_earliest_expiry_it_sent(own_server: RedisServer, core_name: str,
+                                                              key_prefix: str) -> None:
+    # A renewal round that failed without saying which of its commands went out: any may have
+    # run, so the belief drops to the earliest, and nothing stays "in flight" for ever.
+    from turbolock.lease import commands_abandoned, commands_sent
+
+    with LockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix) as client:
+        lease = client.try_acquire("broken", 30)
+        assert lease is not None
+        now = time.monotonic()
+        commands_sent((lease,), now, now + 2)
+        commands_sent((lease,), now + 0.001, now + 40)
+        commands_abandoned((lease,))
+        assert lease.expires_at == pytest.approx(now + 2)
+        assert lease._flight is None and lease._past is None
+        assert client.release(lease)

@@ -29,7 +29,14 @@ from ._executor import NOT_SENT, UNKNOWN, Reencoder
 from ._pipeline import Encoder
 from ._validate import timeout_seconds
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
-from .lease import Lease, commands_ran, commands_refused, commands_sent, commands_unknown
+from .lease import (
+    Lease,
+    commands_abandoned,
+    commands_ran,
+    commands_refused,
+    commands_sent,
+    commands_unknown,
+)
 
 log = logging.getLogger("turbolock.renewal")
 
@@ -335,11 +342,14 @@ class RenewalBook:
             self.renewed(renewed, sent_at, ttl_ms)
         return lost
 
-    def failed(self, batch: Sequence[Lease], sent_at: float, now: float, sent: bool = True) -> list[Lease]:
-        """No answer for ``batch`` (sent, or not sent or refused with an error: ``sent=False``):
-        retried soon, never after the point where its loss must be declared; the leases already
-        past that point."""
-        if sent:
+    def failed(self, batch: Sequence[Lease], sent_at: float | None, now: float,
+               sent: bool = True) -> list[Lease]:
+        """No answer for ``batch`` (sent, or not sent or refused with an error: ``sent=False``;
+        ``sent_at=None`` when the round broke without telling): retried soon, never after the
+        point where its loss must be declared; the leases already past that point."""
+        if sent_at is None:
+            commands_abandoned(batch)
+        elif sent:
             commands_unknown(batch, sent_at)
         else:
             commands_refused(batch, sent_at)

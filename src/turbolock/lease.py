@@ -263,6 +263,20 @@ def commands_refused(leases: Iterable[Lease], sent_at: float) -> None:
                 lease._past = None
 
 
+def commands_abandoned(leases: Iterable[Lease]) -> None:
+    """Whatever was in flight for each lease is given up on (the round that sent it failed):
+    any of it may have run, so the belief goes down to the earliest of it."""
+    with _belief_lock:
+        for lease in leases:
+            flight = lease._flight
+            if flight is None:
+                continue
+            entries = (flight,) if isinstance(flight, tuple) else flight
+            lease._expires = min(_believed(lease), min((e for _, e in entries), default=_believed(lease)))
+            lease._flight = None
+            lease._past = None
+
+
 class LockInfo(NamedTuple):
     """What ``query`` tells about a name: whether anyone holds it, and for how long still.
 

@@ -17,7 +17,6 @@ to make before acting on what the lock protects. The bookkeeping is ``_renewal_b
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Iterable
@@ -127,7 +126,7 @@ class Renewer:
                 self._send(to_send)
             except Exception:  # the renewer must survive anything
                 log.exception("turbolock: renewal round failed; retrying its locks")
-                self._failed(to_send, math.nan, sent=False)
+                self._failed(to_send, None)
 
     def _release_dropped(self) -> None:
         for state in self.book.take_collected(self._client.key_prefix):
@@ -175,7 +174,7 @@ class Renewer:
             if not settled[index]:
                 settle(index, reply)
 
-    def _failed(self, batch: list[Lease], sent_at: float, sent: bool = True) -> None:
+    def _failed(self, batch: list[Lease], sent_at: float | None, sent: bool = True) -> None:
         for lease in self.book.failed(batch, sent_at, time.monotonic(), sent):
             self._lost(lease, "it could not be renewed before it expired")
 

@@ -13,7 +13,6 @@ import asyncio
 import functools
 import inspect
 import logging
-import math
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -138,7 +137,7 @@ class Renewer:
                 await self._send(to_send)
             except Exception:  # the renewer must survive anything
                 log.exception("turbolock: renewal round failed; retrying its locks")
-                self._failed(to_send, math.nan, sent=False)
+                self._failed(to_send, None)
 
     def _release_dropped(self) -> None:
         for state in self.book.take_collected(self._client.key_prefix):
@@ -174,7 +173,7 @@ class Renewer:
                 log.warning("turbolock: renewal of %d locks got %s", len(batch), describe_reply(reply))
                 self._failed(batch, sent_at, sent=False)
 
-    def _failed(self, batch: list[Lease], sent_at: float, sent: bool = True) -> None:
+    def _failed(self, batch: list[Lease], sent_at: float | None, sent: bool = True) -> None:
         for lease in self.book.failed(batch, sent_at, time.monotonic(), sent):
             self._lost(lease, "it could not be renewed before it expired")
 
