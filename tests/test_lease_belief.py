@@ -329,3 +329,37 @@ def test_a_round_that_broke_leaves_the_earliest_expiry_it_sent(own_server: Redis
         assert lease.expires_at == pytest.approx(now + 2)
         assert lease._flight is None and lease._past is None
         assert client.release(lease)
+
+
+def test_a_command_whose_reply_was_lost_caps_every_later_success(own_server: RedisServer, core_name: str,
+                                                                key_prefix: str) -> None:
+    # A renewal that timed out may still run later (its bytes waiting in a stopped server's
+    # buffer), after an extend that succeeded since: the extend's belief cannot exceed its own
+    # send time plus the lost renewal's ttl.
+    from turbolock.lease import commands_ran, commands_sent, commands_unknown
+
+    with LockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix) as client:
+        lease = client.try_acquire("ghost", 30)
+        assert lease is not None
+        first = time.monotonic()
+        commands_sent((lease,), first, first + 10)
+        commands_unknown((lease,), first)
+        later = first + 0.5
+        commands_sent((lease,), later, later + 60)
+        commands_ran((lease,), later, 60_000)
+        assert lease.expires_at == pytest.approx(later + 10)
+        assert client.release(lease)
+
+
+def test_two_maybe_held_tokens_on_one_key_are_both_released() -> None:
+    from turbolock._cleanup_book import CleanupBook
+
+    book = CleanupBook()
+    forget_at = time.monotonic() + 60
+    book.remember(b"k", b"t1" * 8, forget_at)
+    book.remember(b"k", b"t2" * 8, forget_at)
+    assert len(book) == 2
+    entries = book.take()
+    assert sorted(token for _, token, _ in entries) == [b"t1" * 8, b"t2" * 8]
+    book.settle(entries, [0, None])  # t1 answered, t2 did not
+    assert len(book) == 1 and book.take()[0][1] == b"t2" * 8

@@ -24,7 +24,8 @@ class CleanupBook:
     __slots__ = ("_pending", "_lock", "_in_flight")
 
     def __init__(self) -> None:
-        self._pending: dict[bytes, tuple[bytes, float]] = {}
+        # By key and token: two maybe-held attempts at one key with two tokens are both released.
+        self._pending: dict[tuple[bytes, bytes], float] = {}
         self._lock = threading.Lock()
         self._in_flight = 0
 
@@ -37,7 +38,7 @@ class CleanupBook:
 
     def remember(self, key: bytes, token: bytes, forget_at: float) -> None:
         with self._lock:
-            self._pending[key] = (token, forget_at)
+            self._pending[key, token] = forget_at
 
     def take(self, limit: int | None = None) -> list[Entry]:
         """Up to ``limit`` entries to release now (the expired ones are dropped); each must come
@@ -47,11 +48,11 @@ class CleanupBook:
             pending = self._pending
             if not pending:
                 return []
-            entries = [(key, token, at) for key, (token, at) in pending.items() if at > now]
+            entries = [(key, token, at) for (key, token), at in pending.items() if at > now]
             pending.clear()
             if limit is not None and len(entries) > limit:
                 for key, token, at in entries[limit:]:
-                    pending[key] = (token, at)
+                    pending[key, token] = at
                 entries = entries[:limit]
             self._in_flight += len(entries)
         return entries
@@ -65,16 +66,16 @@ class CleanupBook:
             if replies is None:
                 for key, token, at in entries:
                     if at > now:
-                        pending.setdefault(key, (token, at))
+                        pending.setdefault((key, token), at)
                 return
             for (key, token, at), reply in zip(entries, replies, strict=True):
                 if type(reply) is not int and at > now:
-                    pending.setdefault(key, (token, at))
+                    pending.setdefault((key, token), at)
 
     def next_expiry(self) -> float | None:
         """When the earliest entry may be dropped (None when there is none)."""
         with self._lock:
-            return min((at for _, at in self._pending.values()), default=None)
+            return min(self._pending.values(), default=None)
 
     def clear(self) -> None:
         with self._lock:

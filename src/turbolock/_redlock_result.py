@@ -82,6 +82,7 @@ class RedlockLease(Lease):
         self._expires = None
         self._flight = None
         self._past = None
+        self._ghost = None
         self.drift_ms = drift
         self.instances = instances
         self.extensions = 0

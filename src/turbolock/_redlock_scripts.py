@@ -52,7 +52,7 @@ def extended(reply: object) -> bool:
 
 EXTENDED = "extended"
 LOST = "lost"
-UNKNOWN = "unknown"
+UNDECIDED = "undecided"
 
 
 def extend_verdict(held: int, errored: int, quorum: int) -> str:
@@ -65,4 +65,4 @@ def extend_verdict(held: int, errored: int, quorum: int) -> str:
         return EXTENDED
     if held + errored < quorum:
         return LOST
-    return UNKNOWN
+    return UNDECIDED

@@ -329,7 +329,7 @@ class LockClient:
             return
         renewer = self._renewer_instance
         if renewer is not None:
-            renewer.stop()
+            renewer.stop(deadline)
             held = renewer.held_leases()
             if held:
                 try:

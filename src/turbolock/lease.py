@@ -33,7 +33,7 @@ class Lease:
     """
 
     __slots__ = ("name", "key", "token", "ttl_ms", "acquired_at", "owner", "renewal", "_lost", "_lost_event",
-                 "_expires", "_flight", "_past", "__weakref__")
+                 "_expires", "_flight", "_past", "_ghost", "__weakref__")
 
     def __init__(self, name: str | bytes, key: bytes, token: bytes, ttl_ms: int, acquired_at: float,
                  owner: object) -> None:
@@ -53,6 +53,9 @@ class Lease:
         # a list; and ones that answered while others were in flight, (answered_at, expiry).
         self._flight: tuple[float, float] | list[tuple[float, float]] | None = None
         self._past: list[tuple[float, float]] | None = None
+        # The shortest ttl of a command whose reply was lost: it may still run on the server
+        # (its bytes waiting in a stopped server's buffer) after any later command.
+        self._ghost: float | None = None
 
     def expiry_after(self, sent_at: float, ttl_ms: int) -> float:
         """Where a command sent at ``sent_at`` that sets ``ttl_ms`` leaves this lease's belief."""
@@ -67,13 +70,14 @@ class Lease:
     def expires_at(self) -> float:
         """Monotonic time until which the lock is certainly still on the server (unless someone
         deleted it); the earliest of what the commands still in flight may leave it at."""
+        # Read without the lock, flight first: a landing command lowers _expires before it
+        # leaves the flight, so either snapshot still holds it or _expires already says it.
+        flight = self._flight
+        entries = None if flight is None else (flight,) if isinstance(flight, tuple) else tuple(flight)
         expires = _believed(self)
-        flight = self._flight  # read without the lock: a landing command lowers _expires first
-        if flight is None:
-            return expires
-        if isinstance(flight, tuple):
-            return min(expires, flight[1])
-        return min(expires, min((expiry for _, expiry in flight), default=expires))
+        if entries:
+            return min(expires, min(expiry for _, expiry in entries))
+        return expires
 
     def valid_for(self) -> float:
         """Seconds left before the lock may expire, by the local clock (0 once lost or past)."""
@@ -214,8 +218,8 @@ def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> None:
     with _belief_lock:
         for lease in leases:
             flight = lease._flight
-            if isinstance(flight, tuple) and flight[0] == sent_at:  # alone in flight: believed as it is
-                lease._expires = flight[1]
+            if isinstance(flight, tuple) and flight[0] == sent_at and lease._ghost is None:
+                lease._expires = flight[1]  # alone in flight: believed as it is
                 lease._flight = None
                 lease._past = None
                 lease.acquired_at = sent_at
@@ -232,12 +236,22 @@ def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> None:
             for _, e in others:
                 if e < belief:
                     belief = e
+            ghost = lease._ghost
+            if ghost is not None and sent_at + ghost < belief:
+                belief = sent_at + ghost
             lease._expires = belief
             lease.acquired_at = sent_at
             lease.ttl_ms = ttl_ms
             _take(lease, sent_at)
             now = now or time.monotonic()
             _remember(lease, now, expiry)
+
+
+def _haunt(lease: Lease, ttl: float) -> None:
+    """A command with ``ttl`` may still run at any time: no later success believes more than
+    its own send time plus that ttl."""
+    if lease._ghost is None or ttl < lease._ghost:
+        lease._ghost = ttl
 
 
 def commands_unknown(leases: Iterable[Lease], sent_at: float) -> None:
@@ -250,6 +264,7 @@ def commands_unknown(leases: Iterable[Lease], sent_at: float) -> None:
                 continue
             if expiry < _believed(lease):
                 lease._expires = expiry
+            _haunt(lease, expiry - sent_at)
             _take(lease, sent_at)
             _remember(lease, now, expiry)
 
@@ -273,6 +288,8 @@ def commands_abandoned(leases: Iterable[Lease]) -> None:
                 continue
             entries = (flight,) if isinstance(flight, tuple) else flight
             lease._expires = min(_believed(lease), min((e for _, e in entries), default=_believed(lease)))
+            for sent, e in entries:
+                _haunt(lease, e - sent)
             lease._flight = None
             lease._past = None
 

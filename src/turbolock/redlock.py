@@ -41,7 +41,7 @@ from ._redlock_result import (
     decide,
     drift_ms,
 )
-from ._redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
+from ._redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, extended
 from ._single_plan import extend_ms
 from ._validate import Seconds, check_token, encode_name, positive_seconds, timeout_seconds, ttl_ms
 from .client import DEFAULT_CHUNK_SIZE, TOKEN_BYTES, LockClient
@@ -406,19 +406,19 @@ class RedlockClient:
                 names=[lease.name])
         if lease.valid_for() <= 0:
             return False
-        ok, summary = self._extend_one(lease, ms, drift, node_timeout)
+        ok, verdict, summary = self._extend_one(lease, ms, drift, node_timeout)
         if ok:
             if lease.renewal is not None:
                 self._renewer().rescheduled(lease)
             return True
-        if summary.acquired < self.quorum <= summary.acquired + summary.errored:
+        if verdict == UNDECIDED:
             raise QuorumError(
                 f"extend of lock {lease.name!r} is unconfirmed: extended on {summary.acquired}, no answer "
                 f"from {summary.errored} of {sum(summary)} masters (quorum {self.quorum})", [lease.name])
         return False
 
     def _extend_one(self, lease: RedlockLease, ms: int, drift: float,
-                    node_timeout: float) -> tuple[bool, InstanceSummary]:
+                    node_timeout: float) -> tuple[bool, str, InstanceSummary]:
         sha = EXTEND.sha
         key, token = lease.key, lease.token
 
@@ -442,13 +442,13 @@ class RedlockClient:
             commands_ran((lease,), started, ms)
             lease.extensions += 1
             lease.instances = summary
-            return True, summary
+            return True, verdict, summary
         commands_unknown((lease,), started)  # extended on some masters, perhaps: validity can only shrink
         if verdict == LOST:
             self._lease_lost(lease, f"an extend found it no longer held on a majority ({summary})")
             if done:  # keys it set again or extended on a minority: released in the background
                 self._abandoned(key, token, time.monotonic() + ms / 1000.0 + CLEANUP_GRACE)
-        return False, summary
+        return False, verdict, summary
 
     def _abandoned(self, key: bytes, token: bytes, forget_at: float) -> None:
         """A renewed lease the program dropped: released on every master in the background."""

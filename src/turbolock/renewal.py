@@ -92,13 +92,14 @@ class Renewer:
     def held_leases(self) -> list[Lease]:
         return self.book.held_leases()
 
-    def stop(self) -> None:
+    def stop(self, deadline: float | None = None) -> None:
+        """Stop the thread; wait for a round in flight to end, until ``deadline`` at most."""
         with self._state_lock:
             self._stopping = True
         self._wakeup.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join()
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def forget_after_fork(self) -> None:
         """In a forked child: the parent's locks are not ours to renew; no thread runs here."""

@@ -163,6 +163,10 @@ class Renewer:
         except Exception as exc:  # no connection at all: nothing was sent
             log.warning("turbolock: renewal of %d locks could not be sent: %s", len(leases), exc)
             replies = [NOT_SENT] * len(batches)
+        except BaseException:  # cancelled (stop, or the loop ends): whatever was sent may run
+            for _, batch in batches:
+                book.failed(batch, sent_at, time.monotonic())
+            raise
         for (ttl_ms, batch), reply in zip(batches, replies, strict=True):
             if type(reply) is list and len(reply) == len(batch):
                 for lease in book.settle(batch, reply, sent_at, ttl_ms):
