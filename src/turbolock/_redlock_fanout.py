@@ -26,7 +26,7 @@ from . import _scripts
 from ._connection import Connection
 from ._executor import NOT_SENT, UNKNOWN
 from ._pool import STALE_CHECK_AFTER
-from ._redlock_links import Links
+from ._redlock_links import READ_GRACE, Links
 from .client import LockClient
 from .errors import LockError, ReplyError
 
@@ -45,10 +45,6 @@ pipeline's window) on a 2-core machine, more gained nothing. Redis buffers repli
 normal client without limit, so this cannot deadlock."""
 CLEANUP_PER_WRITE = 1000
 """Most maybe-held releases carried in front of one batch; the rest wait for the next."""
-READ_GRACE = 0.002
-"""Masters are read one after another: once a slow one has used up the time, the others'
-deadlines have passed too, though their replies may be waiting in the socket. They still get
-this long, so a reply that came in time is read, not counted as missing."""
 
 
 def _describe(exc: BaseException) -> str:

@@ -24,8 +24,9 @@ from ._pool import STALE_CHECK_AFTER
 from .client import LockClient
 from .errors import LockError
 
-# How long a master whose handshake is already answered gets, when an earlier one used up the wait.
-READ_GRACE = 0.001
+# Masters are read one after another: once a stuck one has used up the wait, the others'
+# replies (handshakes, chunks) already in their sockets still get this long to be read.
+READ_GRACE = 0.002
 # Below this much difference, a socket's kernel timeout is left as it is.
 _TIMEOUT_SLACK = 0.001
 

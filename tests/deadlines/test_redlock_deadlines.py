@@ -28,6 +28,7 @@ TTL = 2
 LONG_TTL = 5
 """Seconds, for the leases extended after the faults: their validity must outlast the calls before."""
 WAIT = 0.4
+CLAIMED = ["claim:a", "claim:b", "claim:c"]
 NAMES = ["bulk:a", "bulk:b", "bulk:c"]
 
 FAULT_SETS = [("silent",), ("paused",), ("blackhole",), ("paused", "blackhole")]
@@ -99,6 +100,10 @@ def test_redlock_calls_keep_their_deadline(faulty: list[Fault], redis_server: Re
         expect(out.error is None if quorum else no_quorum(out.error),
                "returned" if quorum else "raised QuorumError")
 
+        out = watch.run("check", single, lambda: client.check(to_extend))
+        expect(out.error is None if quorum else no_quorum(out.error),
+               "returned" if quorum else "raised QuorumError")
+
         out = watch.run("release", single, lambda: client.release(to_release))
         expect(out.result is True if quorum else no_quorum(out.error),
                "returned True" if quorum else "raised QuorumError")
@@ -116,6 +121,9 @@ def test_redlock_calls_keep_their_deadline(faulty: list[Fault], redis_server: Re
         expect(out.error is None, "returned")
         if quorum:
             expect(len(getattr(out.result, "acquired", [])) == len(NAMES), "acquired every name")
+
+        out = watch.run("acquire_many(limit=2)", chunk, lambda: client.acquire_many(CLAIMED, TTL, limit=2))
+        expect(out.error is None, "returned")
 
         out = watch.run("release_many", chunk, lambda: client.release_many(many_release))
         expect(out.result == [True] * 3 if quorum else isinstance(out.error, ConnectionError),
