@@ -32,7 +32,8 @@ from typing import Any, Protocol
 import redis
 
 import turbolock
-from turbolock import LockClient, _scripts
+from turbolock import LockClient
+from turbolock._wire import scripts as _scripts
 from turbolock.redis_server import RedisServer
 
 from .contenders import BenchmarkError, core_available

@@ -24,7 +24,7 @@ from typing import Any
 import redis
 
 import turbolock
-from turbolock import _scripts
+from turbolock._wire import scripts as _scripts
 from turbolock.redis_server import RedisServer
 
 from . import redis_benchmark as rb

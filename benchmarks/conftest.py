@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from turbolock import _core
+from turbolock._wire import core as _core
 
 
 @pytest.fixture(params=["c", "py"])

@@ -15,7 +15,9 @@ from typing import Any, NamedTuple, Protocol
 
 import redis
 
-from turbolock import LockClient, _core, _scripts
+from turbolock import LockClient
+from turbolock._wire import core as _core
+from turbolock._wire import scripts as _scripts
 
 from .workload import CHUNK_SIZE, KEY_PREFIX, TOKEN_BYTES, TTL_MS, TTL_SECONDS
 

@@ -29,7 +29,9 @@ from typing import Any
 import redis
 
 import turbolock
-from turbolock import RedlockClient, _core, _scripts
+from turbolock import RedlockClient
+from turbolock._wire import core as _core
+from turbolock._wire import scripts as _scripts
 from turbolock.redis_server import RedisServer
 
 from .contenders import BenchmarkError, Timing, Turbolock, core_available, timed

@@ -44,7 +44,9 @@ from typing import Any
 import redis
 
 import turbolock
-from turbolock import LockClient, _core, _scripts
+from turbolock import LockClient
+from turbolock._wire import core as _core
+from turbolock._wire import scripts as _scripts
 from turbolock.redis_server import RedisServer
 
 from .contenders import BenchmarkError

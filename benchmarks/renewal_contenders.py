@@ -23,10 +23,13 @@ from typing import Any, NamedTuple
 
 import redis
 
-from turbolock import AutoRenew, LockClient, _core, _scripts
+from turbolock import AutoRenew, LockClient
+from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, RENEW_CHUNK
+from turbolock._sync.renewer import Renewer
+from turbolock._wire import core as _core
+from turbolock._wire import scripts as _scripts
 from turbolock.lease import Lease
 from turbolock.options import DEFAULT_TIMEOUT
-from turbolock.renewal import COMMANDS_PER_WRITE, RENEW_CHUNK, Renewer
 
 from .contenders import BenchmarkError, Timing, timed
 from .workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS

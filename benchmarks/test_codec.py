@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from turbolock import _scripts
+from turbolock._wire import scripts as _scripts
 
 from .workload import KEY_PREFIX, TTL_MS
 

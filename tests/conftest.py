@@ -13,7 +13,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from turbolock import LockClient, _core
+from turbolock import LockClient
+from turbolock._wire import core as _core
 from turbolock.redis_server import RedisServer
 
 REQUIRE_C = os.environ.get("TURBOLOCK_REQUIRE_EXTENSIONS", "").strip().lower() not in ("", "0", "false", "no")

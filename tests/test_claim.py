@@ -18,9 +18,9 @@ from turbolock import (
     InvalidArgumentTypeError,
     LockClient,
     ResponseError,
-    _core,
 )
-from turbolock._claim import CLAIM, ClaimPlan, ClaimResult
+from turbolock._flows.claim import CLAIM, ClaimPlan, ClaimResult
+from turbolock._wire import core as _core
 from turbolock.redis_server import RedisServer
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 import turbolock
-from turbolock import LockClient, _core
+from turbolock import LockClient
+from turbolock._wire import core as _core
 from turbolock.redis_server import RedisServer
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import redis
 
-import turbolock._bulk_plan as bulk_plan
+import turbolock._flows.bulk_plan as bulk_plan
 from turbolock import Lease, LockClient
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
@@ -352,7 +352,7 @@ def test_a_command_whose_reply_was_lost_caps_every_later_success(own_server: Red
 
 
 def test_two_maybe_held_tokens_on_one_key_are_both_released() -> None:
-    from turbolock._cleanup_book import CleanupBook
+    from turbolock._flows.cleanup_book import CleanupBook
 
     book = CleanupBook()
     forget_at = time.monotonic() + 60

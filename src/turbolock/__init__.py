@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import logging
 
-from . import _core
-from ._redlock_lock import RedlockLock
-from ._validate import MAX_NAME_BYTES, MAX_TTL_MS, MIN_TOKEN_BYTES
-from .bulk import MAX_BULK, AcquireManyResult
-from .client import LockClient
-from .errors import (
+from turbolock._flows.bulk_plan import MAX_BULK
+from turbolock._flows.bulk_result import AcquireManyResult
+from turbolock._flows.renewal_book import AutoRenew
+from turbolock._redlock.lock import RedlockLock
+from turbolock._wire import core as _core
+from turbolock._wire.validate import MAX_NAME_BYTES, MAX_TTL_MS, MIN_TOKEN_BYTES
+from turbolock.client import LockClient
+from turbolock.errors import (
     AcquireOutcomeUnknownError,
     AuthenticationError,
     ConnectionError,
@@ -32,10 +34,10 @@ from .errors import (
     ResponseError,
     TimeoutError,
 )
-from .lease import Lease, LockInfo
-from .lock import Lock
-from .options import ConnectionOptions
-from .redlock import (
+from turbolock.lease import Lease, LockInfo
+from turbolock.lock import Lock
+from turbolock.options import ConnectionOptions
+from turbolock.redlock import (
     InstanceSummary,
     RedlockClient,
     RedlockLease,
@@ -43,7 +45,6 @@ from .redlock import (
     RedlockResult,
     RedlockStatus,
 )
-from .renewal import AutoRenew
 
 implementation: str = str(_core.default_core.IMPLEMENTATION)
 """The core in use by default: "c" (compiled, over hiredis) or "py" (pure Python)."""

@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "demo":
-        from .demo import main as demo_main
+        from turbolock.demo import main as demo_main
 
         return demo_main(args.url, args.workers, args.items, args.stock, args.core)
     return 2  # pragma: no cover - argparse rejects unknown commands

@@ -6,21 +6,28 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Sequence
-from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
 
-from . import _core, _scripts, bulk, bulk_claim
-from ._claim import check_claim
-from ._cleaner import BackgroundCleaner
-from ._cleanup_book import CleanupBook
-from ._executor import Executor, Unconfirmed
-from ._lock_rules import lock_ttl
-from ._ownership import Owner, check_lease, forget_parent_locks_after_fork
-from ._pool import ConnectionPool
-from ._replies import reply_error
-from ._single_plan import (
-    adopted_lease,
+from turbolock._flows.bulk_flows import (
+    acquire_many_flow,
+    claim_many_flow,
+    extend_many_flow,
+    query_many_flow,
+    release_many_flow,
+    run_release_flow,
+)
+from turbolock._flows.bulk_result import AcquireManyResult
+from turbolock._flows.claim import check_claim
+from turbolock._flows.client_rules import ClientRules
+from turbolock._flows.client_settings import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_KEY_PREFIX,
+)
+from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
+from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, OnLost
+from turbolock._flows.single import (
     check_result,
     extend_ms,
     extend_result,
@@ -29,31 +36,27 @@ from ._single_plan import (
     release_result,
     release_unconfirmed,
 )
-from ._validate import Seconds, check_key_prefix, check_token, encode_name, ttl_ms
-from .errors import (
-    AcquireOutcomeUnknownError,
-    InvalidArgumentError,
-    InvalidArgumentTypeError,
+from turbolock._sync.cleaner import BackgroundCleaner
+from turbolock._sync.drive import run
+from turbolock._sync.executor import Executor
+from turbolock._sync.pool import ConnectionPool
+from turbolock._sync.renewer import Renewer
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import Unconfirmed
+from turbolock._wire.replies import reply_error
+from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_token, encode_name, ttl_ms
+from turbolock.errors import (
     LockError,
 )
-from .lease import Lease, LockInfo, commands_refused, commands_sent, commands_unknown
-from .options import ConnectionOptions, options_from_keywords, options_from_redis, options_from_url
-from .renewal import COMMANDS_PER_WRITE, AutoRenew, OnLost, Renewer, check_policy
-
-if TYPE_CHECKING:
-    from .lock import Lock
+from turbolock.lease import Lease, LockInfo, commands_refused, commands_sent, commands_unknown
+from turbolock.lock import Lock
 
 log = logging.getLogger("turbolock")
 
-TOKEN_BYTES = 16
-DEFAULT_KEY_PREFIX = "turbolock:"
 DEFAULT_MAX_CONNECTIONS = 32
-DEFAULT_CHUNK_SIZE = 1000
-MAX_CHUNK_SIZE = 10_000
 
-_CLIENT_KEYWORDS = ("key_prefix", "max_connections", "chunk_size", "core")
 
-class LockClient:
+class LockClient(ClientRules[Lock]):
     """A lock client for one Redis server; thread-safe, with a pool of connections.
 
     ``timeout`` bounds every call (a bulk call gets it per chunk); ``connect_timeout`` bounds
@@ -61,31 +64,19 @@ class LockClient:
     "c", "py", or None for the compiled one when it is installed.
     """
 
+    _lock_type = Lock
+    _renewer_instance: Renewer | None
+
     def __init__(self, host: str = "127.0.0.1", port: int = 6379, *,
                  key_prefix: str | bytes = DEFAULT_KEY_PREFIX, max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, core: str | None = None, **connection: Any) -> None:
-        options = connection.pop("options", None)
-        if options is None:
-            options = options_from_keywords(host=host, port=port, **connection)
-        self._setup(options, key_prefix, max_connections, chunk_size, core)
-
-    def _setup(self, options: ConnectionOptions, key_prefix: str | bytes, max_connections: int,
-               chunk_size: int, core: str | None) -> None:
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
-            raise InvalidArgumentError("max_connections", "must be a positive int")
-        self._chunk_size = bulk.check_chunk_size(chunk_size)
-        self.options = options
-        self.key_prefix = check_key_prefix(key_prefix)
-        self.core: ModuleType = _core.get_core(core)
+        self._configure(host, port, key_prefix, max_connections, chunk_size, core, connection)
+        options = self.options
         self._pool = ConnectionPool(options, self.core, self.key_prefix, max_connections)
         self._exec = Executor(self._pool, options.timeout, self._chunk_size)
         self._exec_renewals = Executor(self._pool, options.timeout, COMMANDS_PER_WRITE)
-        self._owner = Owner()
-        self._cleanup = CleanupBook()
         self._cleaner = BackgroundCleaner(self._cleanup, self._release_keys, options.timeout)
-        self._renewer_instance: Renewer | None = None
         self._renewer_lock = threading.Lock()
-        self._closed = False
         forget_parent_locks_after_fork(self)
 
     def _forget_parent_locks(self) -> None:
@@ -103,37 +94,6 @@ class LockClient:
                 self._renewer_instance = Renewer(self)
             return self._renewer_instance
 
-    def _renew_policy(self, auto_renew: bool | AutoRenew, on_lost: OnLost | None,
-                      ms: int) -> AutoRenew | None:
-        if auto_renew is False:
-            if on_lost is not None:
-                raise InvalidArgumentError("on_lost", "needs auto_renew (only renewed locks are watched)")
-            return None
-        if on_lost is not None and not callable(on_lost):
-            raise InvalidArgumentTypeError("on_lost", "must be callable")
-        return check_policy(auto_renew, ms)
-
-    @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> LockClient:
-        """``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS) or ``unix:///path?db=N``."""
-        client_kwargs = {k: kwargs.pop(k) for k in _CLIENT_KEYWORDS if k in kwargs}
-        return cls(options=options_from_url(url, **kwargs), **client_kwargs)
-
-    @classmethod
-    def from_redis(cls, redis_client: Any, **kwargs: Any) -> LockClient:
-        """Connect where a ``redis.Redis`` connects, with its credentials, db, TLS and timeouts."""
-        client_kwargs = {k: kwargs.pop(k) for k in _CLIENT_KEYWORDS if k in kwargs}
-        return cls(options=options_from_redis(redis_client, **kwargs), **client_kwargs)
-
-    @property
-    def implementation(self) -> str:
-        """Which core this client encodes and parses with: "c" or "py"."""
-        return str(self.core.IMPLEMENTATION)
-
-    @property
-    def chunk_size(self) -> int:
-        return self._chunk_size
-
     # -- single locks ---------------------------------------------------------------------------
 
     def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
@@ -146,6 +106,13 @@ class LockClient:
         it is ever lost.
         """
         return self._try_acquire(name, ttl, token, auto_renew, on_lost, time.monotonic() + self._exec.timeout)
+
+    def _attempt(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
+                 on_lost: OnLost | None, deadline: float | None) -> Lease | None:
+        """One attempt of a Lock object, by ``deadline`` (None: the call's own)."""
+        if deadline is None:
+            deadline = time.monotonic() + self._exec.timeout
+        return self._try_acquire(name, ttl, token, auto_renew, on_lost, deadline)
 
     def _try_acquire(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
                      on_lost: OnLost | None, deadline: float) -> Lease | None:
@@ -203,12 +170,6 @@ class LockClient:
             raise
         return extend_result(self, reply, lease, ms, sent_at)
 
-    def lease(self, name: str | bytes, token: bytes) -> Lease:
-        """A lease for a lock taken elsewhere (another process, another object) with ``token``,
-        to extend, check or release it here. Nothing is sent: it believes in no time left
-        (``valid_for() == 0``) until ``extend`` or ``check`` says more."""
-        return adopted_lease(name, token, self._owner)
-
     def check(self, lease: Lease) -> float | None:
         """Seconds the lock has left on the server if the lease still holds it, else None."""
         self._check_lease(lease)
@@ -223,26 +184,11 @@ class LockClient:
         key = encode_name(name)
         return query_result(self._exec.pttl_one(key), name)
 
-    def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
-             timeout: Seconds | None = None, token: bytes | None = None,
-             auto_renew: bool | AutoRenew | None = None, on_lost: OnLost | None = None) -> Lock:
-        """A ``Lock`` object for ``name``: use it with ``with``, as a decorator, or call acquire().
-
-        With no ``ttl`` the lock lives 30 s at a time and is renewed until released (unless
-        ``auto_renew=False``). ``timeout=None`` waits until the lock is free; ``timeout=0`` or
-        ``blocking=False`` makes one attempt.
-        """
-        from .lock import Lock
-
-        ttl, renew = lock_ttl(ttl, auto_renew)
-        return Lock(self, name, ttl, blocking=blocking, timeout=timeout, token=token, auto_renew=renew,
-                    on_lost=on_lost)
-
     # -- bulk -----------------------------------------------------------------------------------
 
     def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
                      tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
-                     on_lost: OnLost | None = None, limit: int | None = None) -> bulk.AcquireManyResult:
+                     on_lost: OnLost | None = None, limit: int | None = None) -> AcquireManyResult:
         """Try every name once, pipelined; a result per name in input order.
 
         ``tokens`` (one per name, 16+ bytes each) replaces the random ones, for holders that
@@ -254,40 +200,27 @@ class LockClient:
         """
         policy = self._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
         if limit is None:
-            result = bulk.acquire_many(self, names, ttl, all_or_nothing, tokens)
+            result = run(acquire_many_flow(self, names, ttl, all_or_nothing, tokens))
         else:
             check_claim(limit, all_or_nothing)
-            result = bulk_claim.claim_many(self, names, ttl, limit, tokens)
+            result = run(claim_many_flow(self, names, ttl, limit, tokens))
         if policy is not None:
             self._renewer().add(result.acquired, policy, on_lost)
         return result
 
     def release_many(self, leases: Sequence[Lease]) -> list[bool]:
         """Release each lease that is still ours; True/False per lease in input order."""
-        return bulk.release_many(self, leases)
+        return run(release_many_flow(self, leases))
 
     def extend_many(self, leases: Sequence[Lease], ttl: Seconds) -> list[bool]:
         """Extend each lease that is still ours to ``ttl`` from now; True/False per lease."""
-        return bulk.extend_many(self, leases, ttl)
+        return run(extend_many_flow(self, leases, ttl))
 
     def query_many(self, names: Sequence[str | bytes]) -> list[LockInfo]:
         """``query`` for every name, pipelined, in input order."""
-        return bulk.query_many(self, names)
+        return run(query_many_flow(self, names))
 
     # -- maybe-held cleanup ---------------------------------------------------------------------
-
-    def _acquire_lost(self, attempts: Iterable[tuple[str | bytes, bytes, bytes, float]],
-                      cause: BaseException) -> BaseException:
-        """Maybe-held locks (name, key, token, forget_at) are released in the background; the error."""
-        attempts = list(attempts)
-        for _, key, token, forget_at in attempts:
-            self._remember_cleanup(key, token, forget_at)
-        if not isinstance(cause, Exception):
-            return cause
-        names = [name for name, _, _, _ in attempts]
-        return AcquireOutcomeUnknownError(
-            f"acquire of {_describe(names)} was sent but no reply came ({cause}); it may be held, and is "
-            "released with its token in the background as soon as the server answers", names, False)
 
     def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None:
         """Release ``key`` with ``token`` in the background, until ``forget_at`` (its key's expiry)."""
@@ -297,27 +230,9 @@ class LockClient:
     _abandoned = _remember_cleanup
 
     def _release_keys(self, keys: list[bytes], tokens: list[bytes], deadline: float) -> list[object]:
-        return bulk.run_release(self, keys, tokens, deadline)
-
-    @property
-    def pending_cleanup(self) -> int:
-        """Locks whose acquire or release outcome was lost and that still await a release in the
-        background (at most until their ttl has passed)."""
-        return len(self._cleanup)
+        return run(run_release_flow(self, keys, tokens, deadline))
 
     # -- plumbing -------------------------------------------------------------------------------
-
-    def _check_lease(self, lease: object, argument: str = "lease") -> None:
-        check_lease(lease, self._owner, Lease, argument)
-
-    def _lease_lost(self, lease: Lease, reason: str) -> None:
-        """The server said the lock is not ours any more: signal it (renewed leases through the
-        renewer, so ``on_lost`` runs)."""
-        renewer = self._renewer_instance
-        if lease.renewal is not None and renewer is not None:
-            renewer._lost(lease, reason)
-        else:
-            lease.mark_lost(reason)
 
     def close(self) -> None:
         """Stop renewing and release every auto-renewed lock still held and the maybe-held ones,
@@ -333,7 +248,7 @@ class LockClient:
             held = renewer.held_leases()
             if held:
                 try:
-                    bulk.release_many(self, held, deadline)
+                    run(release_many_flow(self, held, deadline))
                 except LockError as exc:
                     log.warning("turbolock: close could not release %d renewed locks: %s", len(held), exc)
         self._cleaner.stop(deadline)
@@ -342,27 +257,10 @@ class LockClient:
         self._closed = True
         self._pool.close()
 
-    @property
-    def renewing(self) -> int:
-        """How many locks the renewer currently keeps."""
-        renewer = self._renewer_instance
-        return 0 if renewer is None else len(renewer)
-
     def __enter__(self) -> LockClient:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        return (f"LockClient({self.options.address}, db={self.options.db}, key_prefix={self.key_prefix!r}, "
-                f"core={self.implementation!r})")
-
-
-def _describe(names: list[str | bytes]) -> str:
-    if len(names) == 1:
-        return f"lock {names[0]!r}"
-    shown = ", ".join(repr(n) for n in names[:5])
-    return f"{len(names)} locks ({shown}{', ...' if len(names) > 5 else ''})"
 

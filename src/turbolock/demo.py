@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .client import LockClient
-from .redis_server import RedisServer
+from turbolock.client import LockClient
+from turbolock.redis_server import RedisServer
 
 STOCK_KEY = "demo:stock:{}"
 SOLD_KEY = "demo:sold:{}"

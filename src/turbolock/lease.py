@@ -18,10 +18,10 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
-from .errors import LockLostError
+from turbolock.errors import LockLostError
 
 if TYPE_CHECKING:
-    from .renewal import RenewalState
+    from turbolock._flows.renewal_book import RenewalState
 
 
 class Lease:

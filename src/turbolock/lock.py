@@ -1,33 +1,87 @@
 """``Lock``: the object API over one lock name, for ``with`` blocks, decorators and explicit calls.
 
 Ownership belongs to the Lock object (it holds the lease and its token), never to a thread:
-a Lock acquired in one thread may be released in another. Settings, defaults and waiting are
-``_lock_rules``'s, shared with the asyncio and Redlock Lock objects.
+a Lock acquired in one thread may be released in another. What a Lock does is written once in
+``_flows/lock_flows``; ``LockCalls`` runs it on the calling thread, for this Lock and
+``RedlockLock`` alike.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
-import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from ._lock_rules import LockState, Waiting, worth_retrying
-from ._validate import Seconds
-from .errors import ConnectionError, LockNotAcquiredError, LockNotOwnedError
-from .lease import Lease
-from .renewal import AutoRenew, OnLost
+from turbolock._flows.lock_flows import LockFlows, SingleLockFlows
+from turbolock._flows.renewal_book import AutoRenew, OnLost
+from turbolock._sync.drive import run
+from turbolock._wire.validate import Seconds
 
 if TYPE_CHECKING:
-    from .client import LockClient
+    from turbolock.client import LockClient
 
 P = ParamSpec("P")
 R = TypeVar("R")
+L = TypeVar("L", bound="LockCalls")
 
 
-class Lock(LockState[Lease]):
+class LockCalls(LockFlows[Any]):
+    """The blocking calls of a Lock object, each driving its flow."""
+
+    def acquire(self, blocking: bool | None = None, timeout: Seconds | None = None) -> bool:
+        """Take the lock: True when taken, False when ``timeout`` passed first (or, with
+        ``blocking=False``, when someone else holds it)."""
+        return run(self._acquire_flow(blocking, timeout))
+
+    def release(self) -> None:
+        """Release the lock. ``LockNotOwnedError`` when it had already expired or been taken over."""
+        run(self._release_flow())
+
+    def extend(self, ttl: Seconds | None = None, *, additive: bool = False) -> bool:
+        """Reset the ttl (to ``ttl``, or the Lock's own) from now: True. With ``additive=True``,
+        add ``ttl`` to what is left instead (redis-py's default). ``LockNotOwnedError`` when the
+        lock is no longer ours (the Lock then holds nothing)."""
+        return run(self._extend_flow(ttl, additive))
+
+    def owned(self) -> bool:
+        """Whether the server still holds the lock for this Lock (asks the server)."""
+        return run(self._owned_flow())
+
+    def remaining(self) -> float:
+        """Seconds before the lock expires on the server if this Lock holds it, else 0."""
+        return run(self._remaining_flow())
+
+    def locked(self) -> bool:
+        """Whether anyone at all holds the lock (asks the server)."""
+        return run(self._locked_flow())
+
+    def __enter__(self: L) -> L:
+        run(self._enter_flow())
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        run(self._exit_flow(exc_type))
+
+    def __call__(self, func: Callable[P, R]) -> Callable[P, R]:
+        """Decorator: each call runs holding a fresh Lock with this one's settings."""
+
+        @functools.wraps(func)
+        def locked_call(*args: P.args, **kwargs: P.kwargs) -> R:
+            with self.copy():
+                return func(*args, **kwargs)
+
+        return locked_call
+
+    def copy(self: L) -> L:
+        """A new, unheld Lock object with the same settings."""
+        kind: Any = type(self)
+        copied: L = kind(self.client, self.name, self.ttl, **self._settings())
+        return copied
+
+
+class Lock(LockCalls, SingleLockFlows):
     """One lock name on one client, with a ttl and a default way to wait.
 
     ``blocking=False`` or ``timeout=0`` makes one attempt; ``timeout=None`` waits until the lock
@@ -40,109 +94,4 @@ class Lock(LockState[Lease]):
                  auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None) -> None:
         self._setup(name, ttl, blocking, timeout, token, auto_renew, on_lost)
         client._renew_policy(auto_renew, on_lost, self._ttl_ms)
-        self.client = client
-        self._state_lock = threading.Lock()
-
-    def acquire(self, blocking: bool | None = None, timeout: Seconds | None = None) -> bool:
-        """Take the lock: True when taken, False when ``timeout`` passed first (or, with
-        ``blocking=False``, when someone else holds it)."""
-        wait = self._wait_for(blocking, timeout)
-        with self._state_lock:
-            self._check_unheld()
-        client = self.client
-        waiting = Waiting(wait)
-        call_timeout = client.options.timeout
-        while True:
-            deadline = waiting.attempt_deadline(call_timeout)
-            if deadline is None:
-                deadline = time.monotonic() + call_timeout
-            try:
-                lease = client._try_acquire(self.name, self.ttl, self._token, self.auto_renew, self.on_lost,
-                                            deadline)
-            except ConnectionError as error:
-                if not worth_retrying(error, wait):
-                    raise
-                lease = None  # a lock it may have taken is released in the background
-            if lease is not None:
-                with self._state_lock:
-                    self._lease = lease
-                return True
-            pause = waiting.pause() if wait != 0.0 else None
-            if pause is None:
-                return False
-            time.sleep(pause)
-
-    def release(self) -> None:
-        """Release the lock. ``LockNotOwnedError`` when it had already expired or been taken over."""
-        with self._state_lock:
-            lease = self._held_lease()
-            self._lease = None
-        if not self.client.release(lease):
-            raise LockNotOwnedError(f"lock {self.name!r} was no longer held by this Lock when released",
-                                    names=[self.name])
-
-    def extend(self, ttl: Seconds | None = None, *, additive: bool = False) -> bool:
-        """Reset the ttl (to ``ttl``, or the Lock's own) from now: True. With ``additive=True``,
-        add ``ttl`` to what is left instead (redis-py's default). ``LockNotOwnedError`` when the
-        lock is no longer ours (the Lock then holds nothing)."""
-        lease = self._held_lease()
-        if not self.client.extend(lease, self.ttl if ttl is None else ttl, additive=additive):
-            with self._state_lock:
-                self._drop(lease)
-            raise LockNotOwnedError(f"lock {self.name!r} is no longer held by this Lock; it was not extended",
-                                    names=[self.name])
-        return True
-
-    def owned(self) -> bool:
-        """Whether the server still holds the lock for this Lock (asks the server)."""
-        lease = self._lease
-        return lease is not None and self.client.check(lease) is not None
-
-    def remaining(self) -> float:
-        """Seconds before the lock expires on the server if this Lock holds it, else 0."""
-        lease = self._lease
-        if lease is None:
-            return 0.0
-        left = self.client.check(lease)
-        return 0.0 if left is None else left
-
-    def locked(self) -> bool:
-        """Whether anyone at all holds the lock (asks the server)."""
-        return self.client.query(self.name).held
-
-    @property
-    def lost(self) -> threading.Event:
-        """Set when the current lease is found lost (auto-renewed locks are watched)."""
-        return self._held_lease().lost
-
-    def __enter__(self) -> Lock:
-        if not self.acquire():
-            raise LockNotAcquiredError(self._not_acquired_message(), names=[self.name])
-        self._entered = self._lease
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if not self._exit_check(exc_type):
-            return
-        try:
-            self.release()
-        except LockNotOwnedError:
-            # The block's own exception says more than the lost lock; report the loss only when
-            # the block itself succeeded, so work done without the lock is never silent.
-            if exc_type is None:
-                raise
-
-    def __call__(self, func: Callable[P, R]) -> Callable[P, R]:
-        """Decorator: each call runs holding a fresh Lock with this one's settings."""
-
-        @functools.wraps(func)
-        def locked_call(*args: P.args, **kwargs: P.kwargs) -> R:
-            with self.copy():
-                return func(*args, **kwargs)
-
-        return locked_call
-
-    def copy(self) -> Lock:
-        """A new, unheld Lock with the same settings."""
-        return Lock(self.client, self.name, self.ttl, **self._settings())
+        self._init_flows(client)

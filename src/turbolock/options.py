@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ._validate import positive_seconds
-from .errors import InvalidArgumentError, InvalidArgumentTypeError
+from turbolock._wire.validate import positive_seconds
+from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 DEFAULT_CONNECT_TIMEOUT = 5.0
 DEFAULT_TIMEOUT = 5.0

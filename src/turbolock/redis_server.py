@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from types import TracebackType
 
-from .errors import LockError
+from turbolock.errors import LockError
 
 
 class RedisServerError(LockError):

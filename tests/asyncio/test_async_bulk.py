@@ -9,7 +9,7 @@ import redis
 from async_helpers import NewClient, Runner, keys_left
 
 from turbolock import AcquireManyResult, LockInfo
-from turbolock.asyncio.tokens import TokenSource
+from turbolock._aio.tokens import TokenSource
 
 
 def test_acquire_many_reports_each_name_in_order(arun: Runner, new_client: NewClient,

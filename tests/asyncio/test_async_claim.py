@@ -12,7 +12,7 @@ import redis
 from async_helpers import NewClient, Runner, keys_left
 
 from turbolock import AcquireOutcomeUnknownError, InvalidArgumentError, InvalidArgumentTypeError
-from turbolock._claim import ClaimResult
+from turbolock._flows.claim import ClaimResult
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
 

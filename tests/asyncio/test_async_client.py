@@ -10,13 +10,7 @@ import redis
 import redis.asyncio as redis_asyncio
 from async_helpers import NewClient, Runner
 
-from turbolock import (
-    ConnectionError,
-    Lease,
-    LockInfo,
-    OutcomeUnknownError,
-    ResponseError,
-)
+from turbolock import ConnectionError, Lease, LockInfo, OutcomeUnknownError, ResponseError
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
 

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from turbolock import _core_py
+from turbolock._wire import core_py as _core_py
 
 
 def extensions_required() -> bool:

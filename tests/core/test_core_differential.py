@@ -8,7 +8,7 @@ from types import ModuleType
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from turbolock import _core_py
+from turbolock._wire import core_py as _core_py
 from turbolock.errors import ProtocolError, ReplyError
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from turbolock import _core_py
+from turbolock._wire import core_py as _core_py
 
 BINARY = b"\xff\x00\r\n\xfe"
 NAMES = [b"a", BINARY, b"", b"lock:42"]

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from turbolock import _core_py
-from turbolock._wheel_py import _due_tick
+from turbolock._wire import core_py as _core_py
+from turbolock._wire.wheel_py import _due_tick
 
 TICK = 0.01
 SLOTS = 64

@@ -6,7 +6,7 @@ quorum still enough with a master down. Real servers, both cores."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -20,8 +20,8 @@ from turbolock import (
     RedlockClient,
     RedlockManyResult,
     RedlockStatus,
-    _redlock_bulk,
 )
+from turbolock._flows import redlock_claim
 from turbolock.redis_server import RedisServer
 
 from ._helpers import TTL, values, wait_for
@@ -271,21 +271,21 @@ def test_a_claim_stops_when_no_quorum_answers(own_masters: OwnMasters, make_redl
 def test_an_interrupted_claim_gives_back_what_it_took(three: list[RedisServer], make_redlock: MakeRedlock,
                                                       raws: Raws, key_prefix: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    real = _redlock_bulk.acquire_many
+    real = redlock_claim.acquire_many_flow
     connections = raws(three)
     calls: list[int] = []
     held: list[int] = []
 
-    def interrupted_after_the_second_chunk(*args: Any) -> RedlockManyResult:
+    def interrupted_after_the_second_chunk(*args: Any) -> Generator[Any, Any, RedlockManyResult]:
         calls.append(len(args[1]))
-        result = real(*args)
+        result = yield from real(*args)
         if len(calls) == 2:  # the 2nd chunk ran: interrupted on its way back
             held.extend(len(stored(raw, key_prefix)) for raw in connections)
             raise KeyboardInterrupt
         return result
 
     client = make_redlock(three, chunk_size=4)
-    monkeypatch.setattr(_redlock_bulk, "acquire_many", interrupted_after_the_second_chunk)
+    monkeypatch.setattr(redlock_claim, "acquire_many_flow", interrupted_after_the_second_chunk)
     with pytest.raises(KeyboardInterrupt):
         claim(client, shards(40), TTL * 10, 12)
     monkeypatch.undo()

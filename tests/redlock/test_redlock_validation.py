@@ -7,12 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from turbolock import (
-    InvalidArgumentError,
-    InvalidArgumentTypeError,
-    LockClient,
-    RedlockClient,
-)
+from turbolock import InvalidArgumentError, InvalidArgumentTypeError, LockClient, RedlockClient
 from turbolock.redis_server import RedisServer, free_port
 
 

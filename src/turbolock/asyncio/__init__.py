@@ -1,13 +1,17 @@
-"""turbolock for asyncio: ``AsyncLockClient`` and ``AsyncLock``, on the same sans-IO core.
+"""turbolock for asyncio: ``AsyncLockClient`` and ``AsyncLock`` for one server,
+``AsyncRedlockClient`` and ``AsyncRedlockLock`` for a majority of masters.
 
-The whole API of ``LockClient`` as coroutines, with automatic pipelining: the commands of every
-task issued in one loop iteration leave in one write. Leases, results and errors are the
-blocking client's own types (``turbolock.Lease``, ``turbolock.AcquireManyResult``...).
+The whole API of the threaded clients as coroutines, on the same sans-IO core and the same
+flows, with automatic pipelining: the commands of every task issued in one loop iteration leave
+in one write. Leases, results and errors are the threaded clients' own types
+(``turbolock.Lease``, ``turbolock.AcquireManyResult``, ``turbolock.RedlockResult``...).
 """
 
 from __future__ import annotations
 
-from .client import DEFAULT_MAX_CONNECTIONS, AsyncLockClient
-from .lock import AsyncLock
+from turbolock.asyncio.client import DEFAULT_MAX_CONNECTIONS, AsyncLockClient
+from turbolock.asyncio.lock import AsyncLock
+from turbolock.asyncio.redlock import AsyncRedlockClient, AsyncRedlockLock
 
-__all__ = ["DEFAULT_MAX_CONNECTIONS", "AsyncLock", "AsyncLockClient"]
+__all__ = ["DEFAULT_MAX_CONNECTIONS", "AsyncLock", "AsyncLockClient", "AsyncRedlockClient",
+           "AsyncRedlockLock"]

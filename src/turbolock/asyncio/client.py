@@ -11,20 +11,34 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Sequence
-from types import ModuleType, TracebackType
+from collections.abc import Sequence
+from types import TracebackType
 from typing import Any
 
-from .. import _core, _scripts
-from .. import bulk as _sync_bulk
-from .._claim import check_claim
-from .._cleanup_book import CleanupBook, retry_delay
-from .._executor import UNKNOWN, Unconfirmed
-from .._lock_rules import lock_ttl
-from .._ownership import Owner, check_lease
-from .._replies import reply_error
-from .._single_plan import (
-    adopted_lease,
+from turbolock._aio.drive import run
+from turbolock._aio.executor import Executor, abandon
+from turbolock._aio.pool import ConnectionPool
+from turbolock._aio.protocol import NotSent
+from turbolock._aio.renewer import OnLost, Renewer
+from turbolock._aio.tokens import TokenSource
+from turbolock._flows.bulk_flows import (
+    acquire_many_flow,
+    claim_many_flow,
+    extend_many_flow,
+    query_many_flow,
+    release_many_flow,
+    run_release_flow,
+)
+from turbolock._flows.bulk_result import AcquireManyResult
+from turbolock._flows.claim import check_claim
+from turbolock._flows.cleanup_book import retry_delay
+from turbolock._flows.client_rules import ClientRules
+from turbolock._flows.client_settings import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_KEY_PREFIX,
+)
+from turbolock._flows.renewal_book import AutoRenew
+from turbolock._flows.single import (
     check_result,
     extend_ms,
     extend_result,
@@ -33,24 +47,15 @@ from .._single_plan import (
     release_result,
     release_unconfirmed,
 )
-from .._validate import Seconds, check_key_prefix, check_token, encode_name, ttl_ms
-from ..client import DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX, _describe
-from ..errors import (
-    AcquireOutcomeUnknownError,
-    InvalidArgumentError,
-    InvalidArgumentTypeError,
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import UNKNOWN, Unconfirmed
+from turbolock._wire.replies import reply_error
+from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
+from turbolock.asyncio.lock import AsyncLock
+from turbolock.errors import (
     LockError,
 )
-from ..lease import Lease, LockInfo, commands_refused, commands_sent, commands_unknown
-from ..options import ConnectionOptions, options_from_keywords, options_from_redis, options_from_url
-from ..renewal import AutoRenew, check_policy
-from . import bulk, bulk_claim
-from .executor import Executor, abandon
-from .lock import AsyncLock
-from .pool import ConnectionPool
-from .protocol import NotSent
-from .renewal import OnLost, Renewer
-from .tokens import TokenSource
+from turbolock.lease import Lease, LockInfo, commands_refused, commands_sent, commands_unknown
 
 log = logging.getLogger("turbolock")
 
@@ -59,10 +64,9 @@ DEFAULT_MAX_CONNECTIONS = 1
 loop iteration; measured with 64 tasks, a second one cost 10-25% of the pairs per second (two
 writes per iteration instead of one). More help when bulk calls would hold up small ones."""
 
-_CLIENT_KEYWORDS = ("key_prefix", "max_connections", "chunk_size", "core")
 
 
-class AsyncLockClient:
+class AsyncLockClient(ClientRules[AsyncLock]):
     """A lock client for one Redis server, for asyncio; share one per event loop.
 
     ``timeout`` bounds every call (a bulk call gets it per chunk); ``connect_timeout`` bounds
@@ -72,48 +76,18 @@ class AsyncLockClient:
     Connections are opened on first use, in the running loop; the client belongs to that loop.
     """
 
+    _lock_type = AsyncLock
+    _renewer_instance: Renewer | None
+
     def __init__(self, host: str = "127.0.0.1", port: int = 6379, *,
                  key_prefix: str | bytes = DEFAULT_KEY_PREFIX, max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, core: str | None = None, **connection: Any) -> None:
-        options = connection.pop("options", None)
-        if options is None:
-            options = options_from_keywords(host=host, port=port, **connection)
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
-            raise InvalidArgumentError("max_connections", "must be a positive int")
-        self._chunk_size = _sync_bulk.check_chunk_size(chunk_size)
-        self.options: ConnectionOptions = options
-        self.key_prefix = check_key_prefix(key_prefix)
-        self.core: ModuleType = _core.get_core(core)
-        self._pool = ConnectionPool(options, self.core, self.key_prefix, max_connections, self._on_orphan)
+        self._configure(host, port, key_prefix, max_connections, chunk_size, core, connection)
+        self._pool = ConnectionPool(self.options, self.core, self.key_prefix, max_connections,
+                                    self._on_orphan)
         self._exec = Executor(self._pool, self._chunk_size)
-        self._owner = Owner()
         self._tokens = TokenSource()
-        self._cleanup = CleanupBook()
         self._cleanup_runner: asyncio.Task[None] | None = None
-        self._renewer_instance: Renewer | None = None
-        self._closed = False
-
-    @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> AsyncLockClient:
-        """``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS) or ``unix:///path?db=N``."""
-        client_kwargs = {k: kwargs.pop(k) for k in _CLIENT_KEYWORDS if k in kwargs}
-        return cls(options=options_from_url(url, **kwargs), **client_kwargs)
-
-    @classmethod
-    def from_redis(cls, redis_client: Any, **kwargs: Any) -> AsyncLockClient:
-        """Connect where a ``redis.Redis`` (or ``redis.asyncio.Redis``) connects, with its
-        credentials, db, TLS and timeouts."""
-        client_kwargs = {k: kwargs.pop(k) for k in _CLIENT_KEYWORDS if k in kwargs}
-        return cls(options=options_from_redis(redis_client, **kwargs), **client_kwargs)
-
-    @property
-    def implementation(self) -> str:
-        """Which core this client encodes and parses with: "c" or "py"."""
-        return str(self.core.IMPLEMENTATION)
-
-    @property
-    def chunk_size(self) -> int:
-        return self._chunk_size
 
     @property
     def max_connections(self) -> int:
@@ -123,16 +97,6 @@ class AsyncLockClient:
         if self._renewer_instance is None:
             self._renewer_instance = Renewer(self)
         return self._renewer_instance
-
-    def _renew_policy(self, auto_renew: bool | AutoRenew, on_lost: OnLost | None,
-                      ms: int) -> AutoRenew | None:
-        if auto_renew is False:
-            if on_lost is not None:
-                raise InvalidArgumentError("on_lost", "needs auto_renew (only renewed locks are watched)")
-            return None
-        if on_lost is not None and not callable(on_lost):
-            raise InvalidArgumentTypeError("on_lost", "must be callable")
-        return check_policy(auto_renew, ms)
 
     # -- single locks ---------------------------------------------------------------------------
 
@@ -177,6 +141,19 @@ class AsyncLockClient:
             return lease
         raise reply_error(reply, name)
 
+    async def _attempt(self, name: str | bytes, ttl: Seconds, token: bytes | None,
+                       auto_renew: bool | AutoRenew, on_lost: OnLost | None,
+                       deadline: float | None) -> Lease | None:
+        """One attempt of a Lock object, by ``deadline`` (None: the call's own); one cut short
+        is None, and a lock it may have taken is released in the background."""
+        attempt = self.try_acquire(name, ttl, token=token, auto_renew=auto_renew, on_lost=on_lost)
+        if deadline is None:
+            return await attempt
+        try:
+            return await asyncio.wait_for(attempt, max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            return None
+
     async def release(self, lease: Lease) -> bool:
         """Delete the lock if it is still ours. False when it expired or is now someone else's
         (their key is never touched). A release whose task is cancelled once it has started is
@@ -211,11 +188,6 @@ class AsyncLockClient:
             raise
         return extend_result(self, reply, lease, ms, sent_at)
 
-    def lease(self, name: str | bytes, token: bytes) -> Lease:
-        """A lease for a lock taken elsewhere with ``token``, to extend, check or release it here
-        (see ``LockClient.lease``)."""
-        return adopted_lease(name, token, self._owner)
-
     async def check(self, lease: Lease) -> float | None:
         """Seconds the lock has left on the server if the lease still holds it, else None."""
         self._check_lease(lease)
@@ -230,15 +202,6 @@ class AsyncLockClient:
         key = encode_name(name)
         return query_result(await self._exec.pttl_one(key), name)
 
-    def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
-             timeout: Seconds | None = None, token: bytes | None = None,
-             auto_renew: bool | AutoRenew | None = None, on_lost: OnLost | None = None) -> AsyncLock:
-        """An ``AsyncLock`` for ``name``: ``async with``, a decorator for coroutines, or acquire().
-        With no ``ttl``: 30 s renewed until released, as for every Lock."""
-        ttl, renew = lock_ttl(ttl, auto_renew)
-        return AsyncLock(self, name, ttl, blocking=blocking, timeout=timeout, token=token,
-                         auto_renew=renew, on_lost=on_lost)
-
     async def wait_lost(self, lease: Lease, timeout: Seconds | None = None) -> bool:
         """Wait until the renewer finds an auto-renewed ``lease`` lost: True when it was (or is),
         False when ``timeout`` passed first or the lease was released. The asyncio counterpart
@@ -251,30 +214,30 @@ class AsyncLockClient:
     async def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
                            tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
                            on_lost: OnLost | None = None,
-                           limit: int | None = None) -> _sync_bulk.AcquireManyResult:
+                           limit: int | None = None) -> AcquireManyResult:
         """Try every name once, pipelined; a result per name in input order (see
         ``LockClient.acquire_many``)."""
         policy = self._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
         if limit is None:
-            result = await bulk.acquire_many(self, names, ttl, all_or_nothing, tokens)
+            result = await run(acquire_many_flow(self, names, ttl, all_or_nothing, tokens))
         else:
             check_claim(limit, all_or_nothing)
-            result = await bulk_claim.claim_many(self, names, ttl, limit, tokens)
+            result = await run(claim_many_flow(self, names, ttl, limit, tokens))
         if policy is not None:
             self._renewer().add(result.acquired, policy, on_lost)
         return result
 
     async def release_many(self, leases: Sequence[Lease]) -> list[bool]:
         """Release each lease that is still ours; True/False per lease in input order."""
-        return await bulk.release_many(self, leases)
+        return await run(release_many_flow(self, leases))
 
     async def extend_many(self, leases: Sequence[Lease], ttl: Seconds) -> list[bool]:
         """Extend each lease that is still ours to ``ttl`` from now; True/False per lease."""
-        return await bulk.extend_many(self, leases, ttl)
+        return await run(extend_many_flow(self, leases, ttl))
 
     async def query_many(self, names: Sequence[str | bytes]) -> list[LockInfo]:
         """``query`` for every name, pipelined, in input order."""
-        return await bulk.query_many(self, names)
+        return await run(query_many_flow(self, names))
 
     # -- maybe-held cleanup ---------------------------------------------------------------------
 
@@ -329,45 +292,14 @@ class AsyncLockClient:
             return True
         replies: list[object] | None = None
         try:
-            replies = await bulk.run_release(self, [e[0] for e in entries], [e[1] for e in entries])
+            replies = await run(run_release_flow(self, [e[0] for e in entries], [e[1] for e in entries]))
         except LockError as exc:
             log.debug("turbolock: release of %d maybe-held locks failed: %s", len(entries), exc)
         finally:
             self._cleanup.settle(entries, replies)
         return not self._cleanup
 
-    def _acquire_lost(self, attempts: Iterable[tuple[str | bytes, bytes, bytes, float]],
-                      cause: BaseException) -> BaseException:
-        """Maybe-held locks (name, key, token, forget_at) are released in the background; the error."""
-        attempts = list(attempts)
-        for _, key, token, forget_at in attempts:
-            self._remember_cleanup(key, token, forget_at)
-        if not isinstance(cause, Exception):
-            return cause
-        names = [name for name, _, _, _ in attempts]
-        return AcquireOutcomeUnknownError(
-            f"acquire of {_describe(names)} was sent but no reply came ({cause}); it may be held, and is "
-            "released with its token in the background as soon as the server answers", names, False)
-
-    @property
-    def pending_cleanup(self) -> int:
-        """Locks whose acquire or release outcome was lost (or whose acquiring task was
-        cancelled) and that still await a release in the background, those being released right
-        now included; each at most until its ttl has passed."""
-        return len(self._cleanup)
-
-    def _lease_lost(self, lease: Lease, reason: str) -> None:
-        """The server said the lock is not ours any more: signal it."""
-        renewer = self._renewer_instance
-        if lease.renewal is not None and renewer is not None:
-            renewer._lost(lease, reason)
-        else:
-            lease.mark_lost(reason)
-
     # -- plumbing -------------------------------------------------------------------------------
-
-    def _check_lease(self, lease: object, argument: str = "lease") -> None:
-        check_lease(lease, self._owner, Lease, argument)
 
     async def close(self) -> None:
         """Stop renewing and release every auto-renewed lock still held, release maybe-held
@@ -401,20 +333,10 @@ class AsyncLockClient:
     def closed(self) -> bool:
         return self._closed
 
-    @property
-    def renewing(self) -> int:
-        """How many locks the renewer currently keeps."""
-        renewer = self._renewer_instance
-        return 0 if renewer is None else len(renewer)
-
     async def __aenter__(self) -> AsyncLockClient:
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         await self.close()
-
-    def __repr__(self) -> str:
-        return (f"AsyncLockClient({self.options.address}, db={self.options.db}, "
-                f"key_prefix={self.key_prefix!r}, core={self.implementation!r})")
 

@@ -1,0 +1,192 @@
+"""Runs encoded lock commands on the pool's connections, for one lock or for many: the rules of
+the blocking ``_executor`` (deadlines, NOSCRIPT reloads in the same write, outcomes of a broken
+connection) on asyncio, where a cancelled caller is one more way for a reply to go unread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from turbolock._aio.pool import ConnectionPool
+from turbolock._aio.protocol import NotSent, OrphanHandler, RedisProtocol
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import (
+    NOT_SENT,
+    UNKNOWN,
+    WINDOW,
+    Encoder,
+    Reencoder,
+    ReplyHandler,
+    Unconfirmed,
+    check_loaded,
+    noscript_indices,
+)
+from turbolock.errors import ReplyError
+
+OrphanTags = Callable[[int, int], Any]
+"""The orphan tag of items ``start``..``stop`` (bulk acquires: their keys and tokens)."""
+
+
+def _script_load(conn: RedisProtocol, script: _scripts.Script) -> None:
+    conn.buffer.append_command((b"SCRIPT", b"LOAD", script.source))
+
+
+def abandon(fut: asyncio.Future[Any], orphan: Any, on_orphan: OrphanHandler) -> None:
+    """Nobody will read ``fut``'s reply: a reply still to come is consumed and dropped by the
+    protocol (and its orphan tag handled there); one already here is handled now."""
+    if not fut.done():
+        fut.cancel()
+    elif fut.cancelled():
+        return
+    else:
+        error = fut.exception()
+        if orphan is None:
+            return
+        if error is None:
+            on_orphan(orphan, fut.result())
+        elif not isinstance(error, NotSent):
+            on_orphan(orphan, UNKNOWN)
+
+
+class Executor:
+    __slots__ = ("pool", "chunk_size")
+
+    def __init__(self, pool: ConnectionPool, chunk_size: int) -> None:
+        self.pool = pool
+        self.chunk_size = chunk_size
+
+    async def pttl_one(self, key: bytes) -> object:
+        """PTTL of one lock key. Transport errors propagate."""
+        conn = self.pool.ready() or await self.pool.connect()
+        conn.buffer.append_pttl(key)
+        try:
+            return await conn.submit(1)
+        except NotSent as exc:
+            raise exc.cause from None
+
+    async def script_one(self, script: _scripts.Script, key: bytes, token: bytes,
+                         ttl_ms: int | None) -> object:
+        """EVALSHA of a single-key script; on NOSCRIPT, SCRIPT LOAD and the retry go out together.
+
+        A failure after the command was written (a broken connection, a deadline, a cancelled
+        caller) raises ``Unconfirmed``; a failure before anything was sent propagates as it is.
+        """
+        conn = self.pool.ready() or await self.pool.connect()
+        buf = conn.buffer
+        buf.append_evalsha(script.sha, key, token, ttl_ms)
+        loaded: object = None
+        try:
+            reply = await conn.submit(1)
+            if type(reply) is ReplyError and reply.code == "NOSCRIPT":
+                _script_load(conn, script)
+                buf.append_evalsha(script.sha, key, token, ttl_ms)
+                loaded, reply = await conn.submit(2)
+        except NotSent as exc:
+            raise exc.cause from None
+        except BaseException as exc:
+            raise Unconfirmed(exc) from None
+        check_loaded([loaded], script)
+        return reply
+
+    async def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
+                   reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
+                   orphans: OrphanTags | None = None, chunk_size: int | None = None) -> list[object]:
+        """Replies for ``count`` items in input order; an item whose outcome the connection lost
+        is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
+
+        Chunks of ``chunk_size`` commands, two in flight. Items answered NOSCRIPT are sent again
+        after loading the script, encoded by ``reencode(buf, indices)``. ``on_replies(start,
+        replies)`` sees each chunk as it arrives. A cancelled caller leaves every chunk's reply
+        to the protocol, which hands acquires' replies to ``on_orphan`` with ``orphans(start,
+        stop)`` as the tag.
+        """
+        results: list[object] = [NOT_SENT] * count
+        if not count:
+            return results
+        size = self.chunk_size if chunk_size is None else chunk_size
+        conn = self.pool.ready() or await self.pool.connect()
+
+        def store(start: int, replies: list[object]) -> None:
+            results[start:start + len(replies)] = replies
+            if on_replies is not None:
+                on_replies(start, replies)
+
+        await _run_chunks(conn, count, size, encode, store, results, orphans)
+        if script is not None and reencode is not None:
+            await self._reload_and_retry(script, reencode, results, size)
+        return results
+
+    async def _reload_and_retry(self, script: _scripts.Script, reencode: Reencoder, results: list[object],
+                                size: int) -> None:
+        missing = noscript_indices(results)
+        if not missing:
+            return
+        conn = self.pool.ready() or await self.pool.connect()
+        sub_results: list[object] = [NOT_SENT] * len(missing)
+
+        def encode(buf: Any, start: int, stop: int) -> None:
+            reencode(buf, missing[start:stop])
+
+        def store(start: int, replies: list[object]) -> None:
+            sub_results[start:start + len(replies)] = replies
+
+        _script_load(conn, script)
+        try:
+            load = conn.submit(1)
+        except NotSent:
+            for i in missing:
+                results[i] = NOT_SENT
+            return
+        try:
+            await _run_chunks(conn, len(missing), size, encode, store, sub_results, None)
+        finally:
+            for j, i in enumerate(missing):
+                results[i] = sub_results[j]
+            if not load.done():
+                load.cancel()
+        if not load.cancelled() and load.exception() is None:
+            check_loaded([load.result()], script)
+
+
+async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encoder,
+                      on_replies: ReplyHandler, results: list[object], orphans: OrphanTags | None) -> None:
+    """Send items 0..count-1 in chunks of ``size``, two chunks in flight; a broken connection
+    marks items ``UNKNOWN`` (sent) or leaves them ``NOT_SENT`` instead of raising."""
+    buf = conn.buffer
+    inflight: deque[tuple[int, int, asyncio.Future[Any], Any]] = deque()
+    next_start = 0
+    try:
+        while next_start < count or inflight:
+            while len(inflight) < WINDOW and next_start < count:
+                stop = min(count, next_start + size)
+                encode(buf, next_start, stop)
+                tag = orphans(next_start, stop) if orphans is not None else None
+                fut = conn.submit(stop - next_start, tag)
+                conn.flush()  # the server starts on this chunk while the next one is encoded
+                inflight.append((next_start, stop, fut, tag))
+                next_start = stop
+            start, stop, fut, _ = inflight[0]
+            replies = await fut
+            inflight.popleft()
+            on_replies(start, replies if stop - start > 1 else [replies])
+    except NotSent:
+        _settle_broken(inflight, results)  # submit found the connection already broken
+    except BaseException as exc:
+        if isinstance(exc, Exception) and all(fut.done() for _, _, fut, _ in inflight):
+            _settle_broken(inflight, results)
+            return
+        for _, _, fut, tag in inflight:
+            abandon(fut, tag, conn.on_orphan)
+        raise
+
+
+def _settle_broken(inflight: deque[tuple[int, int, asyncio.Future[Any], Any]], results: list[object]) -> None:
+    for start, stop, fut, _ in inflight:
+        error = None if fut.cancelled() else fut.exception()
+        if isinstance(error, NotSent):
+            continue
+        for i in range(start, stop):
+            results[i] = UNKNOWN

@@ -1,0 +1,285 @@
+"""One batch of commands sent to every Redlock master at once, for asyncio: what the threaded
+fan-out (``_redlock.fanout``) does, on each master's pipelining connection.
+
+A batch is encoded once (every master gets the same bytes: the same keys, tokens and ttl) and
+written to every master in the same loop iteration; then one wait covers every master's
+replies, so stuck masters cost one timeout together. A master that does not answer in time is
+left out of the rest of the call and its replies are marked ``UNKNOWN``; its connection stays
+(the late replies are read and dropped) unless the protocol's own deadline breaks it. A caller
+cancelled mid-call abandons its futures the same way; what its commands may have taken is the
+flow's to release.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from turbolock._aio.protocol import NotSent, RedisProtocol
+from turbolock._flows.steps import Outcome
+from turbolock._wire.outcomes import FANOUT_WINDOW, NOT_SENT, UNKNOWN, Encoder, Reencoder
+from turbolock._wire.scripts import Script
+from turbolock.errors import ReplyError
+
+ChunkHandler = Callable[[int, int, float, list[list[object]]], None]
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _noscript(reply: object) -> bool:
+    return type(reply) is ReplyError and reply.code == "NOSCRIPT"
+
+
+async def _connections(masters: Sequence[Any], targets: Sequence[int], timeout: float,
+                       errors: list[str | None]) -> list[RedisProtocol | None]:
+    """Each target master's connection: open ones at once, new ones opened side by side within
+    ``timeout``; where none could be had, ``errors[m]`` says why."""
+    conns: list[RedisProtocol | None] = [None] * len(masters)
+    opening: dict[int, asyncio.Future[RedisProtocol]] = {}
+    for m in targets:
+        pool = masters[m]._pool
+        conn = pool.ready()
+        if conn is not None:
+            conns[m] = conn
+        else:
+            opening[m] = asyncio.ensure_future(pool.connect())
+    if not opening:
+        return conns
+    try:
+        await asyncio.wait(opening.values(), timeout=timeout)
+    finally:
+        for m, task in opening.items():
+            if not task.done():
+                task.cancel()  # the pool's own connect goes on (shielded) for the next call
+                errors[m] = f"{masters[m].options.address}: no connection within {timeout * 1000:g} ms"
+            elif task.exception() is not None:
+                errors[m] = _describe(task.exception())  # type: ignore[arg-type]
+            else:
+                conns[m] = task.result()
+    return conns
+
+
+def _abandon(futs: Sequence[asyncio.Future[Any] | None]) -> None:
+    for fut in futs:
+        if fut is not None and not fut.done():
+            fut.cancel()  # the protocol reads the reply when it comes and drops it
+
+
+def _settled(fut: asyncio.Future[Any]) -> tuple[Any, BaseException | None]:
+    """A finished future's (result, None), or (None, its error); NotSent stays NotSent."""
+    if fut.cancelled():
+        return None, asyncio.CancelledError()
+    error = fut.exception()
+    return (fut.result(), None) if error is None else (None, error)
+
+
+async def fan_out_one(masters: Sequence[Any], buffer: Any, encode: Callable[[Any], None], timeout: float,
+                      script: Script | None = None,
+                      only: Sequence[int] | None = None) -> tuple[list[object], list[str | None]]:
+    """One command to every master (or those in ``only``); each master's reply (``UNKNOWN`` or
+    ``NOT_SENT`` where there is none) and why a master failed."""
+    count = len(masters)
+    replies: list[object] = [NOT_SENT] * count
+    errors: list[str | None] = [None] * count
+    targets = range(count) if only is None else only
+    encode(buffer)
+    data: bytes = buffer.take()
+    conns = await _connections(masters, targets, timeout, errors)
+    futs: dict[int, asyncio.Future[Any]] = {}
+    for m in targets:
+        conn = conns[m]
+        if conn is None:
+            continue
+        try:
+            futs[m] = conn.submit_encoded(data, 1)
+        except NotSent as exc:
+            errors[m] = _describe(exc.cause)
+    if not futs:
+        return replies, errors
+    try:
+        await asyncio.wait(futs.values(), timeout=timeout)
+    except BaseException:
+        _abandon(list(futs.values()))
+        raise
+    retry: list[int] = []
+    for m, fut in futs.items():
+        if not fut.done():
+            fut.cancel()
+            replies[m] = UNKNOWN
+            errors[m] = f"{masters[m].options.address} did not answer within {timeout * 1000:g} ms"
+            continue
+        reply, error = _settled(fut)
+        if isinstance(error, NotSent):
+            errors[m] = _describe(error.cause)
+        elif error is not None:
+            replies[m] = UNKNOWN
+            errors[m] = _describe(error)
+        else:
+            replies[m] = reply
+            if script is not None and _noscript(reply):
+                retry.append(m)
+    if retry:
+        assert script is not None
+        await _reload_one(masters, conns, buffer, encode, script, timeout, retry, replies, errors)
+    return replies, errors
+
+
+async def _reload_one(masters: Sequence[Any], conns: list[RedisProtocol | None], buffer: Any,
+                      encode: Callable[[Any], None], script: Script, timeout: float, retry: list[int],
+                      replies: list[object], errors: list[str | None]) -> None:
+    """The masters that forgot the script (a restart, SCRIPT FLUSH): load it and send again."""
+    buffer.append_command((b"SCRIPT", b"LOAD", script.source))
+    encode(buffer)
+    data: bytes = buffer.take()
+    futs: dict[int, asyncio.Future[Any]] = {}
+    for m in retry:
+        conn = conns[m]
+        assert conn is not None
+        try:
+            futs[m] = conn.submit_encoded(data, 2)
+        except NotSent as exc:
+            errors[m] = _describe(exc.cause)  # the NOSCRIPT reply stays: the command did not run
+    if not futs:
+        return
+    try:
+        await asyncio.wait(futs.values(), timeout=timeout)
+    except BaseException:
+        _abandon(list(futs.values()))
+        raise
+    for m, fut in futs.items():
+        if not fut.done():
+            fut.cancel()
+            replies[m] = UNKNOWN
+            errors[m] = f"{masters[m].options.address} did not answer within {timeout * 1000:g} ms"
+            continue
+        got, error = _settled(fut)
+        if error is not None:
+            replies[m] = UNKNOWN
+            errors[m] = _describe(error)
+            continue
+        loaded, reply = got
+        replies[m] = loaded if type(loaded) is ReplyError else reply
+
+
+async def fan_out(masters: Sequence[Any], buffer: Any, count: int, encode: Encoder, timeout: float,
+                  chunk_size: int, script: Script | None = None, reencode: Reencoder | None = None,
+                  on_chunk: ChunkHandler | None = None, only: Sequence[int] | None = None) -> Outcome:
+    """Items 0..count-1 to every master (or those in ``only``) in chunks, ``FANOUT_WINDOW``
+    chunks in flight, each encoded once; every chunk's replies from all masters awaited within
+    one ``timeout``. A master that fails is left out of the rest of the call. With ``script``,
+    items answered NOSCRIPT are sent again after SCRIPT LOAD on that master."""
+    n = len(masters)
+    replies: list[list[object]] = [[NOT_SENT] * count for _ in range(n)]
+    errors: list[str | None] = [None] * n
+    started: list[float] = []
+    if not count:
+        return Outcome(replies, errors, started)
+    targets = range(n) if only is None else only
+    conns = await _connections(masters, targets, timeout, errors)
+    live = [m for m in targets if conns[m] is not None]
+    if not live:
+        return Outcome(replies, errors, started)
+    inflight: deque[tuple[int, int, dict[int, asyncio.Future[Any]]]] = deque()
+
+    def fail(m: int, reason: str) -> None:
+        """Master ``m`` is out of this call: every chunk it was sent is UNKNOWN there."""
+        conns[m] = None
+        errors[m] = reason
+        for start, stop, futs in inflight:
+            fut = futs.pop(m, None)
+            if fut is not None:
+                _abandon([fut])
+                replies[m][start:stop] = [UNKNOWN] * (stop - start)
+
+    next_start = 0
+    try:
+        while inflight or next_start < count:
+            while len(inflight) < FANOUT_WINDOW and next_start < count:
+                stop = min(count, next_start + chunk_size)
+                started.append(time.monotonic())
+                encode(buffer, next_start, stop)
+                data: bytes = buffer.take()
+                futs: dict[int, asyncio.Future[Any]] = {}
+                inflight.append((next_start, stop, futs))
+                for m in live:
+                    conn = conns[m]
+                    if conn is None:
+                        continue
+                    try:
+                        futs[m] = conn.submit_encoded(data, stop - next_start)
+                    except NotSent as exc:
+                        fail(m, _describe(exc.cause))
+                next_start = stop
+            start, stop, futs = inflight[0]
+            if futs:
+                await asyncio.wait(futs.values(), timeout=timeout)  # one wait for every master's replies
+            for m, fut in list(futs.items()):
+                if not fut.done():
+                    fail(m, f"{masters[m].options.address} did not answer within {timeout * 1000:g} ms")
+                    continue
+                got, error = _settled(fut)
+                if error is not None:
+                    fail(m, _describe(error.cause if isinstance(error, NotSent) else error))
+                    if isinstance(error, NotSent):
+                        replies[m][start:stop] = [NOT_SENT] * (stop - start)
+                    continue
+                replies[m][start:stop] = got if stop - start > 1 else [got]
+            inflight.popleft()
+            if on_chunk is not None:
+                on_chunk(start, stop, started[start // chunk_size], [row[start:stop] for row in replies])
+    except BaseException:
+        for _, _, futs in inflight:
+            _abandon(list(futs.values()))
+        raise
+    if script is not None and reencode is not None:
+        for m in live:
+            conn = conns[m]
+            if conn is not None:
+                await _reload_many(masters, conn, buffer, replies, errors, m, script, reencode, timeout,
+                                   chunk_size)
+    return Outcome(replies, errors, started)
+
+
+async def _reload_many(masters: Sequence[Any], conn: RedisProtocol, buffer: Any, replies: list[list[object]],
+                       errors: list[str | None], m: int, script: Script, reencode: Reencoder, timeout: float,
+                       chunk_size: int) -> None:
+    row = replies[m]
+    missing = [i for i, reply in enumerate(row) if _noscript(reply)]
+    load = True
+    for begin in range(0, len(missing), chunk_size):
+        indices = missing[begin:begin + chunk_size]
+        if load:
+            buffer.append_command((b"SCRIPT", b"LOAD", script.source))
+        reencode(buffer, indices)
+        data: bytes = buffer.take()
+        try:
+            fut = conn.submit_encoded(data, len(indices) + load)
+        except NotSent as exc:
+            errors[m] = _describe(exc.cause)
+            return  # the NOSCRIPT replies stay: those commands did not run
+        try:
+            got = await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            errors[m] = f"{masters[m].options.address} did not answer within {timeout * 1000:g} ms"
+            for i in indices:
+                row[i] = UNKNOWN
+            return
+        except Exception as exc:
+            errors[m] = _describe(exc)
+            for i in indices:
+                row[i] = UNKNOWN
+            return
+        if not isinstance(got, list):
+            got = [got]
+        if load:
+            loaded = got.pop(0)
+            load = False
+            if type(loaded) is ReplyError:  # SCRIPT LOAD refused (ACL): the items keep that error
+                got = [loaded] * len(indices)
+        for i, reply in zip(indices, got, strict=True):
+            row[i] = reply

@@ -1,0 +1,166 @@
+"""A few asyncio connections to one server, opened on demand and shared by every task.
+
+One pipelining connection carries any number of tasks' commands, one write per loop iteration,
+and is the default; more keep a bulk call from holding small calls up behind it, at the price
+of one write per connection per iteration. Calls go round-robin over the open connections. A
+connection that breaks (a server restart) is dropped at once, so the next call opens a new one.
+
+Connections belong to the event loop they were opened in. Used from another loop (a second
+``asyncio.run()``), the pool drops them and opens new ones there when their loop is closed or
+idle; while their loop still runs (in another thread) it refuses with ``LockUsageError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from threading import get_ident
+from typing import Any
+
+from turbolock._aio.connect import open_connection
+from turbolock._aio.protocol import OrphanHandler, RedisProtocol
+from turbolock.errors import ConnectionError, LockUsageError
+from turbolock.options import ConnectionOptions
+
+# A connection idle longer than this is checked for a close by the server before use (as the
+# blocking pool does): the loop normally sees the close at once, but not while it was blocked.
+STALE_CHECK_AFTER = 0.001
+
+
+class ConnectionPool:
+    __slots__ = ("options", "core", "key_prefix", "size", "on_orphan", "_open", "_next", "_connecting",
+                 "_closed", "_loop", "_thread")
+
+    def __init__(self, options: ConnectionOptions, core: Any, key_prefix: bytes, size: int,
+                 on_orphan: OrphanHandler) -> None:
+        self.options = options
+        self.core = core
+        self.key_prefix = key_prefix
+        self.size = size
+        self.on_orphan = on_orphan
+        self._open: list[RedisProtocol] = []
+        self._next = 0
+        self._connecting: asyncio.Task[RedisProtocol] | None = None
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # where the connections were opened
+        self._thread = 0  # the thread that loop runs in
+
+    def ready(self) -> RedisProtocol | None:
+        """An open connection when the pool is full, else None (then ``await connect()``).
+
+        The fast path: no coroutine, no await.
+        """
+        conns = self._open
+        if len(conns) < self.size:
+            return None
+        index = self._next + 1
+        if index >= len(conns):
+            index = 0
+        self._next = index
+        conn = conns[index]
+        loop = conn.loop
+        # "Is conn.loop the loop running here?", asked without asyncio's _get_running_loop(), which
+        # costs a getpid() system call before Python 3.12: a loop runs in this thread exactly then.
+        if get_ident() != self._thread or not loop.is_running():
+            return None  # another loop's connection: connect() moves the pool or refuses
+        # The deque itself, not the ``pending`` property: a method call less per command.
+        if conn._pending or loop.time() - conn.idle_since < STALE_CHECK_AFTER or not conn.is_stale():
+            return conn
+        conn.abort(ConnectionError(f"{self.options.address} closed the connection"))  # dropped from _open
+        return None
+
+    async def connect(self) -> RedisProtocol:
+        """Open one more connection (one at a time; concurrent callers share it). While one is
+        being opened, callers are served by an open one if there is any."""
+        if self._closed:
+            raise ConnectionError("the client is closed")
+        self.adopt_running_loop()
+        task = self._connecting
+        if task is None:
+            if len(self._open) >= self.size:
+                return self._open[0]
+            task = asyncio.get_running_loop().create_task(self._connect_one())
+            self._connecting = task
+            task.add_done_callback(self._connected)
+        elif self._open:
+            return self._open[self._next % len(self._open)]
+        try:
+            # Shielded: a caller cancelled while waiting must not cancel the connect others wait on.
+            return await asyncio.shield(task)
+        except Exception:
+            if self._open and not self._closed:  # one more connection could not be opened: make do
+                return self._open[0]
+            raise
+
+    async def _connect_one(self) -> RedisProtocol:
+        conn = await open_connection(self.options, self.core, self.key_prefix, self.on_orphan)
+        if conn.loop is not self._loop:  # opened for a loop the pool has since left
+            conn.close(ConnectionError("the event loop this connection was opened in is gone"))
+            raise ConnectionError("the event loop this connection was opened in is gone")
+        if self._closed:
+            conn.close(ConnectionError("the client is closed"))
+            raise ConnectionError("the client is closed")
+        conn.on_close = self._dropped
+        self._open.append(conn)
+        return conn
+
+    def adopt_running_loop(self) -> None:
+        """Make the running loop the pool's: another loop's connections are dropped if that loop
+        is closed or idle; while it runs (in another thread) this raises ``LockUsageError``."""
+        loop = asyncio.get_running_loop()
+        old = self._loop
+        if old is loop:
+            self._thread = get_ident()  # a loop may be run in another thread once it stopped
+            return
+        if old is not None:
+            if old.is_running():
+                raise LockUsageError(
+                    "this client belongs to another event loop, which is still running (in another "
+                    "thread); use one client per event loop")
+            self._leave(old)
+        self._loop = loop
+        self._thread = get_ident()
+
+    def _leave(self, old: asyncio.AbstractEventLoop) -> None:
+        """Drop every connection and the connect in progress of ``old``, a loop that is not running."""
+        task, self._connecting = self._connecting, None
+        conns, self._open = self._open, []
+        self._next = 0
+        error = ConnectionError("the event loop this connection was opened in is gone")
+        if old.is_closed():
+            for conn in conns:
+                conn.forget(error)  # the dead loop cannot run callbacks, nor be asked to
+            return
+        # Idle but alive: close through it, so its tasks still waiting get the error if it runs again.
+        if task is not None:
+            task.cancel()
+        for conn in conns:
+            conn.on_close = None
+            conn.abort(error)
+
+    def _connected(self, task: asyncio.Task[RedisProtocol]) -> None:
+        if self._connecting is task:
+            self._connecting = None
+        if not task.cancelled():
+            task.exception()  # retrieved here: every waiter gets it raised anyway
+
+    def _dropped(self, conn: RedisProtocol) -> None:
+        try:
+            self._open.remove(conn)
+        except ValueError:
+            pass
+
+    @property
+    def connections(self) -> list[RedisProtocol]:
+        return list(self._open)
+
+    async def close(self) -> None:
+        self.adopt_running_loop()
+        self._closed = True
+        task, self._connecting = self._connecting, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])  # whatever the connect ended with, it is over
+        conns, self._open = self._open, []
+        for conn in conns:
+            conn.on_close = None
+            conn.close(ConnectionError("the client is closed"))

@@ -1,0 +1,299 @@
+"""One connection as an asyncio protocol: many tasks' commands leave in one write, replies are
+matched to their futures in order.
+
+Callers append commands to ``buffer`` (the core's ``CommandBuffer``) and call ``submit(n)`` for
+a future of the next ``n`` replies. The write is deferred to the end of the loop iteration
+(``loop.call_soon``), so every command issued by any task in that iteration leaves in one
+``transport.write``; the core's ``RespParser`` turns whatever was read into replies, and they
+resolve the futures in the order the commands went out.
+
+A caller that stops waiting (its task was cancelled) cancels its future; the reply is still
+consumed in its turn, so the connection stays usable. An acquire hands ``submit`` an *orphan*
+tag: if its future was cancelled, ``on_orphan(tag, reply)`` is called when the reply comes (or
+with ``UNKNOWN`` when the connection dies first) so a lock taken for nobody is released.
+
+One timer per connection enforces the call deadline: commands share one timeout, so the
+oldest one pending has the earliest deadline, and the timer only ever watches that one.
+A deadline that passes breaks the connection, as in the blocking client: every command in
+flight on it fails, and its outcome is unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+import socket
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from turbolock._wire.outcomes import UNKNOWN
+from turbolock.errors import ConnectionError, ProtocolError, TimeoutError
+
+# A write is made at once, without waiting for the end of the loop iteration, when this much is queued.
+FLUSH_AT = 256 * 1024
+# Timers may fire a hair early (the loop's clock resolution); a deadline this close counts as passed.
+_DEADLINE_SLACK = 0.0005
+
+OrphanHandler = Callable[[Any, object], None]
+"""Called with an acquire's orphan tag and its reply (or ``UNKNOWN``) when nobody awaits it."""
+
+_Entry = tuple["asyncio.Future[Any]", int, float, Any]
+"""A pending request: its future, how many replies it takes, its deadline, its orphan tag."""
+
+
+class NotSent(Exception):
+    """The connection failed before this command was written; ``cause`` says why."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _fresh(error: BaseException) -> BaseException:
+    # One exception object raised in many tasks would collect all their tracebacks.
+    if type(error) in (ConnectionError, TimeoutError, ProtocolError):
+        return type(error)(*error.args)
+    return error
+
+
+class RedisProtocol(asyncio.Protocol):
+    __slots__ = ("loop", "buffer", "address", "timeout", "on_orphan", "on_close", "error", "idle_since",
+                 "_parser", "_pending", "_unsent", "_partial", "_flush_pending", "_timer", "_transport")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, core: Any, key_prefix: bytes, address: str,
+                 timeout: float, on_orphan: OrphanHandler) -> None:
+        self.loop = loop
+        self.buffer: Any = core.CommandBuffer(key_prefix)
+        self.address = address
+        self.timeout = timeout
+        self.on_orphan = on_orphan
+        self.on_close: Callable[[RedisProtocol], None] | None = None
+        self.error: BaseException | None = None
+        self.idle_since = loop.time()  # when the last reply left nothing pending
+        self._parser: Any = core.RespParser()
+        self._pending: deque[_Entry] = deque()
+        self._unsent = 0  # entries at the tail of _pending whose bytes are still in the buffer
+        self._partial: list[object] | None = None  # replies so far for a multi-reply head entry
+        self._flush_pending = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._transport: asyncio.Transport | None = None
+
+    # -- asyncio callbacks ----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport subclass
+
+    def data_received(self, data: bytes) -> None:
+        parser = self._parser
+        try:
+            parser.feed(data)
+            replies = parser.get_replies()
+        except ProtocolError as exc:
+            self.abort(exc)
+            return
+        pending = self._pending
+        partial = self._partial
+        on_orphan = self.on_orphan
+        i = 0
+        n = len(replies)
+        while i < n:
+            if len(pending) <= self._unsent:
+                self.abort(ProtocolError(f"{self.address} sent a reply nobody asked for"))
+                return
+            fut, count, _, orphan = pending[0]
+            if count == 1 and partial is None:
+                reply = replies[i]
+                i += 1
+            else:
+                if partial is None:
+                    partial = []
+                take = count - len(partial)
+                partial += replies[i:i + take]
+                i += take
+                if len(partial) < count:
+                    break
+                reply, partial = partial, None
+            pending.popleft()
+            if fut.cancelled():
+                if orphan is not None:
+                    on_orphan(orphan, reply)
+            else:
+                fut.set_result(reply)
+        self._partial = partial
+        if not pending:
+            self.idle_since = self.loop.time()
+
+    def eof_received(self) -> bool:
+        self._set_error(ConnectionError(f"{self.address} closed the connection"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        if exc is None:
+            self._set_error(ConnectionError(f"{self.address} closed the connection"))
+        elif isinstance(exc, OSError):
+            self._set_error(ConnectionError(f"connection to {self.address} failed: {exc.strerror or exc}"))
+        else:
+            self._set_error(ConnectionError(f"connection to {self.address} failed: {exc}"))
+        self._fail_pending()
+
+    # -- requests -------------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self.error is None and self._transport is not None
+
+    def is_stale(self) -> bool:
+        """True when an idle connection has something to read: the server closed it (a restart
+        while the loop was busy elsewhere) or sent junk. One zero-timeout ``select``."""
+        transport = self._transport
+        sock = None if transport is None else transport.get_extra_info("socket")
+        if sock is None:
+            return self._transport is None
+        try:
+            readable, _, _ = select.select((sock.fileno(),), (), (), 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    @property
+    def pending(self) -> int:
+        """Requests sent or queued that still wait for replies."""
+        return len(self._pending)
+
+    def submit(self, count: int = 1, orphan: Any = None) -> asyncio.Future[Any]:
+        """A future of the replies to the ``count`` commands just appended to ``buffer``: the reply
+        itself for one, a list for more. It fails with ``NotSent`` when the connection broke before
+        the commands were written, with the error itself when it broke after."""
+        if self.error is not None or self._transport is None:
+            self.buffer.clear()
+            raise NotSent(_fresh(self.error or ConnectionError(f"connection to {self.address} is closed")))
+        loop = self.loop
+        fut = loop.create_future()
+        deadline = loop.time() + self.timeout
+        self._pending.append((fut, count, deadline, orphan))
+        self._unsent += 1
+        if not self._flush_pending:
+            self._flush_pending = True
+            loop.call_soon(self._flush_soon)
+        if self._timer is None:
+            self._timer = loop.call_at(deadline, self._check_deadline)
+        if len(self.buffer) >= FLUSH_AT:
+            self.flush()
+        return fut
+
+    def submit_encoded(self, data: bytes, count: int, orphan: Any = None) -> asyncio.Future[Any]:
+        """``submit`` for ``count`` commands encoded elsewhere (one batch written to several
+        servers): written now, behind whatever this connection has queued."""
+        if self.error is not None or self._transport is None:
+            raise NotSent(_fresh(self.error or ConnectionError(f"connection to {self.address} is closed")))
+        self.flush()
+        loop = self.loop
+        fut = loop.create_future()
+        deadline = loop.time() + self.timeout
+        self._pending.append((fut, count, deadline, orphan))
+        if self._timer is None:
+            self._timer = loop.call_at(deadline, self._check_deadline)
+        self._transport.write(data)
+        return fut
+
+    def _flush_soon(self) -> None:
+        self._flush_pending = False
+        if self._unsent:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write everything queued now."""
+        transport = self._transport
+        if transport is None or not self._unsent:
+            return
+        data = self.buffer.take()
+        self._unsent = 0
+        transport.write(data)
+
+    def _check_deadline(self) -> None:
+        self._timer = None
+        pending = self._pending
+        if not pending or self.error is not None:
+            return
+        deadline = pending[0][2]
+        if self.loop.time() + _DEADLINE_SLACK >= deadline:
+            self.abort(TimeoutError(f"{self.address} did not answer within the call's deadline"))
+        else:
+            self._timer = self.loop.call_at(deadline, self._check_deadline)
+
+    # -- failure --------------------------------------------------------------------------------
+
+    def _set_error(self, error: BaseException) -> None:
+        if self.error is None:
+            self.error = error
+
+    def abort(self, error: BaseException) -> None:
+        """Break the connection: every request pending fails with ``error`` (or ``NotSent``)."""
+        self._set_error(error)
+        transport = self._transport
+        if transport is not None:
+            transport.abort()  # connection_lost follows on a later iteration; the requests fail now
+        self._fail_pending()
+
+    def _fail_pending(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        pending, self._pending = self._pending, deque()
+        sent = len(pending) - self._unsent
+        self._unsent = 0
+        self._partial = None
+        self.buffer.clear()
+        error = self.error
+        assert error is not None
+        for index, (fut, _, _, orphan) in enumerate(pending):
+            if fut.cancelled():
+                if orphan is not None and index < sent:
+                    self.on_orphan(orphan, UNKNOWN)
+            elif not fut.done():
+                fut.set_exception(_fresh(error) if index < sent else NotSent(_fresh(error)))
+        if self.on_close is not None:
+            on_close, self.on_close = self.on_close, None
+            on_close(self)
+
+    def forget(self, error: BaseException) -> None:
+        """Drop a connection whose event loop is closed, without calling into that loop.
+
+        The socket is shut down at once (the server sees the close; the descriptor goes with
+        the transport). Requests pending are dropped unanswered: their waiters belong to the
+        dead loop and can never run again. An acquire that was sent is handed to ``on_orphan``
+        as ``UNKNOWN``, so the lock it may have taken is released.
+        """
+        self._set_error(error)
+        self._timer = None  # cancelling would call into the dead loop
+        self._flush_pending = False
+        transport, self._transport = self._transport, None
+        pending, self._pending = self._pending, deque()
+        sent = len(pending) - self._unsent
+        self._unsent = 0
+        self._partial = None
+        self.buffer.clear()
+        self.on_close = None
+        sock = None if transport is None else transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except (OSError, ValueError, TypeError):  # uvloop's stand-in refuses; it closed it with the loop
+                pass
+        for index, (_, _, _, orphan) in enumerate(pending):
+            if orphan is not None and index < sent:
+                self.on_orphan(orphan, UNKNOWN)
+
+    def close(self, error: BaseException) -> None:
+        """Close the connection; requests still pending fail with ``error``."""
+        self._set_error(error)
+        transport = self._transport
+        if transport is not None:
+            transport.close()
+        self._fail_pending()
+
+    def __repr__(self) -> str:
+        state = "open" if self.is_open else "closed"
+        return f"RedisProtocol({self.address}, {state}, pending={len(self._pending)})"

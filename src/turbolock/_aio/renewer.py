@@ -1,0 +1,204 @@
+"""Auto-renewal for asyncio: one task and one timer wheel (the core's ``TimerWheel``) renew every
+held lock of a client, with the blocking renewer's rules (see ``turbolock.renewal``): batched
+``RENEW_MANY`` scripts, retries until the lock's local safe-until passes, then lost.
+
+A lost lock is always signalled: ``lease.lost`` is set, ``on_lost(lease)`` is called in the
+renewal task (a coroutine it returns runs as a task of its own; exceptions are logged), waiters
+in ``wait_lost`` wake up, and ``lease.ensure_held()`` raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from turbolock._flows.renewal_book import (
+    COMMANDS_PER_WRITE,
+    AutoRenew,
+    OnLost,
+    RenewalBook,
+    batch_encoders,
+    describe_reply,
+    no_reply,
+    split_batches,
+)
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import NOT_SENT
+from turbolock._wire.validate import Seconds, timeout_seconds
+from turbolock.errors import InvalidArgumentError, LockUsageError
+from turbolock.lease import Lease
+
+if TYPE_CHECKING:
+    from turbolock.asyncio.client import AsyncLockClient
+
+log = logging.getLogger("turbolock.renewal")
+
+__all__ = ["OnLost", "Renewer"]
+
+
+class Renewer:
+    """The renewal task of one client; started on the first auto-renewed lease."""
+
+    def __init__(self, client: AsyncLockClient, book: RenewalBook | None = None) -> None:
+        self._client = client
+        self.book = RenewalBook(client.core, time.monotonic()) if book is None else book
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._waiters: dict[int, list[asyncio.Future[bool]]] = {}
+        self._callbacks: set[asyncio.Future[Any]] = set()
+
+    def __len__(self) -> int:
+        return len(self.book)
+
+    def add(self, leases: Iterable[Lease], policy: AutoRenew, on_lost: OnLost | None) -> None:
+        if self._stopping:
+            raise InvalidArgumentError("auto_renew", "the client is closed")
+        self.book.add(leases, policy, on_lost)
+        task = self._task
+        loop = asyncio.get_running_loop()
+        if task is None or task.done() or task.get_loop() is not loop:
+            if task is not None and task.get_loop() is not loop:
+                self._wakeup = asyncio.Event()  # an Event stays bound to the loop of its first wait()
+            self._task = loop.create_task(self._run())
+        self._wakeup.set()
+
+    def remove(self, leases: Iterable[Lease]) -> None:
+        """Stop renewing (the lease is being released); a renewal in flight is then ignored."""
+        for item_id in self.book.remove(leases):
+            self._wake_waiters(item_id, False)
+
+    def rescheduled(self, lease: Lease) -> None:
+        self.book.rescheduled(lease)
+
+    def held_leases(self) -> list[Lease]:
+        return self.book.held_leases()
+
+    async def stop(self) -> None:
+        self._stopping = True
+        task = self._task
+        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
+            task.cancel()  # a renewal in flight is abandoned; its replies are read and dropped
+            await asyncio.wait([task])
+
+    async def wait_lost(self, lease: Lease, timeout: Seconds | None) -> bool:
+        wait = timeout_seconds(timeout)
+        if lease.is_lost:
+            return True
+        state = lease.renewal
+        if state is None:
+            raise LockUsageError(f"lock {lease.name!r} is not auto-renewed; only renewed locks are watched",
+                                 names=[lease.name])
+        if state.released:
+            return False
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        waiters = self._waiters.setdefault(state.id, [])
+        waiters.append(fut)
+        try:
+            await asyncio.wait([fut], timeout=wait)
+        finally:
+            if not fut.done():
+                fut.cancel()
+            if fut in waiters:
+                waiters.remove(fut)
+            if not waiters:
+                self._waiters.pop(state.id, None)
+        return fut.done() and not fut.cancelled() and fut.result()
+
+    def _wake_waiters(self, item_id: int, lost: bool) -> None:
+        for fut in self._waiters.pop(item_id, ()):
+            if not fut.done() and not fut.get_loop().is_closed():
+                fut.set_result(lost)
+
+    # -- the task -------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        book = self.book
+        while not self._stopping:
+            await self._round()  # in a call of its own: no lease stays referenced between rounds
+            if len(book):
+                await asyncio.sleep(book.poll)
+            else:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+
+    async def _round(self) -> None:
+        self._release_dropped()
+        to_send, lost = self.book.take_due(time.monotonic())
+        for lease, reason in lost:
+            self._lost(lease, reason)
+        if to_send:
+            try:
+                await self._send(to_send)
+            except Exception:  # the renewer must survive anything
+                log.exception("turbolock: renewal round failed; retrying its locks")
+                self._failed(to_send, None)
+
+    def _release_dropped(self) -> None:
+        for state in self.book.take_collected(self._client.key_prefix):
+            self._wake_waiters(state.id, False)
+            self._client._abandoned(state.key, state.token, time.monotonic() + state.ttl_ms / 1000.0)
+
+    async def _send(self, leases: list[Lease]) -> None:
+        book = self.book
+        batches = split_batches(leases)
+        encode, reencode = batch_encoders(batches, _scripts.RENEW_MANY.sha)
+        sent_at = time.monotonic()
+        for ttl_ms, batch in batches:
+            book.sending(batch, ttl_ms, sent_at)
+        deadline = book.round_deadline(leases, sent_at, self._client.options.timeout)
+        try:
+            replies = await asyncio.wait_for(
+                self._client._exec.many(len(batches), encode, _scripts.RENEW_MANY, reencode,
+                                        chunk_size=COMMANDS_PER_WRITE),
+                max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:  # the round's deadline: whatever was sent may have run
+            log.warning("turbolock: renewal of %d locks got no answer in time", len(leases))
+            replies = [None] * len(batches)
+        except Exception as exc:  # no connection at all: nothing was sent
+            log.warning("turbolock: renewal of %d locks could not be sent: %s", len(leases), exc)
+            replies = [NOT_SENT] * len(batches)
+        except BaseException:  # cancelled (stop, or the loop ends): whatever was sent may run
+            for _, batch in batches:
+                book.failed(batch, sent_at, time.monotonic())
+            raise
+        for (ttl_ms, batch), reply in zip(batches, replies, strict=True):
+            if type(reply) is list and len(reply) == len(batch):
+                for lease in book.settle(batch, reply, sent_at, ttl_ms):
+                    self._lost(lease, "its key was gone or held by another token at renewal")
+            elif reply is None or no_reply(reply):
+                self._failed(batch, sent_at, sent=reply is not NOT_SENT)
+            else:
+                log.warning("turbolock: renewal of %d locks got %s", len(batch), describe_reply(reply))
+                self._failed(batch, sent_at, sent=False)
+
+    def _failed(self, batch: list[Lease], sent_at: float | None, sent: bool = True) -> None:
+        for lease in self.book.failed(batch, sent_at, time.monotonic(), sent):
+            self._lost(lease, "it could not be renewed before it expired")
+
+    def _lost(self, lease: Lease, reason: str) -> None:
+        state = self.book.lose(lease, reason)
+        if state is None:
+            return
+        self._wake_waiters(state.id, True)
+        if state.on_lost is None:
+            return
+        try:
+            result = state.on_lost(lease)
+        except Exception:  # a callback must never stop the renewer
+            log.exception("turbolock: on_lost callback for lock %r raised", lease.name)
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._callbacks.add(task)
+            task.add_done_callback(functools.partial(self._callback_done, lease.name))
+
+    def _callback_done(self, name: str | bytes, task: asyncio.Future[Any]) -> None:
+        self._callbacks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("turbolock: on_lost callback for lock %r raised", name, exc_info=task.exception())

@@ -1,0 +1,174 @@
+"""The bulk calls of a single-server client as flows, written once for threads and asyncio:
+acquire, claim, release, extend and query thousands of locks per call.
+
+Every input is checked before anything is sent (by the plans of ``bulk_plan`` and ``claim``).
+Each flow asks the client's executor for pipelined replies (``Call(client._exec.many, ...)``:
+chunks on one connection, run by the thread or awaited by the task) and settles them into
+results. A lock is reported acquired only on a reply that says so: names whose replies were
+lost, and what an interrupted or cancelled call took, are released with their tokens in the
+background and listed in the error.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from turbolock._flows.bulk_plan import (
+    AcquirePlan,
+    check_leases,
+    encode_unique_names,
+    extending,
+    pttl_encoder,
+    script_encoders,
+    settle_extend,
+    settle_query,
+    settle_release,
+)
+from turbolock._flows.bulk_result import AcquireManyResult
+from turbolock._flows.claim import CLAIM, ClaimPlan, ClaimResult, MaybeHeld
+from turbolock._flows.steps import Call, Flow
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
+from turbolock._wire.validate import Seconds, ttl_ms
+from turbolock.errors import AcquireOutcomeUnknownError, ConnectionError
+from turbolock.lease import Lease, LockInfo, commands_unknown
+
+
+def _forget(client: Any, leases: Sequence[Lease]) -> None:
+    """Leave ``leases`` to the client's background cleanup: released with their tokens soon."""
+    now = time.monotonic()
+    for lease in leases:
+        client._remember_cleanup(lease.key, lease.token, now + lease.ttl_ms / 1000.0)
+
+
+def _give_back(client: Any, locks: list[MaybeHeld]) -> None:
+    for _, key, token, forget_at in locks:
+        client._remember_cleanup(key, token, forget_at)
+
+
+def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
+                      tokens: Sequence[bytes] | None = None) -> Flow[AcquireManyResult]:
+    plan = AcquirePlan(names, ttl_ms(ttl), tokens, client._owner)
+
+    def orphans(start: int, stop: int) -> Any:
+        """What a cancelled task's chunk may take, for the protocol to release when its reply comes."""
+        return plan.keys[start:stop], plan.tokens[start:stop], plan.ttl_ms
+
+    plan.sent_at = time.monotonic()
+    try:
+        replies = yield Call(client._exec.many, (plan.count, plan.encode),
+                             {"on_replies": plan.on_replies, "orphans": orphans})
+    except BaseException:
+        _forget(client, plan.taken())  # the leases taken so far will never reach the caller
+        raise
+    if plan.handled < plan.count:
+        acquired = plan.taken()
+        if all_or_nothing:
+            _forget(client, acquired)
+            acquired = []
+        cause = ConnectionError("the connection failed mid-batch")
+        error = client._acquire_lost(plan.maybe_held(replies), cause)
+        if isinstance(error, AcquireOutcomeUnknownError):
+            error.acquired = acquired
+            error.not_sent = plan.not_sent(replies)
+        raise error
+    if plan.errors:
+        taken = plan.taken()
+        if taken:
+            yield Call(client.release_many, (taken,))
+        raise plan.first_error(replies)
+    if all_or_nothing and plan.not_acquired:
+        yield Call(client.release_many, (plan.taken(),))
+        return AcquireManyResult(plan.names, [None] * plan.count, plan.not_acquired)
+    return AcquireManyResult(plan.names, plan.leases, plan.not_acquired)
+
+
+def claim_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, limit: int,
+                    tokens: Sequence[bytes] | None = None) -> Flow[ClaimResult]:
+    """At most ``limit`` free locks, one round trip per chunk. A claim that fails part-way leaves
+    the caller nothing: what it took, and what a chunk whose reply was lost may have taken, is
+    released in the background; a lost reply raises ``AcquireOutcomeUnknownError`` naming every
+    lock the call may hold."""
+    plan = ClaimPlan(names, ttl_ms(ttl), limit, tokens, client._owner, client.chunk_size)
+    many = client._exec.many
+    while not plan.finished:
+        plan.next_chunk()
+        plan.sent_at = time.monotonic()
+        try:
+            reply = (yield Call(many, (1, plan.encode, CLAIM, plan.reencode)))[0]
+        except Exception:
+            _give_back(client, plan.held(time.monotonic()))  # raised before the chunk ran
+            raise
+        except BaseException:  # interrupted or cancelled: nobody reads the chunk's reply
+            now = time.monotonic()
+            _give_back(client, plan.held(now) + plan.maybe_held(now))
+            raise
+        if reply is UNKNOWN:
+            now = time.monotonic()
+            error = client._acquire_lost(plan.held(now) + plan.maybe_held(now),
+                                         ConnectionError("the connection failed mid-claim"))
+            if isinstance(error, AcquireOutcomeUnknownError):
+                error.not_sent = plan.not_sent(chunk_sent=True)
+            raise error
+        if reply is NOT_SENT:
+            _give_back(client, plan.held(time.monotonic()))
+            raise ConnectionError("the connection failed before the claim was sent")
+        if not plan.settle(reply):  # an error reply, or one it cannot read: it may have taken any
+            now = time.monotonic()
+            _give_back(client, plan.held(now) + plan.maybe_held(now))
+            raise plan.error(reply)
+    return plan.result()
+
+
+def run_release_flow(client: Any, keys: list[bytes], tokens: list[bytes], deadline: float = math.inf,
+                     on_replies: Any = None) -> Flow[list[object]]:
+    """Release by key and token, pipelined; the raw replies (1, 0, errors, UNKNOWN, NOT_SENT)."""
+    encode, reencode = script_encoders(_scripts.RELEASE, keys, tokens, None)
+    options: dict[str, Any] = {"on_replies": on_replies}
+    if deadline != math.inf:  # only the threaded client's close and cleaner set one
+        options["deadline"] = deadline
+    step = Call(client._exec.many, (len(keys), encode, _scripts.RELEASE, reencode), options)
+    replies: list[object] = yield step
+    return replies
+
+
+def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = math.inf) -> Flow[list[bool]]:
+    keys, tokens = check_leases(client, leases)
+    renewed = [lease for lease in leases if lease.renewal is not None]
+    if renewed:
+        client._renewer().remove(renewed)
+    replied = [0]  # chunks come back in order: leases before this one have their answers
+
+    def on_replies(start: int, replies: list[object]) -> None:
+        replied[0] = start + len(replies)
+
+    try:
+        replies = yield from run_release_flow(client, keys, tokens, deadline, on_replies)
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # interrupted or cancelled: what got no answer is retried
+            _forget(client, leases[replied[0]:])
+        raise
+    return settle_release(client, leases, replies)
+
+
+def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow[list[bool]]:
+    keys, tokens = check_leases(client, leases)
+    ms = ttl_ms(ttl)
+    encode, reencode = script_encoders(_scripts.EXTEND, keys, tokens, ms)
+    sent_at = time.monotonic()
+    extending(leases, ms, sent_at)
+    try:
+        replies = yield Call(client._exec.many, (len(leases), encode, _scripts.EXTEND, reencode))
+    except BaseException:
+        commands_unknown(leases, sent_at)  # interrupted or cancelled, perhaps after some were sent
+        raise
+    return settle_extend(client, leases, replies, ms, sent_at)
+
+
+def query_many_flow(client: Any, names: Sequence[str | bytes]) -> Flow[list[LockInfo]]:
+    keys = encode_unique_names(names)
+    replies = yield Call(client._exec.many, (len(keys), pttl_encoder(keys)))
+    return settle_query(names, replies)

@@ -1,0 +1,263 @@
+"""What the blocking and the asyncio bulk calls share: checks, encoders and reading the replies.
+
+Sans-IO: nothing here sends or waits. Each client checks its input with these functions, sends
+with its own executor, then turns the raw replies (ints, error replies, ``UNKNOWN`` or
+``NOT_SENT``) into results with the ``settle_*`` functions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from itertools import repeat
+from operator import attrgetter
+from typing import Any, Protocol
+
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder
+from turbolock._wire.replies import reply_error
+from turbolock._wire.validate import TOKEN_BYTES, check_token, encode_names
+from turbolock.errors import (
+    ConnectionError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    OutcomeUnknownError,
+)
+from turbolock.lease import (
+    Lease,
+    LockInfo,
+    commands_ran,
+    commands_refused,
+    commands_sent,
+    commands_unknown,
+    info_from_pttl,
+)
+
+MAX_BULK = 1_000_000
+"""Most names or leases one bulk call takes."""
+
+
+
+class BulkClient(Protocol):
+    """What the settle functions need of a client, blocking or asyncio."""
+
+    _owner: Any
+
+    def _check_lease(self, lease: object, argument: str = "lease") -> None: ...
+
+    def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None: ...
+
+    def _renewer(self) -> Any: ...
+
+    def _lease_lost(self, lease: Lease, reason: str) -> None: ...
+
+
+def check_size(items: Sequence[Any], argument: str) -> None:
+    if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+        raise InvalidArgumentTypeError(argument, "must be a sequence (list or tuple)")
+    if len(items) > MAX_BULK:
+        raise InvalidArgumentError(argument, f"has {len(items)} items; one call takes at most {MAX_BULK}")
+
+
+def encode_unique_names(names: Sequence[str | bytes]) -> list[bytes]:
+    """The names as keys, all checked (and none twice) before anything is sent."""
+    check_size(names, "names")
+    keys = encode_names(names, "names")
+    if len(set(keys)) != len(keys):
+        seen: set[bytes] = set()
+        for name, key in zip(names, keys, strict=True):
+            if key in seen:
+                raise InvalidArgumentError("names", f"lists {name!r} more than once")
+            seen.add(key)
+    return keys
+
+
+def check_leases(client: BulkClient, leases: Sequence[Lease]) -> tuple[list[bytes], list[bytes]]:
+    """Every lease checked (and none twice) before anything is sent; their keys and tokens."""
+    check_size(leases, "leases")
+    if not (set(map(type, leases)) <= {Lease} and set(map(_owner_of, leases)) <= {client._owner}):
+        check = client._check_lease  # the slow path names the first bad lease
+        for lease in leases:
+            check(lease, "leases")
+    keys = list(map(_key_of, leases))
+    if len(set(keys)) != len(keys):
+        raise InvalidArgumentError("leases", "lists one lock more than once")
+    return keys, list(map(_token_of, leases))
+
+
+_owner_of = attrgetter("owner")
+_key_of = attrgetter("key")
+_token_of = attrgetter("token")
+
+
+def check_tokens(tokens: Sequence[bytes], count: int) -> list[bytes]:
+    check_size(tokens, "tokens")
+    if len(tokens) != count:
+        raise InvalidArgumentError("tokens", f"has {len(tokens)} items for {count} names")
+    return [check_token(token, "tokens") for token in tokens]
+
+
+def script_encoders(script: _scripts.Script, keys: list[bytes], tokens: list[bytes],
+                    ttl_ms: int | None) -> tuple[Encoder, Reencoder]:
+    """Encoders of one single-key EVALSHA per lock: by chunk, and again by index after NOSCRIPT."""
+    sha = script.sha
+
+    def encode(buf: Any, start: int, stop: int) -> None:
+        buf.append_evalsha_many(sha, keys[start:stop], tokens[start:stop], ttl_ms)
+
+    def reencode(buf: Any, indices: Sequence[int]) -> None:
+        buf.append_evalsha_many(sha, [keys[i] for i in indices], [tokens[i] for i in indices], ttl_ms)
+
+    return encode, reencode
+
+
+def pttl_encoder(keys: list[bytes]) -> Encoder:
+    def encode(buf: Any, start: int, stop: int) -> None:
+        buf.append_pttl_many(keys[start:stop])
+
+    return encode
+
+
+def flag(reply: object, lease: Lease) -> bool:
+    """A release/extend script's reply: True (1) or False (0); an error reply raises."""
+    if type(reply) is int:
+        return reply == 1
+    raise reply_error(reply, lease.name)
+
+
+
+def settle_release(client: BulkClient, leases: Sequence[Lease], replies: list[object]) -> list[bool]:
+    """Released or not, per lease; releases whose outcome was lost are remembered for a retry."""
+    lost = [i for i, reply in enumerate(replies) if reply is UNKNOWN or reply is NOT_SENT]
+    if lost:
+        now = time.monotonic()
+        for i in lost:
+            lease = leases[i]
+            client._remember_cleanup(lease.key, lease.token, now + lease.ttl_ms / 1000.0)
+        names = [leases[i].name for i in lost]
+        raise OutcomeUnknownError(
+            f"the connection failed mid-batch: the release of {len(names)} locks is unconfirmed "
+            "and will be retried", names)
+    if set(map(type, replies)) <= {int}:  # the usual case, without a call per reply
+        return [reply == 1 for reply in replies]
+    return [flag(reply, lease) for reply, lease in zip(replies, leases, strict=True)]
+
+
+def extending(leases: Sequence[Lease], ttl_ms: int, sent_at: float) -> None:
+    """Extends of ``leases`` to ``ttl_ms`` are about to be written (see ``lease.commands_sent``)."""
+    if leases:
+        commands_sent(leases, sent_at, leases[0].expiry_after(sent_at, ttl_ms))
+
+
+def settle_extend(client: BulkClient, leases: Sequence[Lease], replies: list[object], ttl_ms: int,
+                  sent_at: float) -> list[bool]:
+    """Extended or not, per lease; an extended lease believes the earliest ttl that may have
+    been set last (see ``lease``), one found not ours is lost."""
+    results = []
+    unknown = []
+    ran: list[Lease] = []
+    refused: list[Lease] = []
+    maybe: list[Lease] = []
+    error: Exception | None = None
+    for reply, lease in zip(replies, leases, strict=True):
+        if reply is UNKNOWN or reply is NOT_SENT:
+            unknown.append(lease.name)
+            (maybe if reply is UNKNOWN else refused).append(lease)
+            results.append(False)
+        elif type(reply) is int:
+            (ran if reply == 1 else refused).append(lease)
+            results.append(reply == 1)
+        else:
+            refused.append(lease)
+            results.append(False)
+            if error is None:
+                error = reply_error(reply, lease.name)
+    commands_ran(ran, sent_at, ttl_ms)
+    commands_refused(refused, sent_at)
+    commands_unknown(maybe, sent_at)
+    for lease in ran:
+        if lease.renewal is not None:
+            client._renewer().rescheduled(lease)
+    for lease, extended, reply in zip(leases, results, replies, strict=True):
+        if not extended and reply == 0:
+            client._lease_lost(lease, "an extend found its key gone or held by another token")
+    if error is not None:
+        raise error
+    if unknown:
+        raise OutcomeUnknownError(
+            f"the connection failed mid-batch: {len(unknown)} extends are unconfirmed", unknown)
+    return results
+
+
+def settle_query(names: Sequence[str | bytes], replies: list[object]) -> list[LockInfo]:
+    out = []
+    for name, reply in zip(names, replies, strict=True):
+        if type(reply) is not int:
+            if reply is UNKNOWN or reply is NOT_SENT:
+                raise ConnectionError(f"the connection failed mid-batch while querying {name!r}")
+            raise reply_error(reply, name)
+        out.append(info_from_pttl(reply))
+    return out
+
+
+class AcquirePlan:
+    """One acquire_many, minus the sending: checked input, tokens made chunk by chunk while the
+    server works on the previous chunk, the encoder, and leases built as replies arrive."""
+
+    def __init__(self, names: Sequence[str | bytes], ttl_ms: int, tokens: Sequence[bytes] | None,
+                 owner: object) -> None:
+        self.keys = encode_unique_names(names)
+        self.names = list(names)
+        self.ttl_ms = ttl_ms
+        self.count = count = len(self.keys)
+        self._fresh_tokens = tokens is None
+        self.tokens = [b""] * count if tokens is None else check_tokens(tokens, count)
+        self.owner = owner
+        self.leases: list[Lease | None] = [None] * count
+        self.not_acquired: list[str | bytes] = []
+        self.errors: list[int] = []
+        self.handled = 0
+        self.sent_at = 0.0
+
+    def encode(self, buf: Any, start: int, stop: int) -> None:
+        if self._fresh_tokens:
+            keys = self.keys[start:stop]
+            self.tokens[start:stop] = buf.append_set_nx_px_random(keys, self.ttl_ms, TOKEN_BYTES)
+        else:
+            buf.append_set_nx_px_many(self.keys[start:stop], self.tokens[start:stop], self.ttl_ms)
+
+    def on_replies(self, start: int, replies: list[object]) -> None:
+        stop = start + len(replies)
+        names, keys, tokens, leases = self.names, self.keys, self.tokens, self.leases
+        if replies.count(b"OK") == len(replies):  # the usual case, in C-level loops
+            leases[start:stop] = map(Lease, names[start:stop], keys[start:stop], tokens[start:stop],
+                                     repeat(self.ttl_ms), repeat(self.sent_at), repeat(self.owner))
+        else:
+            for i, reply in enumerate(replies, start):
+                if reply == b"OK":
+                    leases[i] = Lease(names[i], keys[i], tokens[i], self.ttl_ms, self.sent_at, self.owner)
+                elif reply is None:
+                    self.not_acquired.append(names[i])
+                else:
+                    self.errors.append(i)
+        self.handled = stop
+
+    def taken(self) -> list[Lease]:
+        return [lease for lease in self.leases if lease is not None]
+
+    def maybe_held(self, replies: list[object]) -> list[tuple[str | bytes, bytes, bytes, float]]:
+        """(name, key, token, forget_at) of every lock sent whose reply was lost: it may hold
+        until ``forget_at``, one ttl from now."""
+        forget_at = time.monotonic() + self.ttl_ms / 1000.0
+        return [(self.names[i], self.keys[i], self.tokens[i], forget_at)
+                for i in range(self.handled, self.count) if replies[i] is UNKNOWN]
+
+    def not_sent(self, replies: list[object]) -> list[str | bytes]:
+        return [self.names[i] for i in range(self.handled, self.count) if replies[i] is NOT_SENT]
+
+    def first_error(self, replies: list[object]) -> Exception:
+        i = self.errors[0]
+        return reply_error(replies[i], self.names[i])
+
+
+OnReplies = Callable[[int, list[object]], None]

@@ -1,0 +1,146 @@
+"""What every single-server client (threads or asyncio) holds and does without I/O: its
+settings, leases and their ownership, the Lock objects it makes, and what happens to a lock
+whose outcome was lost or that was found lost. The clients add the connections and a driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any, Generic, TypeVar
+
+from turbolock._flows.cleanup_book import CleanupBook
+from turbolock._flows.client_settings import (
+    acquire_lost_error,
+    check_chunk_size,
+    check_max_connections,
+    renew_policy,
+    split_keywords,
+)
+from turbolock._flows.lock_rules import lock_ttl
+from turbolock._flows.ownership import Owner, check_lease
+from turbolock._flows.renewal_book import AutoRenew, OnLost
+from turbolock._flows.single import adopted_lease
+from turbolock._wire import core as _core
+from turbolock._wire.validate import Seconds, check_key_prefix
+from turbolock.lease import Lease
+from turbolock.options import ConnectionOptions, options_from_keywords, options_from_redis, options_from_url
+
+C = TypeVar("C", bound="ClientRules[Any]")
+LockT = TypeVar("LockT")
+
+
+class ClientRules(Generic[LockT]):
+    """Settings and bookkeeping of a single-server client; ``_lock_type`` is its Lock object."""
+
+    _lock_type: Any
+    """The class of its Lock objects (made by ``lock()``)."""
+    _renewer_instance: Any
+
+    def _configure(self, host: str, port: int, key_prefix: str | bytes, max_connections: int,
+                   chunk_size: int, core: str | None, connection: dict[str, Any]) -> None:
+        options = connection.pop("options", None)
+        if options is None:
+            options = options_from_keywords(host=host, port=port, **connection)
+        check_max_connections(max_connections)
+        self._chunk_size = check_chunk_size(chunk_size)
+        self.options: ConnectionOptions = options
+        self.key_prefix = check_key_prefix(key_prefix)
+        self.core: ModuleType = _core.get_core(core)
+        self._owner = Owner()
+        self._cleanup = CleanupBook()
+        self._renewer_instance = None
+        self._closed = False
+
+    @classmethod
+    def from_url(cls: type[C], url: str, **kwargs: Any) -> C:
+        """``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS) or ``unix:///path?db=N``."""
+        client_kwargs = split_keywords(kwargs)
+        make: Any = cls
+        client: C = make(options=options_from_url(url, **kwargs), **client_kwargs)
+        return client
+
+    @classmethod
+    def from_redis(cls: type[C], redis_client: Any, **kwargs: Any) -> C:
+        """Connect where a ``redis.Redis`` (or ``redis.asyncio.Redis``) connects, with its
+        credentials, db, TLS and timeouts."""
+        client_kwargs = split_keywords(kwargs)
+        make: Any = cls
+        client: C = make(options=options_from_redis(redis_client, **kwargs), **client_kwargs)
+        return client
+
+    @property
+    def implementation(self) -> str:
+        """Which core this client encodes and parses with: "c" or "py"."""
+        return str(self.core.IMPLEMENTATION)
+
+    @property
+    def chunk_size(self) -> int:
+        return self._chunk_size
+
+    def _renew_policy(self, auto_renew: bool | AutoRenew, on_lost: OnLost | None,
+                      ms: int) -> AutoRenew | None:
+        return renew_policy(auto_renew, on_lost, ms)
+
+    def lease(self, name: str | bytes, token: bytes) -> Lease:
+        """A lease for a lock taken elsewhere (another process, another object) with ``token``,
+        to extend, check or release it here. Nothing is sent: it believes in no time left
+        (``valid_for() == 0``) until ``extend`` or ``check`` says more."""
+        return adopted_lease(name, token, self._owner)
+
+    def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
+             timeout: Seconds | None = None, token: bytes | None = None,
+             auto_renew: bool | AutoRenew | None = None, on_lost: OnLost | None = None) -> LockT:
+        """A Lock object for ``name``: use it with ``with`` (``async with``), as a decorator, or
+        call acquire().
+
+        With no ``ttl`` the lock lives 30 s at a time and is renewed until released (unless
+        ``auto_renew=False``). ``timeout=None`` waits until the lock is free; ``timeout=0`` or
+        ``blocking=False`` makes one attempt.
+        """
+        ttl, renew = lock_ttl(ttl, auto_renew)
+        lock: LockT = self._lock_type(self, name, ttl, blocking=blocking, timeout=timeout, token=token,
+                                      auto_renew=renew, on_lost=on_lost)
+        return lock
+
+    def _check_lease(self, lease: object, argument: str = "lease") -> None:
+        check_lease(lease, self._owner, Lease, argument)
+
+    def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None:
+        raise NotImplementedError
+
+    def _acquire_lost(self, attempts: Iterable[tuple[str | bytes, bytes, bytes, float]],
+                      cause: BaseException) -> BaseException:
+        """Maybe-held locks (name, key, token, forget_at) are released in the background; the error."""
+        attempts = list(attempts)
+        for _, key, token, forget_at in attempts:
+            self._remember_cleanup(key, token, forget_at)
+        if not isinstance(cause, Exception):
+            return cause
+        return acquire_lost_error([name for name, _, _, _ in attempts], cause)
+
+    @property
+    def pending_cleanup(self) -> int:
+        """Locks whose acquire or release outcome was lost (or whose acquiring task was
+        cancelled) and that still await a release in the background, those being released right
+        now included; each at most until its ttl has passed."""
+        return len(self._cleanup)
+
+    def _lease_lost(self, lease: Lease, reason: str) -> None:
+        """The server said the lock is not ours any more: signal it (renewed leases through the
+        renewer, so ``on_lost`` runs)."""
+        renewer = self._renewer_instance
+        if lease.renewal is not None and renewer is not None:
+            renewer._lost(lease, reason)
+        else:
+            lease.mark_lost(reason)
+
+    @property
+    def renewing(self) -> int:
+        """How many locks the renewer currently keeps."""
+        renewer = self._renewer_instance
+        return 0 if renewer is None else len(renewer)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.options.address}, db={self.options.db}, "
+                f"key_prefix={self.key_prefix!r}, core={self.implementation!r})")

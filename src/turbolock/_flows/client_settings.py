@@ -1,0 +1,58 @@
+"""The settings every single-server client shares, their defaults and their checks, and the
+error a client raises when an acquire's reply was lost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turbolock._flows.renewal_book import AutoRenew, OnLost, check_policy
+from turbolock.errors import AcquireOutcomeUnknownError, InvalidArgumentError, InvalidArgumentTypeError
+
+DEFAULT_KEY_PREFIX = "turbolock:"
+DEFAULT_CHUNK_SIZE = 1000
+MAX_CHUNK_SIZE = 10_000
+CLIENT_KEYWORDS = ("key_prefix", "max_connections", "chunk_size", "core")
+"""Keywords of a client's own, as opposed to the connection's (``from_url``, ``from_redis``)."""
+
+
+def check_chunk_size(chunk_size: object) -> int:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
+        raise InvalidArgumentTypeError("chunk_size", "must be an int")
+    if not 1 <= chunk_size <= MAX_CHUNK_SIZE:
+        raise InvalidArgumentError("chunk_size", f"must be from 1 to {MAX_CHUNK_SIZE}")
+    return chunk_size
+
+
+def check_max_connections(max_connections: object) -> int:
+    if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+        raise InvalidArgumentError("max_connections", "must be a positive int")
+    return max_connections
+
+
+def renew_policy(auto_renew: bool | AutoRenew, on_lost: OnLost | None, ms: int) -> AutoRenew | None:
+    """The renewal terms of an acquire, or None when it is not renewed."""
+    if auto_renew is False:
+        if on_lost is not None:
+            raise InvalidArgumentError("on_lost", "needs auto_renew (only renewed locks are watched)")
+        return None
+    if on_lost is not None and not callable(on_lost):
+        raise InvalidArgumentTypeError("on_lost", "must be callable")
+    return check_policy(auto_renew, ms)
+
+
+def split_keywords(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take the client's own keywords out of ``kwargs`` (the rest are the connection's)."""
+    return {k: kwargs.pop(k) for k in CLIENT_KEYWORDS if k in kwargs}
+
+
+def describe_names(names: list[str | bytes]) -> str:
+    if len(names) == 1:
+        return f"lock {names[0]!r}"
+    shown = ", ".join(repr(n) for n in names[:5])
+    return f"{len(names)} locks ({shown}{', ...' if len(names) > 5 else ''})"
+
+
+def acquire_lost_error(names: list[str | bytes], cause: Exception) -> AcquireOutcomeUnknownError:
+    return AcquireOutcomeUnknownError(
+        f"acquire of {describe_names(names)} was sent but no reply came ({cause}); it may be held, and is "
+        "released with its token in the background as soon as the server answers", names, False)

@@ -1,0 +1,97 @@
+"""A new connection's first commands and the check of their replies: the same for every driver.
+
+AUTH, SELECT and PING go out in one write; the replies prove that the peer is a Redis server
+that accepted the credentials, before any lock command is sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turbolock.errors import AuthenticationError, ProtocolError, ReplyError, ResponseError, TimeoutError
+from turbolock.options import ConnectionOptions
+
+
+def append_handshake(buffer: Any, options: ConnectionOptions) -> int:
+    """Queue a new connection's commands (AUTH with credentials, SELECT for a db other than 0,
+    then PING) and return how many there are.
+
+    The PING costs nothing extra (it shares the round trip) and proves the server speaks RESP
+    as Redis does: an echo or HTTP server on the port is found here, not by a lock call.
+    """
+    count = 1
+    if options.password is not None:
+        if options.username:
+            buffer.append_command(("AUTH", options.username, options.password))
+        else:
+            buffer.append_command(("AUTH", options.password))
+        count += 1
+    if options.db:
+        buffer.append_command(("SELECT", options.db))
+        count += 1
+    buffer.append_command(("PING",))
+    return count
+
+
+def check_handshake(options: ConnectionOptions, replies: list[object]) -> None:
+    """Raise unless ``replies`` (to ``append_handshake``'s commands) are a Redis server's.
+
+    Refused credentials and a refused SELECT are reported as such; PING may be refused to an
+    ACL user without ``+ping`` (NOPERM), which still proves a Redis answered. Nothing the server
+    sent is quoted: an echo server sends the AUTH command, password included, back.
+    """
+    address = options.address
+    replies = list(replies)
+    if options.password is not None:
+        auth_reply = replies.pop(0)
+        if isinstance(auth_reply, ReplyError):
+            who = f"user {options.username!r}" if options.username else "the default user"
+            raise AuthenticationError(f"{address} refused the credentials of {who}: {auth_reply.code}")
+        _expect(options, "AUTH", auth_reply, b"OK")
+    if options.db:
+        select_reply = replies.pop(0)
+        if isinstance(select_reply, ReplyError):
+            code = select_reply.code
+            if code == "NOAUTH":
+                raise AuthenticationError(f"{address} wants credentials (NOAUTH) before SELECT {options.db}")
+            raise ResponseError(f"{address} refused SELECT {options.db}: {select_reply}", code)
+        _expect(options, "SELECT", select_reply, b"OK")
+    ping_reply = replies.pop(0)
+    if isinstance(ping_reply, ReplyError):
+        code = ping_reply.code
+        if code in ("NOAUTH", "WRONGPASS"):
+            raise AuthenticationError(f"{address} wants credentials ({code})")
+        if code != "NOPERM":
+            raise ResponseError(f"{address} refused PING: {ping_reply}", code)
+        return
+    _expect(options, "PING", ping_reply, b"PONG")
+
+
+def handshake_timeout(options: ConnectionOptions, limit: float) -> TimeoutError:
+    """The error for a server that accepted a connection and then kept silent."""
+    return TimeoutError(f"{options.address} accepted a connection but did not answer its first "
+                        f"commands within {limit:.3g}s")
+
+
+def _expect(options: ConnectionOptions, command: str, reply: object, expected: bytes) -> None:
+    if reply != expected:
+        raise not_redis(options, f"it answered {command} with {_kind_of(reply)}")
+
+
+def not_redis(options: ConnectionOptions, detail: str) -> ProtocolError:
+    """The error for a server that answered the handshake, but not as Redis does."""
+    return ProtocolError(f"{options.address} does not speak RESP as Redis does ({detail}); "
+                         "is it the address of a Redis server?")
+
+
+def _kind_of(reply: object) -> str:
+    """What a reply is, never what it says."""
+    if isinstance(reply, list):
+        return f"an array of {len(reply)}"
+    if isinstance(reply, bytes):
+        return f"a {len(reply)}-byte string"
+    if isinstance(reply, int):
+        return "an integer"
+    if reply is None:
+        return "nil"
+    return f"a {type(reply).__name__}"

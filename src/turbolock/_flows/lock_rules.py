@@ -1,0 +1,190 @@
+"""What every Lock object (threaded, asyncio, Redlock) shares and that needs no I/O: its
+settings and their defaults, how long a blocking acquire waits and how long each attempt may
+take, and the state it keeps about the lock it holds. Each front end adds only the calls.
+
+The defaults, the same everywhere: no ttl means ``DEFAULT_TTL`` seconds renewed until release
+(Redisson's watchdog); ``blocking=True`` with ``timeout=None`` waits until the lock is free;
+``timeout=0`` or ``blocking=False`` makes exactly one attempt.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Generic, TypeVar
+
+from turbolock._flows.backoff import Backoff
+from turbolock._wire.validate import Seconds, check_token, encode_name, timeout_seconds, ttl_ms
+from turbolock.errors import (
+    ConnectionError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    LockLostError,
+    LockUsageError,
+    OutcomeUnknownError,
+    TimeoutError,
+)
+from turbolock.lease import Lease
+
+DEFAULT_TTL = 30
+"""Seconds a lock taken with no ttl lives between renewals (it is renewed until released)."""
+
+FIRST_ATTEMPT_FLOOR = 0.01
+"""A blocking acquire's first attempt gets at least this long, however short its wait."""
+
+LeaseT = TypeVar("LeaseT", bound=Lease)
+
+
+def lock_ttl(ttl: Seconds | None, auto_renew: Any) -> tuple[Seconds, Any]:
+    """The ttl and auto_renew of a Lock: no ttl means ``DEFAULT_TTL`` with renewal (unless
+    ``auto_renew`` says otherwise); ``auto_renew=None`` means "renew when no ttl was given"."""
+    if ttl is None:
+        return DEFAULT_TTL, True if auto_renew is None else auto_renew
+    return ttl, False if auto_renew is None else auto_renew
+
+
+def check_wait(blocking: object, timeout: object) -> float | None:
+    """The wait of an acquire: None forever, 0 a single attempt. ``blocking=False`` with a
+    positive ``timeout`` contradicts itself and is refused."""
+    if not isinstance(blocking, bool):
+        raise InvalidArgumentTypeError("blocking", "must be True or False")
+    wait = timeout_seconds(timeout)
+    if not blocking:
+        if wait:
+            raise InvalidArgumentError(
+                "blocking", f"blocking=False (one attempt) contradicts timeout={timeout!r} (a wait); "
+                            "pass one of the two")
+        return 0.0
+    return wait
+
+
+def worth_retrying(error: BaseException, wait: float | None) -> bool:
+    """Whether a blocking acquire goes on waiting after ``error``: a lost reply (the lock is
+    released in the background) always; a server that cannot be reached or does not answer
+    only while the wait has an end, so an endless wait never hides an outage. Refused
+    credentials and a server that is not Redis always end it."""
+    if isinstance(error, OutcomeUnknownError):
+        return wait != 0.0
+    return bool(wait) and (isinstance(error, TimeoutError) or type(error) is ConnectionError)
+
+
+class Waiting:
+    """One blocking acquire's clock: each attempt ends by the call deadline or the end of the
+    wait, whichever comes first, and the pauses between attempts back off with jitter."""
+
+    __slots__ = ("deadline", "_backoff", "_first")
+
+    def __init__(self, wait: float | None, backoff: Backoff | None = None) -> None:
+        self.deadline = None if wait is None else time.monotonic() + wait
+        self._backoff = Backoff() if backoff is None else backoff
+        self._first = True
+
+    def attempt_deadline(self, call_timeout: float) -> float | None:
+        """When the next attempt must end, or None when the call's own deadline comes first."""
+        first, self._first = self._first, False
+        if self.deadline is None:
+            return None
+        now = time.monotonic()
+        end = max(self.deadline, now + FIRST_ATTEMPT_FLOOR) if first else self.deadline
+        return end if end < now + call_timeout else None
+
+    def pause(self) -> float | None:
+        """Seconds to sleep before the next attempt, or None when the wait is over."""
+        if self.deadline is None:
+            return self._backoff.next_delay(None)
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        return self._backoff.next_delay(remaining)
+
+
+class LockState(Generic[LeaseT]):
+    """The part of a Lock object that needs no I/O: checked settings and the lease it holds.
+
+    Ownership belongs to the object (it holds the lease and its token), never to a thread or
+    a task: a Lock acquired in one may be released in another, and two Lock objects on one
+    name exclude each other even in the same thread.
+    """
+
+    kind = "Lock"
+
+    def _setup(self, name: str | bytes, ttl: Seconds, blocking: bool, timeout: Seconds | None,
+               token: bytes | None, auto_renew: Any, on_lost: Any) -> None:
+        encode_name(name)
+        self._ttl_ms = ttl_ms(ttl)
+        self._wait = check_wait(blocking, timeout)
+        if token is not None:
+            check_token(token)
+        self.name = name
+        self.ttl = ttl
+        self.blocking = blocking
+        self.timeout = timeout
+        self._token = token
+        self.auto_renew = auto_renew
+        self.on_lost = on_lost
+        self._lease: LeaseT | None = None
+        self._entered: LeaseT | None = None
+
+    def _wait_for(self, blocking: bool | None, timeout: Seconds | None) -> float | None:
+        """The wait of one acquire() call, from its arguments or the Lock's settings."""
+        if blocking is None and timeout is None:
+            return self._wait
+        if blocking is None:
+            blocking = self.blocking if timeout is None else True
+        return check_wait(blocking, timeout if timeout is not None else (self.timeout if blocking else None))
+
+    @property
+    def lease(self) -> LeaseT | None:
+        """The current lease, or None when this object does not hold the lock."""
+        return self._lease
+
+    def _check_unheld(self) -> None:
+        if self._lease is not None:
+            raise LockUsageError(f"lock {self.name!r} is already held by this {self.kind} object",
+                                 names=[self.name])
+
+    def _held_lease(self) -> LeaseT:
+        lease = self._lease
+        if lease is None:
+            raise LockUsageError(f"lock {self.name!r} is not held by this {self.kind} object",
+                                 names=[self.name])
+        return lease
+
+    def _drop(self, lease: LeaseT) -> None:
+        if self._lease is lease:
+            self._lease = None
+
+    def valid_for(self) -> float:
+        """Seconds the lock is safely ours by the local clock (0 when not held or lost); no round trip."""
+        lease = self._lease
+        return 0.0 if lease is None else lease.valid_for()
+
+    def ensure_held(self) -> None:
+        """``LockLostError`` unless this object holds the lock by the local clock; no round trip.
+        Call it right before acting on what the lock protects."""
+        lease = self._lease
+        if lease is None:
+            raise LockLostError(f"lock {self.name!r} is not held by this {self.kind} object",
+                                names=[self.name])
+        lease.ensure_held()
+
+    def _not_acquired_message(self) -> str:
+        wait = self._wait
+        waited = f" within {wait:g}s" if wait else ""
+        return f"lock {self.name!r} was not acquired{waited}"
+
+    def _exit_check(self, exc_type: type[BaseException] | None) -> bool:
+        """At the end of a ``with`` block: True when there is a lease to release. A lock released
+        inside the block is a usage error, reported unless the block itself raised."""
+        entered, self._entered = self._entered, None
+        if self._lease is not None:
+            return True
+        if entered is not None and exc_type is None:
+            raise LockUsageError(f"lock {self.name!r} was released inside its with block", names=[self.name])
+        return False
+
+    def _settings(self) -> dict[str, Any]:
+        return {"blocking": self.blocking, "timeout": self.timeout, "token": self._token,
+                "auto_renew": self.auto_renew, "on_lost": self.on_lost}
+
+    def __repr__(self) -> str:
+        return f"{self.kind}(name={self.name!r}, ttl={self.ttl!r}, held={self._lease is not None})"

@@ -1,0 +1,261 @@
+"""Bulk Redlock: acquire, extend and release thousands of independent locks on every master at once.
+
+Every master gets the whole batch, in chunks encoded once and written to all masters before
+any is read (see ``_redlock.fanout``); the quorum and the validity are decided per name, the
+validity counted from before the first write of that name's chunk. Names that miss the quorum
+are released on every master, so nothing is left held where the lock did not count.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from turbolock._flows.bulk_plan import check_size, check_tokens, encode_unique_names
+from turbolock._flows.redlock_result import (
+    InstanceSummary,
+    RedlockLease,
+    RedlockManyResult,
+    RedlockStatus,
+    decide,
+)
+from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules, remember
+from turbolock._flows.steps import FanMany, Flow, Outcome
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import UNKNOWN
+from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
+from turbolock._wire.validate import TOKEN_BYTES, Seconds
+from turbolock.errors import ExtensionLimitError, InvalidArgumentError, QuorumError
+from turbolock.lease import commands_ran, commands_sent, commands_unknown
+
+_OK = b"OK"
+
+
+def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: int, drift: float,
+                      all_or_nothing: bool, tokens: Sequence[bytes] | None,
+                      max_extensions: int | None) -> Flow[RedlockManyResult]:
+    keys = encode_unique_names(names)
+    names = list(names)
+    count = len(keys)
+    fresh_tokens = tokens is None
+    tokens = [b""] * count if tokens is None else check_tokens(tokens, count)
+
+    def encode(buf: Any, start: int, stop: int) -> None:
+        # Encoded once per chunk; the same bytes go to every master.
+        if fresh_tokens:
+            tokens[start:stop] = buf.append_set_nx_px_random(keys[start:stop], ms, TOKEN_BYTES)
+        else:
+            buf.append_set_nx_px_many(keys[start:stop], tokens[start:stop], ms)
+
+    masters = len(client.masters)
+    quorum = client.quorum
+    life = (ms - drift) / 1000.0
+    owner = client._owner
+    everywhere = InstanceSummary(masters, 0, 0)
+    summaries: dict[tuple[int, int], InstanceSummary] = {}
+    leases: list[RedlockLease | None] = [None] * count
+    statuses: list[RedlockStatus] = [RedlockStatus.NO_QUORUM] * count
+    acquired = [0] * count
+    conflicted = [0] * count
+    failed: list[int] = []
+
+    def on_chunk(start: int, stop: int, started: float, rows: list[list[object]]) -> None:
+        # Decided as each chunk comes in, while the masters work on the next one.
+        valid = started + life > time.monotonic()
+        size = stop - start
+        if valid and all(row.count(_OK) == size for row in rows):  # the common case: taken everywhere
+            statuses[start:stop] = [RedlockStatus.ACQUIRED] * size
+            acquired[start:stop] = [masters] * size
+            leases[start:stop] = [
+                RedlockLease(name, key, token, ms, started, owner, drift, everywhere, max_extensions)
+                for name, key, token in zip(names[start:stop], keys[start:stop], tokens[start:stop],
+                                            strict=True)]
+            return
+        ok = [0] * size
+        held = [0] * size
+        for row in rows:
+            ok = [n + 1 if reply == _OK else n for n, reply in zip(ok, row, strict=True)]
+            held = [n + 1 if reply is None else n for n, reply in zip(held, row, strict=True)]
+        acquired[start:stop] = ok
+        conflicted[start:stop] = held
+        for j in range(size):
+            i = start + j
+            key = (ok[j], held[j])
+            summary = summaries.get(key)
+            if summary is None:
+                summary = summaries[key] = InstanceSummary(ok[j], held[j], masters - ok[j] - held[j])
+            status = decide(summary, quorum, valid)
+            statuses[i] = status
+            if status is RedlockStatus.ACQUIRED:
+                leases[i] = RedlockLease(names[i], keys[i], tokens[i], ms, started, owner, drift, summary,
+                                         max_extensions)
+            elif ok[j] or summary.errored:
+                failed.append(i)
+
+    timeout = client.chunk_timeout_for(ms)
+    try:
+        outcome = yield FanMany(count, encode, timeout, client.chunk_size, on_chunk=on_chunk)
+    except BaseException:  # interrupted or cancelled: whatever was sent may be held anywhere
+        forget_at = time.monotonic() + ms / 1000.0 + CLEANUP_GRACE
+        for key, token in zip(keys, tokens, strict=True):
+            if token:  # encoded, so perhaps sent
+                client._abandoned(key, token, forget_at)
+        raise
+    if not outcome.started:  # no master could be reached: nothing was sent
+        acquired, conflicted = [0] * count, [0] * count
+    errored = [masters - a - c for a, c in zip(acquired, conflicted, strict=True)]
+    if all_or_nothing and any(lease is None for lease in leases):
+        failed = [i for i in range(count) if acquired[i] or errored[i]]
+        leases = [None] * count
+    if failed:
+        yield from _release_failed(client, outcome.errors, outcome.replies, keys, tokens, failed, ms, timeout)
+    return RedlockManyResult(names, leases, statuses, quorum, acquired, conflicted, errored)
+
+
+def _tally(rows: list[list[object]], count: int, hit: Any) -> list[int]:
+    totals = [0] * count
+    for row in rows:
+        totals = [total + 1 if hit(reply) else total for total, reply in zip(totals, row, strict=True)]
+    return totals
+
+
+def _release_failed(client: RedlockRules, errors: list[str | None], acquire_rows: list[list[object]],
+                    keys: list[bytes], tokens: list[bytes], failed: list[int], ms: int,
+                    timeout: float) -> Flow[None]:
+    """Release every name that did not count, on every master; remember it where it may be held
+    and the release got no answer."""
+    sub_keys = [keys[i] for i in failed]
+    sub_tokens = [tokens[i] for i in failed]
+    # Masters that failed the acquire would cost another timeout: theirs go to the background.
+    answered = [m for m, error in enumerate(errors) if error is None]
+    replies = yield from run_release_flow(client, sub_keys, sub_tokens, timeout, answered)
+    expires_at = time.monotonic() + ms / 1000.0 + CLEANUP_GRACE
+    for master, acquire_row, release_row in zip(client.masters, acquire_rows, replies, strict=True):
+        for j, i in enumerate(failed):
+            maybe_held = acquire_row[i] == _OK or acquire_row[i] is UNKNOWN
+            if maybe_held and type(release_row[j]) is not int:
+                remember(master, [keys[i]], [tokens[i]], expires_at)
+
+
+def run_release_flow(client: RedlockRules, keys: list[bytes], tokens: list[bytes],
+                     timeout: float, only: Sequence[int] | None = None) -> Flow[list[list[object]]]:
+    sha = _scripts.RELEASE.sha
+
+    def encode(buf: Any, start: int, stop: int) -> None:
+        buf.append_evalsha_many(sha, keys[start:stop], tokens[start:stop], None)
+
+    def reencode(buf: Any, indices: Sequence[int]) -> None:
+        buf.append_evalsha_many(sha, [keys[i] for i in indices], [tokens[i] for i in indices], None)
+
+    step = FanMany(len(keys), encode, timeout, client.chunk_size, _scripts.RELEASE, reencode, only=only)
+    outcome: Outcome = yield step
+    return outcome.replies
+
+
+def _check_leases(client: RedlockRules, leases: Sequence[RedlockLease]) -> list[RedlockLease]:
+    check_size(leases, "leases")
+    checked = [client._check_lease(lease, "leases") for lease in leases]
+    if len({lease.key for lease in checked}) != len(checked):
+        raise InvalidArgumentError("leases", "lists one lock more than once")
+    return checked
+
+
+def release_many_flow(client: RedlockRules, leases: Sequence[RedlockLease]) -> Flow[list[bool]]:
+    checked = _check_leases(client, leases)
+    if not checked:
+        return []
+    renewed = [lease for lease in checked if lease.renewal is not None]
+    if renewed:
+        client._renewer().remove(renewed)
+    timeout = client.chunk_timeout_for(min(lease.ttl_ms for lease in checked))
+    keys = [lease.key for lease in checked]
+    tokens = [lease.token for lease in checked]
+    for lease in checked:
+        lease._released = True
+    rows = yield from run_release_flow(client, keys, tokens, timeout)
+    count = len(checked)
+    released = _tally(rows, count, lambda reply: reply == 1)
+    errored = _tally(rows, count, lambda reply: type(reply) is not int)
+    for master, row in zip(client.masters, rows, strict=True):
+        for lease, reply in zip(checked, row, strict=True):
+            if type(reply) is not int:
+                forget_at = lease.acquired_at + lease.ttl_ms / 1000.0 + CLEANUP_GRACE
+                remember(master, [lease.key], [lease.token], forget_at)
+    quorum = client.quorum
+    results = [done >= quorum for done in released]
+    unknown = [lease.name for lease, done, err in zip(checked, released, errored, strict=True)
+               if done < quorum <= done + err]
+    if unknown:
+        raise QuorumError(
+            f"the release of {len(unknown)} locks is unconfirmed: too many masters gave no answer for a "
+            "quorum; it is retried on them when they answer", unknown)
+    return results
+
+
+def extend_many_flow(client: RedlockRules, leases: Sequence[RedlockLease], ttl: Seconds) -> Flow[list[bool]]:
+    checked = _check_leases(client, leases)
+    ms, drift, _ = client._ttl(ttl)
+    for lease in checked:
+        if lease.max_extensions is not None and lease.extensions >= lease.max_extensions:
+            raise ExtensionLimitError(
+                f"lock {lease.name!r} was already extended {lease.extensions} times, its max_extensions",
+                names=[lease.name])
+    results = [False] * len(checked)
+    live = [i for i, lease in enumerate(checked) if not lease._released and lease.valid_for() > 0]
+    if not live:
+        return results
+    keys = [checked[i].key for i in live]
+    tokens = [checked[i].token for i in live]
+    sha = EXTEND.sha
+
+    def encode(buf: Any, start: int, stop: int) -> None:
+        buf.append_evalsha_many(sha, keys[start:stop], tokens[start:stop], ms)
+
+    def reencode(buf: Any, indices: Sequence[int]) -> None:
+        buf.append_evalsha_many(sha, [keys[i] for i in indices], [tokens[i] for i in indices], ms)
+
+    chunk = client.chunk_size
+    sent_at = time.monotonic()
+    extending_leases = [checked[i] for i in live]
+    commands_sent(extending_leases, sent_at, sent_at + (ms - drift) / 1000.0)
+    try:
+        outcome = yield FanMany(len(live), encode, client.chunk_timeout_for(ms), chunk, EXTEND, reencode)
+    except BaseException:
+        commands_unknown(extending_leases, sent_at)
+        raise
+    now = time.monotonic()
+    rows = outcome.replies
+    done = _tally(rows, len(live), extended)
+    held = _tally(rows, len(live), lambda reply: reply == 1)
+    theirs = _tally(rows, len(live), lambda reply: reply == 0)
+    quorum = client.quorum
+    masters = len(rows)
+    life = (ms - drift) / 1000.0
+    unknown: list[str | bytes] = []
+    renewer = client._renewer_instance  # type: ignore[attr-defined]
+    for j, i in enumerate(live):
+        lease = checked[i]
+        started = outcome.started[j // chunk]
+        verdict = extend_verdict(held[j], masters - done[j] - theirs[j], quorum)
+        if verdict == EXTENDED and started + life > now:
+            lease.drift_ms = drift
+            commands_ran((lease,), sent_at, ms)
+            lease.extensions += 1
+            lease.instances = InstanceSummary(done[j], theirs[j], masters - done[j] - theirs[j])
+            results[i] = True
+            if lease.renewal is not None and renewer is not None:
+                renewer.rescheduled(lease)
+        else:
+            commands_unknown((lease,), sent_at)  # extended on some masters, perhaps
+            if verdict == LOST:
+                client._lease_lost(lease, "an extend found it no longer held on a majority")
+                if done[j]:  # set again or extended on a minority: released in the background
+                    client._abandoned(lease.key, lease.token, now + ms / 1000.0 + CLEANUP_GRACE)
+            elif verdict != EXTENDED:
+                unknown.append(lease.name)
+    if unknown:
+        raise QuorumError(
+            f"the extend of {len(unknown)} locks is unconfirmed: too many masters gave no answer for a "
+            "quorum", unknown)
+    return results

@@ -1,0 +1,277 @@
+"""The flows of a Redlock client: acquire (attempts, quorum, release of failed attempts, retries),
+release, extend, query and check, and the bulk calls' entry. Each is a generator of steps (see
+``steps``), written once
+for the threaded and the asyncio client.
+
+One attempt writes ``SET key token NX PX ttl`` to every master before reading any reply. The
+lock counts only with a quorum (N // 2 + 1 masters) and validity left: ``ttl - elapsed -
+drift``, with ``elapsed`` measured from before the first write and ``drift = ttl *
+drift_factor + 2 ms``. A failed attempt is released on every master where it may have been
+taken, then retried after a random delay until the caller's wait ends (and at most
+``retry_count`` times, if set). Release is compare-and-delete on every master; extend is
+compare-and-pexpire on a majority that still holds the lock, within validity (and sets the key
+again where a restarted master lost it; those never make up the majority).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import secrets
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from turbolock._flows.lock_rules import check_wait
+from turbolock._flows.redlock_bulk import acquire_many_flow
+from turbolock._flows.redlock_claim import claim_many_flow
+from turbolock._flows.redlock_result import (
+    InstanceSummary,
+    RedlockLease,
+    RedlockManyResult,
+    RedlockResult,
+    RedlockStatus,
+    decide,
+)
+from turbolock._flows.redlock_rules import (
+    CLEANUP_GRACE,
+    DEFAULT_NODE_TIMEOUT,
+    RedlockRules,
+    count_int,
+    remember,
+)
+from turbolock._flows.renewal_book import AutoRenew, OnLost
+from turbolock._flows.single import extend_ms
+from turbolock._flows.steps import FanOne, Flow, Sleep
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import UNKNOWN
+from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, extended
+from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_token, encode_name
+from turbolock.errors import ExtensionLimitError, QuorumError
+from turbolock.lease import FREE, LockInfo, commands_ran, commands_sent, commands_unknown, info_from_pttl
+
+
+class RedlockFlows(RedlockRules):
+    def _acquire_flow(self, name: str | bytes, ttl: Seconds, blocking: bool, timeout: Seconds | None,
+                      token: bytes | None, auto_renew: bool | AutoRenew, on_lost: OnLost | None,
+                      max_extensions: int | None) -> Flow[RedlockResult]:
+        key = encode_name(name)
+        ms, drift, node_timeout = self._ttl(ttl)
+        wait = check_wait(blocking, timeout)
+        if token is not None:
+            check_token(token)
+        limit = count_int(max_extensions, "max_extensions", allow_none=True)
+        policy = self._renew_policy(auto_renew, on_lost, ms, node_timeout)
+        deadline = None if wait is None else time.monotonic() + wait
+        attempts = 0
+        while True:
+            attempts += 1
+            result = yield from self._attempt_flow(
+                name, key, secrets.token_bytes(TOKEN_BYTES) if token is None else token, ms, drift,
+                node_timeout, attempts, limit)
+            lease = result.lease
+            if lease is not None:
+                if policy is not None:
+                    self._renewer().add((lease,), policy, on_lost)
+                return result
+            if wait == 0.0 or (self.retry_count is not None and attempts > self.retry_count):
+                return result
+            delay = random.uniform(0.0, self.retry_delay)
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return result
+                delay = min(delay, remaining)
+            yield Sleep(delay)
+
+    def _try_acquire_flow(self, name: str | bytes, ttl: Seconds, token: bytes | None,
+                          auto_renew: bool | AutoRenew, on_lost: OnLost | None,
+                          max_extensions: int | None) -> Flow[RedlockLease | None]:
+        result = yield from self._acquire_flow(name, ttl, False, None, token, auto_renew, on_lost,
+                                               max_extensions)
+        if result.status is RedlockStatus.NO_QUORUM:
+            raise QuorumError(f"could not reach a quorum for {result.describe()}", [name], result)
+        return result.lease
+
+    def _attempt_flow(self, name: str | bytes, key: bytes, token: bytes, ms: int, drift: float,
+                      node_timeout: float, attempts: int, max_extensions: int | None) -> Flow[RedlockResult]:
+        def encode(buf: Any) -> None:
+            buf.append_set_nx_px(key, token, ms)
+
+        started = time.monotonic()
+        try:
+            replies, failures = yield FanOne(encode, node_timeout)
+        except BaseException:  # interrupted or cancelled: it may have taken the lock anywhere
+            self._abandoned(key, token, started + ms / 1000.0 + CLEANUP_GRACE)
+            raise
+        valid = started + (ms - drift) / 1000.0 > time.monotonic()
+        acquired = conflicted = errored = 0
+        maybe_held: list[int] = []
+        for m, reply in enumerate(replies):
+            if reply == b"OK":
+                acquired += 1
+                maybe_held.append(m)
+            elif reply is None:
+                conflicted += 1
+            else:
+                errored += 1
+                if reply is UNKNOWN:
+                    maybe_held.append(m)
+        summary = InstanceSummary(acquired, conflicted, errored)
+        status = decide(summary, self.quorum, valid)
+        errors = self._master_errors(replies, failures) if errored else ()
+        if status is RedlockStatus.ACQUIRED:
+            lease = RedlockLease(name, key, token, ms, started, self._owner, drift, summary, max_extensions)
+            return RedlockResult(name, status, summary, attempts, lease, self.quorum, errors)
+        if maybe_held:
+            yield from self._release_keys_flow(maybe_held, key, token, started + ms / 1000.0 + CLEANUP_GRACE,
+                                               node_timeout)
+        return RedlockResult(name, status, summary, attempts, None, self.quorum, errors)
+
+    def _release_keys_flow(self, only: Sequence[int] | None, key: bytes, token: bytes, expires_at: float,
+                           node_timeout: float) -> Flow[list[object]]:
+        """Compare-and-delete ``key`` on every master (or those in ``only``); where no answer
+        came, again when the master answers."""
+        sha = _scripts.RELEASE.sha
+
+        def encode(buf: Any) -> None:
+            buf.append_evalsha(sha, key, token, None)
+
+        replies, _ = yield FanOne(encode, node_timeout, _scripts.RELEASE, only)
+        for m in range(len(replies)) if only is None else only:
+            if type(replies[m]) is not int:
+                remember(self.masters[m], [key], [token], expires_at)
+        return replies if only is None else [replies[m] for m in only]
+
+    def _query_flow(self, name: str | bytes) -> Flow[LockInfo]:
+        key = encode_name(name)
+
+        def encode(buf: Any) -> None:
+            buf.append_pttl(key)
+
+        replies, _ = yield FanOne(encode, self.node_timeout or DEFAULT_NODE_TIMEOUT)
+        answered = [reply for reply in replies if type(reply) is int]
+        if len(answered) < self.quorum:
+            raise QuorumError(
+                f"only {len(answered)} of {len(replies)} masters answered the query for {name!r}", [name])
+        # A lock stands while a quorum still has its key: the quorum-th longest remaining ttl.
+        held = sorted((math.inf if ms == -1 else ms for ms in answered if ms >= 0 or ms == -1), reverse=True)
+        if len(held) < self.quorum:
+            return FREE
+        standing = held[self.quorum - 1]
+        return info_from_pttl(-1 if standing == math.inf else int(standing))
+
+    def _check_flow(self, lease: RedlockLease) -> Flow[float | None]:
+        lease = self._check_lease(lease)
+        key, token, sha = lease.key, lease.token, _scripts.CHECK.sha
+
+        def encode(buf: Any) -> None:
+            buf.append_evalsha(sha, key, token, None)
+
+        replies, _ = yield FanOne(encode, self.node_timeout_for(lease.ttl_ms), _scripts.CHECK)
+        answered = [reply for reply in replies if type(reply) is int]
+        if len(answered) < self.quorum:
+            raise QuorumError(
+                f"only {len(answered)} of {len(replies)} masters answered the check of {lease.name!r}",
+                [lease.name])
+        ours = sorted((math.inf if ms == -1 else ms for ms in answered if ms >= 0 or ms == -1), reverse=True)
+        if len(ours) < self.quorum:
+            return None
+        standing = ours[self.quorum - 1]
+        return math.inf if standing == math.inf else standing / 1000.0
+
+    def _release_flow(self, lease: RedlockLease) -> Flow[bool]:
+        lease = self._check_lease(lease)
+        if lease.renewal is not None:
+            self._renewer().remove((lease,))
+        lease._released = True
+        forget_at = time.monotonic() + lease.ttl_ms / 1000.0 + CLEANUP_GRACE
+        replies = yield from self._release_keys_flow(None, lease.key, lease.token, forget_at,
+                                                     self.node_timeout_for(lease.ttl_ms))
+        released = errored = 0
+        for reply in replies:
+            if type(reply) is not int:
+                errored += 1
+            elif reply == 1:
+                released += 1
+        if released >= self.quorum:
+            return True
+        if released + errored >= self.quorum:
+            summary = InstanceSummary(released, len(replies) - released - errored, errored)
+            raise QuorumError(
+                f"release of lock {lease.name!r} is unconfirmed: released on {released}, not ours on "
+                f"{summary.conflicted}, no answer from {errored} of {len(replies)} masters (quorum "
+                f"{self.quorum}); it is retried on those when they answer", [lease.name])
+        return False
+
+    def _extend_flow(self, lease: RedlockLease, ttl: Seconds, additive: bool) -> Flow[bool]:
+        lease = self._check_lease(lease)
+        ms, drift, node_timeout = self._ttl(extend_ms(lease, ttl, additive) / 1000.0)
+        if lease._released:
+            return False
+        if lease.max_extensions is not None and lease.extensions >= lease.max_extensions:
+            raise ExtensionLimitError(
+                f"lock {lease.name!r} was already extended {lease.extensions} times, its max_extensions",
+                names=[lease.name])
+        if lease.valid_for() <= 0:
+            return False
+        ok, verdict, summary = yield from self._extend_one_flow(lease, ms, drift, node_timeout)
+        if ok:
+            if lease.renewal is not None:
+                self._renewer().rescheduled(lease)
+            return True
+        if verdict == UNDECIDED:
+            raise QuorumError(
+                f"extend of lock {lease.name!r} is unconfirmed: extended on {summary.acquired}, no answer "
+                f"from {summary.errored} of {sum(summary)} masters (quorum {self.quorum})", [lease.name])
+        return False
+
+    def _extend_one_flow(self, lease: RedlockLease, ms: int, drift: float,
+                         node_timeout: float) -> Flow[tuple[bool, str, InstanceSummary]]:
+        sha = EXTEND.sha
+        key, token = lease.key, lease.token
+
+        def encode(buf: Any) -> None:
+            buf.append_evalsha(sha, key, token, ms)
+
+        started = time.monotonic()
+        commands_sent((lease,), started, started + (ms - drift) / 1000.0)
+        try:
+            replies, _ = yield FanOne(encode, node_timeout, EXTEND)
+        except BaseException:
+            commands_unknown((lease,), started)
+            raise
+        done = sum(1 for reply in replies if extended(reply))
+        held = sum(1 for reply in replies if reply == 1)
+        theirs = sum(1 for reply in replies if reply == 0)
+        summary = InstanceSummary(done, theirs, len(replies) - done - theirs)
+        verdict = extend_verdict(held, summary.errored, self.quorum)
+        if verdict == EXTENDED and started + (ms - drift) / 1000.0 > time.monotonic():
+            lease.drift_ms = drift
+            commands_ran((lease,), started, ms)
+            lease.extensions += 1
+            lease.instances = summary
+            return True, verdict, summary
+        commands_unknown((lease,), started)  # extended on some masters, perhaps: validity can only shrink
+        if verdict == LOST:
+            self._lease_lost(lease, f"an extend found it no longer held on a majority ({summary})")
+            if done:  # keys it set again or extended on a minority: released in the background
+                self._abandoned(key, token, time.monotonic() + ms / 1000.0 + CLEANUP_GRACE)
+        return False, verdict, summary
+
+
+    def _acquire_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
+                           tokens: Sequence[bytes] | None, auto_renew: bool | AutoRenew,
+                           on_lost: OnLost | None, max_extensions: int | None,
+                           limit: int | None) -> Flow[RedlockManyResult]:
+        ms, drift, node_timeout = self._ttl(ttl)
+        max_ext = count_int(max_extensions, "max_extensions", allow_none=True)
+        policy = self._renew_policy(auto_renew, on_lost, ms, node_timeout)
+        if limit is None:
+            result = yield from acquire_many_flow(self, names, ms, drift, all_or_nothing, tokens, max_ext)
+        else:
+            result = yield from claim_many_flow(self, names, ms, drift, limit, all_or_nothing, tokens,
+                                                max_ext)
+        if policy is not None:
+            self._renewer().add(result.acquired, policy, on_lost)
+        return result

@@ -1,0 +1,418 @@
+"""The bookkeeping of auto-renewal, shared by the threaded, the asyncio and the Redlock renewers.
+
+Sans-IO: it decides which leases are due, which are lost, when a failed renewal is retried and
+what a reply means; the renewers only send the scripts, wait, and signal losses their own way.
+
+A renewed lease is watched through a weak reference (``RenewalState`` is one): a lease that the
+program dropped (a ``Lock`` that went out of scope while held) is not renewed forever; its state
+lands in ``collected`` and the renewer releases the lock and logs a warning naming it.
+
+Losses are declared early enough to be signalled no later than the lease's own expiry: a
+failed renewal is retried until ``loss_guard`` seconds before the expiry (the renewer may wake
+up to one poll interval and one wheel tick late), and a renewal round never waits past the
+earliest expiry of its leases.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder
+from turbolock._wire.validate import timeout_seconds
+from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
+from turbolock.lease import (
+    Lease,
+    commands_abandoned,
+    commands_ran,
+    commands_refused,
+    commands_sent,
+    commands_unknown,
+)
+
+log = logging.getLogger("turbolock.renewal")
+
+COMMANDS_PER_WRITE = 8
+"""Renewal scripts written per write: rounds leave in small writes so replies come back early."""
+RENEW_CHUNK = 1000
+WHEEL_TICK = 0.01
+WHEEL_SLOTS = 1024
+# How often a renewer looks at the wheel while it holds locks: renewals run up to this late,
+# which their margin absorbs; waking every tick cost ~1% of a core.
+POLL_INTERVAL = 0.05
+# Time a renewer needs between a round's deadline and the loss it may have to signal, with room
+# for a thread woken late on a busy machine.
+SETTLE_MARGIN = 0.025
+# The smallest renew_before that leaves room for a poll, a tick and one loopback round trip.
+MIN_RENEW_BEFORE = 0.05
+NO_LIMIT = math.inf  # one shared float, not one per renewed lock
+
+OnLost = Callable[[Lease], object]
+
+LIMIT_REACHED = "its renewal limit was reached and it is expiring"
+NOT_RENEWED = "it could not be renewed before it expired"
+
+
+@dataclass(frozen=True)
+class AutoRenew:
+    """How a lock is renewed. ``renew_before``: seconds before expiry to renew (default a third
+    of the ttl). ``max_renewals``: renew at most that many times. ``max_hold``: never renew past
+    that many seconds after the acquire (the last renewal that fits is the last one made).
+    When a limit stops renewal the lock expires and is then reported lost, like any other."""
+
+    renew_before: float | None = None
+    max_renewals: int | None = None
+    max_hold: float | None = None
+
+
+def check_policy(policy: object, ttl_ms: int) -> AutoRenew:
+    """Validate ``auto_renew`` (True or an AutoRenew) against the ttl.
+
+    A renewal round gets its own deadline from the lock's expiry, not the client's call
+    timeout, so any ttl works whose renewal margin leaves room for the renewer to wake up.
+    """
+    if policy is True:
+        policy = AutoRenew()
+    if not isinstance(policy, AutoRenew):
+        raise InvalidArgumentTypeError("auto_renew", "must be True, False or an AutoRenew")
+    ttl = ttl_ms / 1000.0
+    before = ttl / 3 if policy.renew_before is None else timeout_seconds(policy.renew_before, "renew_before")
+    if before is None or not 0 < before < ttl:
+        raise InvalidArgumentError("renew_before", f"must be more than 0 and less than the ttl ({ttl:g}s)")
+    if before < MIN_RENEW_BEFORE:
+        hint = (f"; with the default renew_before (a third of the ttl) the smallest ttl is "
+                f"{MIN_RENEW_BEFORE * 3:g}s" if policy.renew_before is None else "")
+        raise InvalidArgumentError(
+            "renew_before", f"renewing {before:g}s before expiry is too late: auto-renewal needs at least "
+                            f"{MIN_RENEW_BEFORE:g}s of margin{hint}")
+    if policy.max_renewals is not None and (
+            isinstance(policy.max_renewals, bool) or not isinstance(policy.max_renewals, int)
+            or policy.max_renewals < 0):
+        raise InvalidArgumentError("max_renewals", "must be a non-negative int")
+    if policy.max_hold is not None:
+        hold = timeout_seconds(policy.max_hold, "max_hold")
+        if hold is None or hold <= 0:
+            raise InvalidArgumentError("max_hold", "must be a positive, finite number of seconds")
+    return AutoRenew(before, policy.max_renewals, policy.max_hold)
+
+
+class RenewalTerms:
+    """What every lease of one ``add()`` shares: kept once, not once per lease."""
+
+    __slots__ = ("renew_before", "max_renewals", "on_lost")
+
+    def __init__(self, renew_before: float, max_renewals: int | None, on_lost: OnLost | None) -> None:
+        self.renew_before = renew_before
+        self.max_renewals = max_renewals
+        self.on_lost = on_lost
+
+
+class RenewalState(weakref.ref):  # type: ignore[type-arg]
+    """Per-lease renewal bookkeeping and the renewer's weak reference to the lease; small, since
+    100k renewed locks are a normal load. Key and token are kept to release a dropped lease."""
+
+    __slots__ = ("id", "terms", "renewals", "hold_until", "released", "limit_reached", "key", "token",
+                 "ttl_ms")
+
+    def __init__(self, lease: Lease, on_collected: Callable[[Any], object], item_id: int, terms: RenewalTerms,
+                 hold_until: float) -> None:
+        # weakref.ref takes its referent in __new__; its __init__ must not see the extra arguments.
+        self.id = item_id
+        self.terms = terms
+        self.renewals = 0
+        self.hold_until = hold_until
+        self.released = False
+        self.limit_reached = False
+        self.key = lease.key
+        self.token = lease.token
+        self.ttl_ms = lease.ttl_ms  # the longest a dropped lease's key may still live
+
+    def __new__(cls, lease: Lease, on_collected: Callable[[Any], object], *args: object) -> RenewalState:
+        return super().__new__(cls, lease, on_collected)
+
+    @property
+    def renew_before(self) -> float:
+        return self.terms.renew_before
+
+    @property
+    def max_renewals(self) -> int | None:
+        return self.terms.max_renewals
+
+    @property
+    def on_lost(self) -> OnLost | None:
+        return self.terms.on_lost
+
+
+Batch = tuple[int, list[Lease]]
+"""A ttl in ms and up to RENEW_CHUNK leases renewed with it by one script call."""
+
+
+def split_batches(leases: list[Lease]) -> list[Batch]:
+    groups: dict[int, list[Lease]] = {}
+    for lease in leases:
+        groups.setdefault(lease.ttl_ms, []).append(lease)
+    return [(ttl_ms, group[start:start + RENEW_CHUNK])
+            for ttl_ms, group in groups.items() for start in range(0, len(group), RENEW_CHUNK)]
+
+
+def batch_encoders(batches: list[Batch], sha: bytes) -> tuple[Encoder, Reencoder]:
+    """One multi-key EVALSHA per batch: by range of batches, and again by index after NOSCRIPT."""
+
+    def append(buf: Any, index: int) -> None:
+        ttl_ms, batch = batches[index]
+        buf.append_evalsha_multikey(sha, [lease.key for lease in batch], [lease.token for lease in batch],
+                                    ttl_ms)
+
+    def encode(buf: Any, start: int, stop: int) -> None:
+        for index in range(start, stop):
+            append(buf, index)
+
+    def reencode(buf: Any, indices: Sequence[int]) -> None:
+        for index in indices:
+            append(buf, index)
+
+    return encode, reencode
+
+
+def describe_reply(reply: object) -> str:
+    return str(reply) if isinstance(reply, Exception) else type(reply).__name__
+
+
+def display_name(key: bytes, key_prefix: bytes) -> str | bytes:
+    """A lock's name for a log line, from its key (a dropped lease's name is gone with it)."""
+    name = key[len(key_prefix):] if key.startswith(key_prefix) else key
+    try:
+        return name.decode("utf-8")
+    except UnicodeDecodeError:
+        return name
+
+
+class RenewalBook:
+    """Which leases are renewed, when each is due, and what each renewal's outcome means."""
+
+    def __init__(self, core: Any, now: float, limit: Callable[[Lease], bool] | None = None) -> None:
+        self._core = core
+        self._limit = limit  # a front end's own renewal limit (Redlock's max_extensions)
+        self._lock = threading.Lock()
+        self._wheel: Any = core.TimerWheel(WHEEL_TICK, WHEEL_SLOTS, now)
+        self._held: dict[int, RenewalState] = {}
+        self._ids = itertools.count(1)
+        self._collected: deque[RenewalState] = deque()
+        # Bound once: a weakref callback must be the same cheap object for every lease, and
+        # deque.append takes no lock, so it is safe wherever the collector happens to run.
+        self._on_collected = self._collected.append
+        self.poll = POLL_INTERVAL
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    @property
+    def loss_guard(self) -> float:
+        """How long before a lease's expiry its loss must be declared to be signalled in time."""
+        return self.poll + WHEEL_TICK + SETTLE_MARGIN
+
+    def add(self, leases: Iterable[Lease], policy: AutoRenew, on_lost: OnLost | None) -> None:
+        before = policy.renew_before
+        assert before is not None
+        max_hold = policy.max_hold
+        terms = RenewalTerms(before, policy.max_renewals, on_lost)
+        on_collected = self._on_collected
+        with self._lock:
+            wheel = self._wheel
+            held = self._held
+            ids = self._ids
+            self.poll = max(WHEEL_TICK, min(self.poll, before / 4))
+            for lease in leases:
+                hold_until = NO_LIMIT if max_hold is None else lease.acquired_at + max_hold
+                state = RenewalState(lease, on_collected, next(ids), terms, hold_until)
+                lease.renewal = state
+                held[state.id] = state
+                wheel.schedule(state.id, lease.expires_at - before)
+
+    def remove(self, leases: Iterable[Lease]) -> list[int]:
+        """Stop renewing (the lease is being released); a renewal in flight is then ignored.
+        The ids of the states removed."""
+        removed = []
+        with self._lock:
+            for lease in leases:
+                state = lease.renewal
+                if state is None or state.released:
+                    continue
+                state.released = True
+                self._wheel.cancel(state.id)
+                self._held.pop(state.id, None)
+                removed.append(state.id)
+        return removed
+
+    def rescheduled(self, lease: Lease) -> None:
+        """The lease was extended by hand: renew relative to its new expiry."""
+        state = lease.renewal
+        if state is not None:
+            state.ttl_ms = lease.ttl_ms
+            self._schedule(state, lease.expires_at - state.renew_before)
+
+    def held_leases(self) -> list[Lease]:
+        with self._lock:
+            states = list(self._held.values())
+        return [lease for lease in map(_alive, states) if lease is not None]
+
+    def take_collected(self, key_prefix: bytes) -> list[RenewalState]:
+        """States of leases the program dropped while renewed, now forgotten by the book (each
+        logged with its lock's name); the renewer releases their locks."""
+        if not self._collected:
+            return []
+        dropped = []
+        with self._lock:
+            while self._collected:
+                state = self._collected.popleft()
+                if state.released:
+                    continue
+                state.released = True
+                self._wheel.cancel(state.id)
+                self._held.pop(state.id, None)
+                dropped.append(state)
+        for state in dropped:
+            log.warning("turbolock: lock %r was still held and auto-renewed when the program dropped its "
+                        "last reference to it; renewal stopped and the lock is released",
+                        display_name(state.key, key_prefix))
+        return dropped
+
+    def take_due(self, now: float) -> tuple[list[Lease], list[tuple[Lease, str]]]:
+        """The leases to renew now, and the leases found lost (with why) that are due."""
+        with self._lock:
+            due_ids = self._wheel.advance(now)
+            held = self._held
+            states = [held[i] for i in due_ids if i in held]
+        to_send: list[Lease] = []
+        lost: list[tuple[Lease, str]] = []
+        guard = self.loss_guard
+        for state in states:
+            lease = state()
+            if lease is None or state.released:
+                continue
+            if lease.expires_at - guard <= now:
+                lost.append((lease, LIMIT_REACHED if state.limit_reached else NOT_RENEWED))
+            elif (state.limit_reached or limit_reached(lease, state, now)
+                  or (self._limit is not None and self._limit(lease))):
+                state.limit_reached = True
+                self._schedule(state, lease.expires_at - guard)
+            else:
+                to_send.append(lease)
+        return to_send, lost
+
+    def round_deadline(self, leases: Sequence[Lease], now: float, timeout: float) -> float:
+        """A round waits no longer than ``timeout``, nor past the earliest expiry of its leases
+        (less the time to settle), so a loss is signalled before the lease's own expiry."""
+        return min(now + timeout, min(lease.expires_at for lease in leases) - SETTLE_MARGIN)
+
+    def sending(self, batch: Sequence[Lease], ttl_ms: int, sent_at: float) -> None:
+        """A renewal of ``batch`` with ``ttl_ms`` is about to be written."""
+        if batch:
+            commands_sent(batch, sent_at, batch[0].expiry_after(sent_at, ttl_ms))
+
+    def renewed(self, leases: Sequence[Lease], sent_at: float, ttl_ms: int) -> None:
+        """The server renewed these: new belief and next due time."""
+        commands_ran(leases, sent_at, ttl_ms)
+        with self._lock:
+            wheel = self._wheel
+            for lease in leases:
+                state = lease.renewal
+                if state is None or state.released:
+                    continue
+                state.renewals += 1
+                state.ttl_ms = ttl_ms
+                wheel.schedule(state.id, lease.expires_at - state.renew_before)
+
+    def settle(self, batch: list[Lease], outcomes: list[object], sent_at: float,
+               ttl_ms: int) -> list[Lease]:
+        """A batch's per-key outcomes (1 renewed, anything else not ours): the lost leases."""
+        renewed: list[Lease] = []
+        lost: list[Lease] = []
+        for lease, outcome in zip(batch, outcomes, strict=True):
+            (renewed if outcome == 1 else lost).append(lease)
+        if lost:
+            commands_refused(lost, sent_at)
+        if renewed:
+            self.renewed(renewed, sent_at, ttl_ms)
+        return lost
+
+    def failed(self, batch: Sequence[Lease], sent_at: float | None, now: float,
+               sent: bool = True) -> list[Lease]:
+        """No answer for ``batch`` (sent, or not sent or refused with an error: ``sent=False``;
+        ``sent_at=None`` when the round broke without telling): retried soon, never after the
+        point where its loss must be declared; the leases already past that point."""
+        if sent_at is None:
+            commands_abandoned(batch)
+        elif sent:
+            commands_unknown(batch, sent_at)
+        else:
+            commands_refused(batch, sent_at)
+        guard = self.loss_guard
+        past: list[Lease] = []
+        with self._lock:
+            wheel = self._wheel
+            for lease in batch:
+                state = lease.renewal
+                if state is None or state.released:
+                    continue
+                last_chance = lease.expires_at - guard
+                if last_chance <= now:
+                    past.append(lease)
+                else:
+                    wheel.schedule(state.id, min(now + max(WHEEL_TICK, min(state.renew_before / 4, 1.0)),
+                                                 last_chance))
+        return past
+
+    def refused(self, batch: Sequence[Lease], sent_at: float) -> None:
+        """These leases' renewal found them not ours: the belief stands until they are lost."""
+        commands_refused(batch, sent_at)
+
+    def lose(self, lease: Lease, reason: str) -> RenewalState | None:
+        """Forget a lost lease and mark it lost; its state when this is news (signal it then)."""
+        state = lease.renewal
+        if state is None:
+            return None
+        with self._lock:
+            if state.released:
+                return None
+            self._wheel.cancel(state.id)
+            self._held.pop(state.id, None)
+        if not lease.mark_lost(reason):
+            return None
+        log.warning("turbolock: lock %r lost: %s", lease.name, reason)
+        return state
+
+    def _schedule(self, state: RenewalState, when: float) -> None:
+        with self._lock:
+            if not state.released:
+                self._wheel.schedule(state.id, when)
+
+    def forget_after_fork(self, now: float) -> None:
+        """In a forked child: the parent's locks are not ours to renew."""
+        self._lock = threading.Lock()
+        self._held.clear()
+        self._collected.clear()
+        self._wheel = self._core.TimerWheel(WHEEL_TICK, WHEEL_SLOTS, now)
+
+
+def _alive(state: RenewalState) -> Lease | None:
+    lease: Lease | None = state()
+    return lease
+
+
+def limit_reached(lease: Lease, state: RenewalState, now: float) -> bool:
+    """Whether one more renewal would pass the lock's max_renewals or max_hold."""
+    if state.max_renewals is not None and state.renewals >= state.max_renewals:
+        return True
+    return now + lease.ttl_ms / 1000.0 > state.hold_until
+
+
+def no_reply(reply: object) -> bool:
+    return reply is UNKNOWN or reply is NOT_SENT

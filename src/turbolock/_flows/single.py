@@ -1,0 +1,88 @@
+"""What the blocking and the asyncio clients share for one lock: reading a reply into a result.
+
+Sans-IO: each client sends with its own executor; these functions turn the reply (or the
+``Unconfirmed`` failure of a write without reply) into the result or the error.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import Unconfirmed
+from turbolock._wire.replies import reply_error
+from turbolock._wire.validate import MAX_TTL_MS, check_token, encode_name, ttl_ms
+from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, OutcomeUnknownError
+from turbolock.lease import Lease, LockInfo, commands_ran, commands_refused, info_from_pttl
+
+
+def release_result(reply: object, lease: Lease) -> bool:
+    if type(reply) is int:
+        return reply == 1
+    raise reply_error(reply, lease.name)
+
+
+def release_unconfirmed(client: Any, lease: Lease, exc: Unconfirmed) -> BaseException:
+    """The release may not have run: it is retried in the background; the error to raise."""
+    client._remember_cleanup(lease.key, lease.token, time.monotonic() + lease.ttl_ms / 1000.0)
+    if not isinstance(exc.cause, Exception):
+        return exc.cause
+    return OutcomeUnknownError(
+        f"release of lock {lease.name!r} may not have happened ({exc}); it will be retried", [lease.name])
+
+
+def extend_ms(lease: Lease, ttl: object, additive: bool) -> int:
+    """The ttl an extend sends: ``ttl``, or with ``additive`` that much more than the lease has
+    left by the local clock (which the server's remaining ttl can only exceed)."""
+    ms = ttl_ms(ttl)
+    if not isinstance(additive, bool):
+        raise InvalidArgumentTypeError("additive", "must be True or False")
+    if additive:
+        ms += int(lease.valid_for() * 1000.0)
+        if ms > MAX_TTL_MS:
+            raise InvalidArgumentError("ttl", f"added to what is left, passes {MAX_TTL_MS // 1000} seconds")
+    return ms
+
+
+def extend_result(client: Any, reply: object, lease: Lease, ttl_ms: int, sent_at: float) -> bool:
+    """True when extended: the lease then believes the earliest ttl that may have been set last
+    (see ``lease``). False when the lock is no longer ours: the lease is lost."""
+    if type(reply) is not int:
+        commands_refused((lease,), sent_at)
+        raise reply_error(reply, lease.name)
+    if reply != 1:
+        commands_refused((lease,), sent_at)
+        client._lease_lost(lease, "an extend found its key gone or held by another token")
+        return False
+    commands_ran((lease,), sent_at, ttl_ms)
+    if lease.renewal is not None:
+        client._renewer().rescheduled(lease)
+    return True
+
+
+def adopted_lease(name: str | bytes, token: bytes, owner: object) -> Lease:
+    """A lease for a lock taken elsewhere with ``token``: no time believed left until extended."""
+    key = encode_name(name)
+    return Lease(name, key, check_token(token), 0, time.monotonic(), owner)
+
+
+def extend_unconfirmed(lease: Lease, exc: Unconfirmed) -> BaseException:
+    if not isinstance(exc.cause, Exception):
+        return exc.cause
+    return OutcomeUnknownError(f"extend of lock {lease.name!r} may not have happened ({exc})", [lease.name])
+
+
+def check_result(reply: object, lease: Lease) -> float | None:
+    """Seconds left when the lease still holds the lock, else None."""
+    if type(reply) is not int:
+        raise reply_error(reply, lease.name)
+    if reply == _scripts.NOT_OURS or reply == -2:
+        return None
+    return info_from_pttl(reply).remaining
+
+
+def query_result(reply: object, name: str | bytes) -> LockInfo:
+    if type(reply) is int:
+        return info_from_pttl(reply)
+    raise reply_error(reply, name)

@@ -1,0 +1,70 @@
+"""What a flow asks of its driver. A flow is a generator holding one operation's logic, with no
+I/O in it: it yields these steps and gets each one's result back (or its exception thrown in).
+The threaded driver performs them by blocking, the asyncio driver by awaiting (psycopg 3's
+``generators.py`` and ``waiting.py`` work the same way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, NamedTuple, TypeVar
+
+from turbolock._wire.scripts import Script
+
+T = TypeVar("T")
+
+
+class Sleep(NamedTuple):
+    """Pause for ``seconds`` (other tasks run meanwhile under asyncio)."""
+
+    seconds: float
+
+
+class Call(NamedTuple):
+    """Call ``fn(*args, **kwargs)`` on the front end: its result under threads, the awaited
+    result under asyncio (a flow written once uses the sync and the async client's methods)."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] | None = None
+
+
+class FanOne(NamedTuple):
+    """One command to every master (or those in ``only``), ``encode(buf)`` appending it once:
+    the result is ``(replies, errors)``, one entry per master (see ``_redlock.fanout``)."""
+
+    encode: Callable[[Any], None]
+    timeout: float
+    script: Script | None = None
+    only: Sequence[int] | None = None
+
+
+class FanMany(NamedTuple):
+    """Items 0..items-1 to every master in chunks, ``encode(buf, start, stop)`` appending a chunk
+    once for all of them; the result is an ``Outcome`` (see ``_redlock.fanout``)."""
+
+    items: int
+    encode: Callable[[Any, int, int], None]
+    timeout: float
+    chunk_size: int
+    script: Script | None = None
+    reencode: Callable[[Any, Sequence[int]], None] | None = None
+    on_chunk: Callable[[int, int, float, list[list[object]]], None] | None = None
+    only: Sequence[int] | None = None
+
+
+class Outcome:
+    """What each master replied: ``replies[m][i]`` for item ``i`` on master ``m`` (a reply,
+    ``UNKNOWN`` or ``NOT_SENT``), and why a master failed (``errors[m]``, None when it did not)."""
+
+    __slots__ = ("replies", "errors", "started")
+
+    def __init__(self, replies: list[list[object]], errors: list[str | None], started: list[float]) -> None:
+        self.replies = replies
+        self.errors = errors
+        self.started = started
+        """Per chunk: the monotonic time before its first write (validity is counted from it)."""
+
+
+Step = Sleep | Call | FanOne | FanMany
+Flow = Generator[Step, Any, T]

@@ -1,0 +1,248 @@
+"""One blocking connection to one server: a socket, a core parser and a core command buffer.
+
+A connection moves bytes and nothing else: commands are encoded by the core's
+``CommandBuffer`` and replies decoded by its ``RespParser``. Any failure after bytes were
+sent leaves replies unaccounted for, so the connection is closed and never reused.
+"""
+
+from __future__ import annotations
+
+import builtins
+import select
+import socket
+import ssl
+import struct
+import time
+from types import ModuleType
+from typing import Any
+
+from turbolock._flows.handshake import append_handshake, check_handshake, handshake_timeout, not_redis
+from turbolock.errors import (
+    ConnectionError,
+    ProtocolError,
+    TimeoutError,
+)
+from turbolock.options import ConnectionOptions
+
+_READ_SIZE = 65536
+# Below this much less than a full deadline, the kernel timeout is not worth re-arming.
+_TIMEOUT_SLACK = 0.001
+
+
+class Connection:
+    __slots__ = ("options", "buffer", "parser", "sock", "generation", "last_used", "broken", "tls",
+                 "handshake", "kernel_timeout", "_read_buf", "_read_view")
+
+    def __init__(self, options: ConnectionOptions, core: ModuleType, key_prefix: bytes) -> None:
+        self.options = options
+        self.buffer: Any = core.CommandBuffer(key_prefix)
+        self.parser: Any = core.RespParser()
+        self.sock: socket.socket | None = None
+        self.generation = 0
+        self.last_used = time.monotonic()
+        self._read_buf = bytearray(_READ_SIZE)
+        self._read_view = memoryview(self._read_buf)
+        self.broken = False
+        self.tls = False
+        self.handshake: tuple[int, float, float] | None = None
+        self.kernel_timeout = 0.0
+
+    def connect(self, deadline: float, finish: bool = True) -> None:
+        """Open the socket, TLS included, then AUTH, SELECT and PING, all before ``deadline``
+        and within the connect timeout. With ``finish=False`` the handshake is only sent; the
+        caller reads it with ``finish_connect`` (several servers' handshakes in parallel)."""
+        opts = self.options
+        limit = min(opts.connect_timeout, deadline - time.monotonic())
+        if limit <= 0:
+            raise TimeoutError(f"no time left to connect to {opts.address}")
+        connect_deadline = time.monotonic() + limit
+        try:
+            if opts.unix_socket_path is not None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(limit)
+                try:
+                    sock.connect(opts.unix_socket_path)
+                except BaseException:
+                    sock.close()
+                    raise
+            else:
+                sock = socket.create_connection((opts.host, opts.port), timeout=limit)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            if opts.ssl:
+                try:
+                    sock = opts.ssl_context().wrap_socket(sock, server_hostname=opts.host)
+                except BaseException:
+                    sock.close()
+                    raise
+        except TimeoutError:
+            raise
+        except builtins.TimeoutError as exc:
+            raise TimeoutError(f"connecting to {opts.address} timed out after {limit:.3g}s") from exc
+        except ssl.SSLError as exc:
+            raise ConnectionError(f"TLS handshake with {opts.address} failed: {exc.reason or exc}") from None
+        except OSError as exc:
+            raise ConnectionError(f"cannot connect to {opts.address}: {exc.strerror or exc}") from None
+        self.sock = sock
+        self.tls = opts.ssl
+        if not self.tls:
+            sock.settimeout(None)
+            self._set_kernel_timeout(sock, opts.timeout)
+        try:
+            count = append_handshake(self.buffer, opts)
+            self.send(self.buffer.take(), connect_deadline)
+        except BaseException:
+            self.close()
+            raise
+        self.handshake = (count, connect_deadline, limit)
+        if finish:
+            self.finish_connect(connect_deadline)
+
+    def finish_connect(self, deadline: float) -> None:
+        """Read the handshake's replies (AUTH, SELECT, PING: proof that a Redis answers) by
+        ``deadline`` (``connect`` passes its own: the connect timeout's end)."""
+        pending = self.handshake
+        if pending is None:
+            return
+        self.handshake = None
+        count, _, limit = pending
+        opts = self.options
+        try:
+            replies = self.read(count, deadline)
+            check_handshake(opts, replies)
+        except ProtocolError as exc:
+            self.close()
+            raise not_redis(opts, f"its reply is not RESP: {exc}") from None
+        except TimeoutError:
+            self.close()
+            raise handshake_timeout(opts, limit) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def is_stale(self) -> bool:
+        """True when an idle connection has something to read: the server closed it or sent junk."""
+        sock = self.sock
+        if sock is None:
+            return True
+        try:
+            readable, _, _ = select.select((sock,), (), (), 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    def roundtrip(self, data: bytes, count: int, deadline: float) -> list[object]:
+        """Write ``data`` and return the next ``count`` replies; on any failure the connection is broken."""
+        self.send(data, deadline)
+        return self.read(count, deadline)
+
+    def request(self, data: bytes, deadline: float) -> object:
+        """Write one command and return its reply: ``roundtrip`` for one, with less overhead."""
+        sock = self.sock
+        if sock is None:
+            raise ConnectionError(f"connection to {self.options.address} is closed")
+        try:
+            self._arm(sock, deadline)
+            sock.sendall(data)
+            parser = self.parser
+            view = self._read_view
+            while True:
+                n = sock.recv_into(view)
+                if not n:
+                    raise EOFError
+                parser.feed(view[:n])
+                replies = parser.get_replies(1)
+                if replies:
+                    return replies[0]
+                self._arm(sock, deadline)
+        except BaseException as exc:
+            raise self._break(exc) from None
+
+    def send(self, data: bytes, deadline: float) -> None:
+        sock = self.sock
+        if sock is None:
+            raise ConnectionError(f"connection to {self.options.address} is closed")
+        try:
+            self._arm(sock, deadline)
+            sock.sendall(data)
+        except BaseException as exc:
+            raise self._break(exc) from None
+
+    def read(self, count: int, deadline: float) -> list[object]:
+        """The next ``count`` replies, waiting no later than ``deadline``."""
+        sock = self.sock
+        if sock is None:
+            raise ConnectionError(f"connection to {self.options.address} is closed")
+        parser = self.parser
+        try:
+            replies = parser.get_replies(count) if parser.buffered() else []
+            view = self._read_view
+            while len(replies) < count:
+                self._arm(sock, deadline)
+                n = sock.recv_into(view)
+                if not n:
+                    raise EOFError
+                parser.feed(view[:n])
+                replies.extend(parser.get_replies(count - len(replies)))
+            return replies
+        except BaseException as exc:
+            raise self._break(exc) from None
+
+    def _arm(self, sock: socket.socket, deadline: float) -> None:
+        """Make the next blocking socket call give up at ``deadline``.
+
+        Plain sockets stay in blocking mode with a kernel timeout (SO_RCVTIMEO/SO_SNDTIMEO) of
+        one call deadline, set once: Python's own socket timeout costs a poll() before every
+        send and receive, about a fifth of a single acquire+release. The kernel timeout is only
+        changed when less than a whole deadline is left (a reply arriving in pieces, a chunk
+        late in a bulk call) and restored by the next call that has more. TLS
+        sockets use Python's timeout, which knows about the TLS layer's buffering.
+        """
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise builtins.TimeoutError
+        if self.tls:
+            sock.settimeout(remaining)
+            return
+        kernel = self.kernel_timeout
+        if remaining < kernel - _TIMEOUT_SLACK:
+            self._set_kernel_timeout(sock, remaining)
+        elif kernel < self.options.timeout and kernel < remaining - _TIMEOUT_SLACK:
+            # Shortened for the end of an earlier call: a new call gets its whole deadline back.
+            self._set_kernel_timeout(sock, min(remaining, self.options.timeout))
+
+    def _set_kernel_timeout(self, sock: socket.socket, seconds: float) -> None:
+        if self.tls:
+            return
+        whole = int(seconds)
+        value = struct.pack("ll", whole, max(1, int((seconds - whole) * 1_000_000)) if not whole else
+                            int((seconds - whole) * 1_000_000))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
+        self.kernel_timeout = seconds
+
+    def _break(self, exc: BaseException) -> BaseException:
+        self.broken = True
+        self.close()
+        return self._translate(exc)
+
+    def _translate(self, exc: BaseException) -> BaseException:
+        address = self.options.address
+        if isinstance(exc, TimeoutError | ProtocolError | ConnectionError):
+            return exc
+        if isinstance(exc, builtins.TimeoutError | BlockingIOError):
+            return TimeoutError(f"{address} did not answer within the call's deadline")
+        if isinstance(exc, EOFError):
+            return ConnectionError(f"{address} closed the connection")
+        if isinstance(exc, OSError):
+            return ConnectionError(f"connection to {address} failed: {exc.strerror or exc}")
+        return exc
+
+    def close(self) -> None:
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+

@@ -1,0 +1,153 @@
+"""Runs encoded lock commands on a pooled connection, for one lock or for many.
+
+It owns the rules every operation shares: one deadline per call (per chunk for bulk calls),
+a connection that failed mid-call is discarded, and a script the server forgot (NOSCRIPT,
+after SCRIPT FLUSH or a restart) is loaded again in the same write as the retried commands.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from turbolock._sync.connection import Connection
+from turbolock._sync.pipeline import PipelineBroken, run_chunks
+from turbolock._sync.pool import ConnectionPool
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import (
+    NOT_SENT,
+    UNKNOWN,
+    Encoder,
+    Reencoder,
+    ReplyHandler,
+    Unconfirmed,
+    check_loaded,
+    noscript_indices,
+)
+from turbolock.errors import ReplyError
+
+
+def _script_load(conn: Connection, script: _scripts.Script) -> bytes:
+    buf = conn.buffer
+    buf.append_command((b"SCRIPT", b"LOAD", script.source))
+    data: bytes = buf.take()
+    return data
+
+
+class Executor:
+    __slots__ = ("pool", "timeout", "chunk_size")
+
+    def __init__(self, pool: ConnectionPool, timeout: float, chunk_size: int) -> None:
+        self.pool = pool
+        self.timeout = timeout
+        self.chunk_size = chunk_size
+
+    def pttl_one(self, key: bytes) -> object:
+        """PTTL of one lock key. Transport errors propagate."""
+        deadline = time.monotonic() + self.timeout
+        pool = self.pool
+        conn = pool.get(deadline)
+        try:
+            buf = conn.buffer
+            buf.append_pttl(key)
+            reply = conn.request(buf.take(), deadline)
+        except BaseException:
+            pool.discard(conn)
+            raise
+        pool.put(conn)
+        return reply
+
+    def script_one(self, script: _scripts.Script, key: bytes, token: bytes, ttl_ms: int | None) -> object:
+        """EVALSHA of a single-key script; on NOSCRIPT, SCRIPT LOAD and the retry go out together.
+
+        A transport failure after the command was written raises ``Unconfirmed``; errors raised
+        before anything was sent (no connection) and refusals (SCRIPT LOAD denied) propagate.
+        """
+        deadline = time.monotonic() + self.timeout
+        pool = self.pool
+        conn = pool.get(deadline)
+        buf = conn.buffer
+        buf.append_evalsha(script.sha, key, token, ttl_ms)
+        try:
+            reply = conn.request(buf.take(), deadline)
+            loaded: object = None
+            if type(reply) is ReplyError and reply.code == "NOSCRIPT":
+                load = _script_load(conn, script)
+                buf.append_evalsha(script.sha, key, token, ttl_ms)
+                loaded, reply = conn.roundtrip(load + buf.take(), 2, deadline)
+        except BaseException as exc:
+            pool.discard(conn)
+            raise Unconfirmed(exc) from None
+        pool.put(conn)
+        check_loaded([loaded], script)
+        return reply
+
+    def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
+             reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
+             deadline: float = math.inf, orphans: Any = None) -> list[object]:
+        """Replies for ``count`` items in input order; an item whose outcome the connection lost
+        is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
+
+        For scripts, items answered NOSCRIPT are sent again after loading the script, encoded by
+        ``reencode(buf, indices)``. ``on_replies(start, replies)`` also sees each chunk as it
+        arrives (not the NOSCRIPT retries), to overlap the caller's work with the server's.
+        Nothing waits past ``deadline`` (besides each chunk's own timeout). ``orphans`` is the
+        asyncio executor's (a blocking caller is never cancelled); it is ignored here.
+        """
+        results: list[object] = [NOT_SENT] * count
+        if not count:
+            return results
+        pool = self.pool
+        conn = pool.get(min(time.monotonic() + self.timeout, deadline))
+
+        def store(start: int, replies: list[object]) -> None:
+            results[start:start + len(replies)] = replies
+            if on_replies is not None:
+                on_replies(start, replies)
+
+        try:
+            run_chunks(conn, count, self.chunk_size, encode, self.timeout, store, deadline=deadline)
+            if script is not None and reencode is not None:
+                self._reload_and_retry(conn, script, reencode, results, deadline)
+        except PipelineBroken as broken:
+            pool.discard(conn)
+            _mark_unknown(results, range(broken.replied, broken.sent))
+            if not isinstance(broken.cause, Exception):
+                raise broken.cause from None
+            return results
+        except BaseException:
+            pool.discard(conn)
+            raise
+        pool.put(conn)
+        return results
+
+    def _reload_and_retry(self, conn: Connection, script: _scripts.Script, reencode: Reencoder,
+                          results: list[object], deadline: float) -> None:
+        missing = noscript_indices(results)
+        if not missing:
+            return
+        sub_results: list[object] = [NOT_SENT] * len(missing)
+
+        def encode(buf: Any, start: int, stop: int) -> None:
+            reencode(buf, missing[start:stop])
+
+        def store(start: int, replies: list[object]) -> None:
+            sub_results[start:start + len(replies)] = replies
+
+        try:
+            head = run_chunks(conn, len(missing), self.chunk_size, encode, self.timeout, store,
+                              prologue=_script_load(conn, script), prologue_replies=1, deadline=deadline)
+        except PipelineBroken as broken:
+            _mark_unknown(sub_results, range(broken.replied, broken.sent))
+            for j, i in enumerate(missing):
+                results[i] = sub_results[j]
+            raise
+        check_loaded(head, script)
+        for j, i in enumerate(missing):
+            results[i] = sub_results[j]
+
+
+def _mark_unknown(results: list[object], indices: range) -> None:
+    for i in indices:
+        results[i] = UNKNOWN

@@ -1,0 +1,65 @@
+"""Sending many commands over one connection in chunks, two chunks in flight at a time.
+
+With one chunk in flight the client idles while the server works and the server idles while
+the client encodes; a second chunk written before the first one's replies are read keeps
+both busy. Redis buffers replies for a normal client without limit, so this cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+
+from turbolock._sync.connection import Connection
+from turbolock._wire.outcomes import WINDOW, Encoder, ReplyHandler
+
+
+class PipelineBroken(Exception):
+    """The connection failed mid-way: items before ``replied`` have replies, items from
+    ``replied`` to ``sent`` were sent without a reply (outcome unknown), the rest were never sent."""
+
+    def __init__(self, cause: BaseException, replied: int, sent: int) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.replied = replied
+        self.sent = sent
+
+
+def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, timeout: float,
+               on_replies: ReplyHandler, prologue: bytes = b"", prologue_replies: int = 0,
+               deadline: float = math.inf) -> list[object]:
+    """Send items 0..count-1 in chunks; ``on_replies(start, replies)`` gets each chunk's replies
+    while the server already works on the next chunk.
+
+    ``prologue`` (e.g. SCRIPT LOAD) goes out in front of the first chunk; its replies are returned.
+    Each chunk's send and read has its own deadline of ``timeout`` seconds, and none goes past
+    ``deadline``.
+    """
+    buf = conn.buffer
+    inflight: deque[tuple[int, int]] = deque()
+    next_start = 0
+    replied = 0
+    head: list[object] = []
+    try:
+        while replied < count:
+            while len(inflight) < WINDOW and next_start < count:
+                stop = min(count, next_start + chunk_size)
+                encode(buf, next_start, stop)
+                data = buf.take()
+                if prologue:
+                    data, prologue = prologue + data, b""
+                conn.send(data, min(time.monotonic() + timeout, deadline))
+                inflight.append((next_start, stop))
+                next_start = stop
+            if prologue_replies:
+                head = conn.read(prologue_replies, min(time.monotonic() + timeout, deadline))
+                prologue_replies = 0
+            start, stop = inflight.popleft()
+            replies = conn.read(stop - start, min(time.monotonic() + timeout, deadline))
+            replied = stop
+            on_replies(start, replies)
+    except BaseException as exc:
+        buf.clear()
+        raise PipelineBroken(exc, replied, next_start) from None
+    return head

@@ -1,0 +1,144 @@
+"""A thread-safe pool of blocking connections, bounded, fork-aware and deadline-bound."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from types import ModuleType
+
+from turbolock._sync.connection import Connection
+from turbolock.errors import ConnectionError, TimeoutError
+from turbolock.options import ConnectionOptions
+
+# A connection idle longer than this is checked for a close by the server (a restart) before
+# reuse. The check costs a select() call (~1.5 us), too much for back-to-back calls; a restart
+# inside this window makes the call fail with ConnectionError, and the next one reconnects.
+STALE_CHECK_AFTER = 0.001
+
+_pools: weakref.WeakSet[ConnectionPool] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for pool in list(_pools):
+        pool._forget_parent_connections()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class ConnectionPool:
+    """Hands out idle connections (most recently used first) and opens new ones up to a limit.
+
+    An idle connection the server closed (a restart) is noticed before use and replaced, so the
+    next call after a restart works. After ``fork()`` the child drops the parent's sockets
+    without touching them and opens its own.
+    """
+
+    def __init__(self, options: ConnectionOptions, core: ModuleType, key_prefix: bytes,
+                 max_connections: int) -> None:
+        self.options = options
+        self.core = core
+        self.key_prefix = key_prefix
+        self.max_connections = max_connections
+        self._idle: list[Connection] = []
+        self._in_use = 0
+        self._waiters = 0
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._generation = 0
+        self._closed = False
+        _pools.add(self)
+
+    def _forget_parent_connections(self) -> None:
+        # The parent still owns these sockets: close only our copies of the descriptors, and
+        # let connections that were checked out at fork time be dropped when they come back.
+        for conn in self._idle:
+            conn.close()
+        self._idle = []
+        self._in_use = 0
+        self._waiters = 0
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._generation += 1
+
+    def get(self, deadline: float, finish: bool = True) -> Connection:
+        """An idle connection, or a new one (with ``finish=False``, its handshake sent but not
+        yet read: see ``Connection.finish_connect``)."""
+        conn: Connection | None = None
+        with self._lock:
+            if self._closed:
+                raise ConnectionError("the client is closed")
+            if self._idle:
+                conn = self._idle.pop()
+                self._in_use += 1
+            elif self._in_use < self.max_connections:
+                self._in_use += 1
+            else:
+                conn = self._wait_for_idle(deadline)
+        try:
+            if conn is not None and time.monotonic() - conn.last_used > STALE_CHECK_AFTER and conn.is_stale():
+                conn.close()
+                conn = None
+            if conn is None:
+                conn = Connection(self.options, self.core, self.key_prefix)
+                conn.generation = self._generation
+                conn.connect(deadline, finish)
+        except BaseException:
+            self._release_slot()
+            raise
+        return conn
+
+    def _wait_for_idle(self, deadline: float) -> Connection | None:
+        """With the lock held: wait until a connection is idle or a slot frees up."""
+        self._waiters += 1
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"all {self.max_connections} connections stayed busy too long")
+                self._cond.wait(remaining)
+                if self._closed:
+                    raise ConnectionError("the client is closed")
+                if self._idle:
+                    self._in_use += 1
+                    return self._idle.pop()
+                if self._in_use < self.max_connections:
+                    self._in_use += 1
+                    return None
+        finally:
+            self._waiters -= 1
+
+    def put(self, conn: Connection) -> None:
+        conn.last_used = time.monotonic()
+        with self._lock:
+            if conn.generation != self._generation:
+                conn.close()
+                return
+            self._in_use -= 1
+            if self._closed or conn.broken or conn.sock is None:
+                conn.close()
+            else:
+                self._idle.append(conn)
+            if self._waiters:
+                self._cond.notify()
+
+    def discard(self, conn: Connection) -> None:
+        conn.close()
+        if conn.generation == self._generation:
+            self._release_slot()
+
+    def _release_slot(self) -> None:
+        with self._lock:
+            self._in_use -= 1
+            if self._waiters:
+                self._cond.notify()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._cond.notify_all()
+        for conn in idle:
+            conn.close()

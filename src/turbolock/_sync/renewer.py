@@ -1,0 +1,172 @@
+"""Auto-renewal: one background thread and one timer wheel renew every held lock of a client.
+
+Due locks are renewed in batches, one EVALSHA per chunk of up to ``RENEW_CHUNK`` keys (a single
+script over 100k keys would block the server for about half a second). Each lock ends every
+renewal in one of three ways: renewed; lost (the key is gone or holds another token); or
+indeterminate (transport error, timeout, error reply), retried until shortly before the lock's
+local safe-until, then lost. Safe-until is ``sent_at + ttl`` of the renewal that succeeded
+(the earliest of any that overlapped it), with ``sent_at`` taken before the command was
+written, so it can only err on the safe side. A round never waits past its leases' expiry.
+
+A lost lock is always signalled, no later than its own expiry: ``lease.lost`` is set,
+``on_lost(lease)`` is called on the renewer thread (its exceptions are logged), and
+``lease.ensure_held()`` raises. ``on_lost`` is a notification; ``ensure_held()`` is the check
+to make before acting on what the lock protects. The bookkeeping is ``_renewal_book``'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from turbolock._flows.renewal_book import (
+    AutoRenew,
+    OnLost,
+    RenewalBook,
+    batch_encoders,
+    describe_reply,
+    no_reply,
+    split_batches,
+)
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import NOT_SENT
+from turbolock.errors import InvalidArgumentError, ReplyError
+from turbolock.lease import Lease
+
+log = logging.getLogger("turbolock.renewal")
+
+
+
+class Renewer:
+    """The renewal thread of one client; started on the first auto-renewed lease."""
+
+    def __init__(self, client: Any, book: RenewalBook | None = None) -> None:
+        self._client = client
+        self.book = RenewalBook(client.core, time.monotonic()) if book is None else book
+        self._wakeup = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._state_lock = threading.Lock()
+        self._stopping = False
+
+    def __len__(self) -> int:
+        return len(self.book)
+
+    def add(self, leases: Iterable[Lease], policy: AutoRenew, on_lost: OnLost | None) -> None:
+        with self._state_lock:
+            if self._stopping:
+                raise InvalidArgumentError("auto_renew", "the client is closed")
+            self.book.add(leases, policy, on_lost)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="turbolock-renewer", daemon=True)
+                self._thread.start()
+        self._wakeup.set()
+
+    def remove(self, leases: Iterable[Lease]) -> None:
+        """Stop renewing (the lease is being released); a renewal in flight is then ignored."""
+        self.book.remove(leases)
+
+    def rescheduled(self, lease: Lease) -> None:
+        self.book.rescheduled(lease)
+
+    def held_leases(self) -> list[Lease]:
+        return self.book.held_leases()
+
+    def stop(self, deadline: float | None = None) -> None:
+        """Stop the thread; wait for a round in flight to end, until ``deadline`` at most."""
+        with self._state_lock:
+            self._stopping = True
+        self._wakeup.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: the parent's locks are not ours to renew; no thread runs here."""
+        self._state_lock = threading.Lock()
+        self.book.forget_after_fork(time.monotonic())
+        self._thread = None
+        self._wakeup = threading.Event()
+
+    # -- the thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        book = self.book
+        while not self._stopping:
+            self._round()  # in a call of its own: no lease stays referenced between rounds
+            self._wakeup.wait(book.poll if len(book) else None)
+            self._wakeup.clear()
+
+    def _round(self) -> None:
+        self._release_dropped()
+        to_send, lost = self.book.take_due(time.monotonic())
+        for lease, reason in lost:
+            self._lost(lease, reason)
+        if to_send:
+            try:
+                self._send(to_send)
+            except Exception:  # the renewer must survive anything
+                log.exception("turbolock: renewal round failed; retrying its locks")
+                self._failed(to_send, None)
+
+    def _release_dropped(self) -> None:
+        for state in self.book.take_collected(self._client.key_prefix):
+            self._client._abandoned(state.key, state.token, time.monotonic() + state.ttl_ms / 1000.0)
+
+    def _send(self, leases: list[Lease]) -> None:
+        book = self.book
+        batches = split_batches(leases)
+        encode, reencode = batch_encoders(batches, _scripts.RENEW_MANY.sha)
+        settled = [False] * len(batches)
+
+        def settle(index: int, reply: object) -> None:
+            ttl_ms, batch = batches[index]
+            settled[index] = True
+            if type(reply) is list and len(reply) == len(batch):
+                for lease in book.settle(batch, reply, sent_at, ttl_ms):
+                    self._lost(lease, "its key was gone or held by another token at renewal")
+                return
+            if no_reply(reply):
+                self._failed(batch, sent_at, sent=reply is not NOT_SENT)
+                return
+            log.warning("turbolock: renewal of %d locks got %s", len(batch), describe_reply(reply))
+            self._failed(batch, sent_at, sent=False)
+
+        def on_replies(start: int, replies: list[object]) -> None:
+            # Settled while the server runs the next scripts; NOSCRIPT ones wait for their retry.
+            for index, reply in enumerate(replies, start):
+                if not (type(reply) is ReplyError and reply.code == "NOSCRIPT"):
+                    settle(index, reply)
+
+        sent_at = time.monotonic()
+        for ttl_ms, batch in batches:
+            book.sending(batch, ttl_ms, sent_at)
+        deadline = book.round_deadline(leases, sent_at, self._client.options.timeout)
+        try:
+            replies = self._client._exec_renewals.many(len(batches), encode, _scripts.RENEW_MANY, reencode,
+                                                       on_replies=on_replies, deadline=deadline)
+        except Exception as exc:  # no connection at all: nothing was sent
+            log.warning("turbolock: renewal of %d locks could not be sent: %s", len(leases), exc)
+            replies = [NOT_SENT] * len(batches)
+            for index in range(len(batches)):
+                settled[index] = True
+                self._failed(batches[index][1], sent_at, sent=False)
+        for index, reply in enumerate(replies):
+            if not settled[index]:
+                settle(index, reply)
+
+    def _failed(self, batch: list[Lease], sent_at: float | None, sent: bool = True) -> None:
+        for lease in self.book.failed(batch, sent_at, time.monotonic(), sent):
+            self._lost(lease, "it could not be renewed before it expired")
+
+    def _lost(self, lease: Lease, reason: str) -> None:
+        state = self.book.lose(lease, reason)
+        if state is None or state.on_lost is None:
+            return
+        try:
+            state.on_lost(lease)
+        except Exception:  # a callback must never stop the renewer
+            log.exception("turbolock: on_lost callback for lock %r raised", lease.name)
+

@@ -1,0 +1,378 @@
+"""The pure-Python core: RESP2 encoding and parsing for lock commands, with no I/O.
+
+This is the twin of the compiled ``turbolock._core_c``: same names, same signatures, same
+results and same errors. The client only ever talks to a core through these two classes,
+so either implementation can sit under it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from turbolock._wire.wheel_py import TimerWheel
+from turbolock.errors import ProtocolError, ReplyError
+
+__all__ = ["IMPLEMENTATION", "MAX_NESTING", "CommandBuffer", "RespParser", "TimerWheel"]
+
+IMPLEMENTATION = "py"
+
+# Arrays nest at most this many levels: hiredis 0.14's reader has a stack of 9 tasks and refuses
+# an array header read at the 9th ("depth > 7", counting the top level as 0). Both cores refuse
+# exactly there, with hiredis's message.
+MAX_NESTING = 8
+
+# 16 bytes (128 bits) keeps tokens unguessable and collision-free across clients.
+_MIN_TOKEN_SIZE = 16
+_MAX_TOKEN_SIZE = 1024
+
+
+def _bulk(value: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(value), value)
+
+
+def _arg(value: bytes | str | int) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return b"%d" % value
+    raise TypeError(f"command argument must be bytes, str or int, not {type(value).__name__}")
+
+
+class CommandBuffer:
+    """Appends RESP2 commands into one growing buffer; ``take()`` hands it over for one write.
+
+    Lock commands take a lock *name*; the buffer writes ``key_prefix + name`` as the key.
+    """
+
+    __slots__ = ("_buf", "_prefix", "_count")
+
+    def __init__(self, key_prefix: bytes = b"") -> None:
+        if not isinstance(key_prefix, bytes):
+            raise TypeError("key_prefix must be bytes")
+        self._buf = bytearray()
+        self._prefix = key_prefix
+        self._count = 0
+
+    @property
+    def key_prefix(self) -> bytes:
+        return self._prefix
+
+    @property
+    def pending(self) -> int:
+        """Commands appended since the last ``take()``."""
+        return self._count
+
+    def __len__(self) -> int:
+        return len(self._buf)
+
+    def take(self) -> bytes:
+        """Return everything appended so far and start empty."""
+        data = bytes(self._buf)
+        self._buf.clear()
+        self._count = 0
+        return data
+
+    def clear(self) -> None:
+        self._buf.clear()
+        self._count = 0
+
+    def append_command(self, args: Sequence[bytes | str | int]) -> None:
+        """Any command, arguments as given (no key prefix is added)."""
+        encoded = [_arg(a) for a in args]
+        if not encoded:
+            raise ValueError("a command needs at least one argument")
+        parts = [b"*%d\r\n" % len(encoded)]
+        parts.extend(_bulk(a) for a in encoded)
+        self._buf += b"".join(parts)
+        self._count += 1
+
+    def append_set_nx_px(self, name: bytes, token: bytes, ttl_ms: int) -> None:
+        """``SET key token NX PX ttl_ms``."""
+        _check_bytes(name, token)
+        self._buf += b"*6\r\n$3\r\nSET\r\n$%d\r\n%b%b\r\n$%d\r\n%b\r\n$2\r\nNX\r\n$2\r\nPX\r\n%b" % (
+            len(self._prefix) + len(name), self._prefix, name, len(token), token, _bulk(b"%d" % ttl_ms))
+        self._count += 1
+
+    def append_set_nx_px_many(self, names: Sequence[bytes], tokens: Sequence[bytes], ttl_ms: int) -> None:
+        """One ``SET key token NX PX ttl_ms`` per name, names and tokens paired by position."""
+        if len(names) != len(tokens):
+            raise ValueError("names and tokens differ in length")
+        tail = b"\r\n$2\r\nNX\r\n$2\r\nPX\r\n" + _bulk(b"%d" % ttl_ms)
+        prefix = self._prefix
+        plen = len(prefix)
+        parts = []
+        for name, token in zip(names, tokens, strict=True):
+            _check_bytes(name, token)
+            parts.append(b"*6\r\n$3\r\nSET\r\n$%d\r\n%b%b\r\n$%d\r\n%b%b" % (
+                plen + len(name), prefix, name, len(token), token, tail))
+        self._buf += b"".join(parts)
+        self._count += len(parts)
+
+    def append_set_nx_px_random(self, names: Sequence[bytes], ttl_ms: int,
+                                token_size: int = 16) -> list[bytes]:
+        """One ``SET key token NX PX ttl_ms`` per name, each with a fresh random token; returns the tokens."""
+        if type(token_size) is not int or not _MIN_TOKEN_SIZE <= token_size <= _MAX_TOKEN_SIZE:
+            raise ValueError(
+                f"token_size must be an int from {_MIN_TOKEN_SIZE} to {_MAX_TOKEN_SIZE}, not {token_size!r}")
+        names = list(names)
+        blob = os.urandom(token_size * len(names))
+        tokens = [blob[i:i + token_size] for i in range(0, len(blob), token_size)]
+        self.append_set_nx_px_many(names, tokens, ttl_ms)
+        return tokens
+
+    def append_evalsha(self, sha: bytes, name: bytes, token: bytes, ttl_ms: int | None = None) -> None:
+        """``EVALSHA sha 1 key token [ttl_ms]``: the single-key release/extend/check scripts."""
+        self.append_evalsha_many(sha, (name,), (token,), ttl_ms)
+
+    def append_evalsha_many(self, sha: bytes, names: Sequence[bytes], tokens: Sequence[bytes],
+                            ttl_ms: int | None = None) -> None:
+        """One ``EVALSHA sha 1 key token [ttl_ms]`` per name."""
+        if len(names) != len(tokens):
+            raise ValueError("names and tokens differ in length")
+        _check_bytes(sha)
+        count = b"*6\r\n" if ttl_ms is not None else b"*5\r\n"
+        head = count + b"$7\r\nEVALSHA\r\n" + _bulk(sha) + b"$1\r\n1\r\n"
+        tail = _bulk(b"%d" % ttl_ms) if ttl_ms is not None else b""
+        prefix = self._prefix
+        plen = len(prefix)
+        parts = []
+        for name, token in zip(names, tokens, strict=True):
+            _check_bytes(name, token)
+            parts.append(b"%b$%d\r\n%b%b\r\n$%d\r\n%b\r\n%b" % (
+                head, plen + len(name), prefix, name, len(token), token, tail))
+        self._buf += b"".join(parts)
+        self._count += len(parts)
+
+    def append_evalsha_multikey(self, sha: bytes, names: Sequence[bytes], tokens: Sequence[bytes],
+                                ttl_ms: int | None = None) -> None:
+        """One ``EVALSHA sha n key1..keyn [ttl_ms] token1..tokenn`` covering every name."""
+        if len(names) != len(tokens):
+            raise ValueError("names and tokens differ in length")
+        _check_bytes(sha)
+        n = len(names)
+        nargs = 3 + 2 * n + (1 if ttl_ms is not None else 0)
+        prefix = self._prefix
+        plen = len(prefix)
+        parts = [b"*%d\r\n$7\r\nEVALSHA\r\n%b%b" % (nargs, _bulk(sha), _bulk(b"%d" % n))]
+        for name in names:
+            _check_bytes(name)
+            parts.append(b"$%d\r\n%b%b\r\n" % (plen + len(name), prefix, name))
+        if ttl_ms is not None:
+            parts.append(_bulk(b"%d" % ttl_ms))
+        for token in tokens:
+            _check_bytes(token)
+            parts.append(_bulk(token))
+        self._buf += b"".join(parts)
+        self._count += 1
+
+    def append_pttl(self, name: bytes) -> None:
+        """``PTTL key``."""
+        self.append_pttl_many((name,))
+
+    def append_pttl_many(self, names: Sequence[bytes]) -> None:
+        """One ``PTTL key`` per name."""
+        prefix = self._prefix
+        plen = len(prefix)
+        parts = []
+        for name in names:
+            _check_bytes(name)
+            parts.append(b"*2\r\n$4\r\nPTTL\r\n$%d\r\n%b%b\r\n" % (plen + len(name), prefix, name))
+        self._buf += b"".join(parts)
+        self._count += len(parts)
+
+
+def _check_bytes(*values: object) -> None:
+    for value in values:
+        if type(value) is not bytes:
+            raise TypeError(f"expected bytes, not {type(value).__name__}")
+
+
+class RespParser:
+    """Parses RESP2 replies fed to it in pieces of any size.
+
+    ``get_replies()`` returns every complete reply so far, in order: bytes for simple and
+    bulk strings, int, None for nil, list for arrays and ``ReplyError`` for error replies
+    (returned, not raised). Bytes that are not RESP2 raise ``ProtocolError``; the parser
+    then refuses all further use, so a half-parsed connection can never be reused.
+
+    It accepts and refuses exactly what hiredis 0.14.1's reader (the compiled core) does,
+    with the same messages, at the same point of the stream.
+    """
+
+    __slots__ = ("_buf", "_need", "_broken")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()  # every byte fed and not yet consumed by a complete reply
+        # Parsing cannot get further until the buffer holds this many bytes (a bulk string's
+        # body, or one more byte of a line), so an unfinished reply is not parsed again and again.
+        self._need = 0
+        self._broken: str | None = None
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if self._broken is not None:
+            raise ProtocolError(self._broken)
+        self._buf += data
+
+    def buffered(self) -> int:
+        """Bytes fed but not yet consumed by a complete reply."""
+        return len(self._buf)
+
+    def get_replies(self, limit: int = -1) -> list[object]:
+        """Pop up to ``limit`` complete replies (all of them when ``limit`` < 0)."""
+        if self._broken is not None:
+            raise ProtocolError(self._broken)
+        buf = self._buf
+        if len(buf) < self._need or not limit:
+            return []
+        # One copy per call: slices of bytes are bytes, and bytes can be looked up in _INTS.
+        data = bytes(buf)
+        size = len(data)
+        find = data.find
+        out: list[object] = []
+        append = out.append
+        pos = 0
+        need = 0
+        try:
+            # Simple replies at the top level are parsed inline (this is the fallback's hot
+            # path); arrays, errors and refusals go through _parse.
+            while pos < size and len(out) != limit:
+                end = find(b"\r\n", pos)
+                kind = data[pos]
+                if end < 0:
+                    _check_incomplete(kind, 0)
+                    need = size + 1
+                    break
+                if kind == 43:  # '+'
+                    append(data[pos + 1:end])
+                    pos = end + 2
+                    continue
+                if kind == 58:  # ':'
+                    value = _INTS.get(data[pos + 1:end])
+                    if value is not None:
+                        append(value)
+                        pos = end + 2
+                        continue
+                elif kind == 36:  # '$'
+                    length = _INTS.get(data[pos + 1:end])
+                    if length is not None and length >= 0:
+                        stop = end + 2 + length
+                        if stop + 2 > size:
+                            need = stop + 2
+                            break
+                        append(data[end + 2:stop])
+                        pos = stop + 2
+                        continue
+                    if length == -1:
+                        append(None)
+                        pos = end + 2
+                        continue
+                reply, end = _parse(data, pos, 0)
+                if end < 0:
+                    need = -end
+                    break
+                append(reply)
+                pos = end
+        except ProtocolError as exc:
+            self._broken = str(exc)
+            self._buf = bytearray()
+            self._need = 0
+            raise
+        if pos == size:
+            buf.clear()
+        elif pos:
+            del buf[:pos]  # cheap: a bytearray drops its head by moving its start
+        self._need = need - pos if need else 0
+        return out
+
+
+# Canonical spellings of the numbers replies use most: a dict hit skips the strict parse.
+_INTS = {b"%d" % i: i for i in range(-2, 513)}
+_INT32_MAX = 2**31 - 1
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_TOO_DEEP = f"No support for nested multi bulk replies with depth > {MAX_NESTING - 1}"
+# hiredis's chrtos(): how its error message spells a bad type byte.
+_BYTE_SPELLINGS = {ord("\\"): '"\\\\"', ord('"'): '"\\""', ord("\n"): '"\\n"', ord("\r"): '"\\r"',
+                   ord("\t"): '"\\t"', ord("\a"): '"\\a"', ord("\b"): '"\\b"'}
+
+
+def _parse(data: bytes, pos: int, depth: int) -> tuple[object, int]:
+    """One reply starting at ``pos`` (nested ``depth`` arrays deep) and the position after it.
+
+    An incomplete reply gives ``-need`` as the position, ``need`` being how long ``data`` must
+    be before parsing can get further. (Not an exception for "incomplete": a raised shared
+    exception object kept a traceback chain of parser frames, and the replies they held, alive.)
+    """
+    end = data.find(b"\r\n", pos)
+    kind = data[pos]
+    if end < 0:
+        _check_incomplete(kind, depth)
+        return None, -(len(data) + 1)
+    if kind == 43:  # '+'
+        return data[pos + 1:end], end + 2
+    if kind == 58:  # ':'
+        return _number(data[pos + 1:end], "Bad integer value"), end + 2
+    if kind == 36:  # '$'
+        length = _number(data[pos + 1:end], "Bad bulk string length")
+        if length < 0:
+            if length != -1:
+                raise ProtocolError("Bulk string length out of range")
+            return None, end + 2
+        stop = end + 2 + length
+        if stop + 2 > len(data):
+            return None, -(stop + 2)
+        return data[end + 2:stop], stop + 2
+    if kind == 45:  # '-'
+        return ReplyError(data[pos + 1:end].decode("utf-8", "replace")), end + 2
+    if kind == 42:  # '*'
+        if depth >= MAX_NESTING:
+            raise ProtocolError(_TOO_DEEP)
+        count = _number(data[pos + 1:end], "Bad multi-bulk length")
+        if count < -1 or count > _INT32_MAX:
+            raise ProtocolError("Multi-bulk length out of range")
+        if count < 0:
+            return None, end + 2
+        items: list[object] = []
+        pos = end + 2
+        for _ in range(count):
+            if pos == len(data):
+                return None, -(pos + 1)
+            item, pos = _parse(data, pos, depth + 1)
+            if pos < 0:
+                return None, pos
+            items.append(item)
+        return items, pos
+    raise _bad_type_byte(kind)
+
+
+def _check_incomplete(kind: int, depth: int) -> None:
+    """What hiredis refuses from a reply's first byte alone, before its line is complete."""
+    if kind == 42:
+        if depth >= MAX_NESTING:
+            raise ProtocolError(_TOO_DEEP)
+    elif kind not in b"+-:$":
+        raise _bad_type_byte(kind)
+
+
+def _bad_type_byte(kind: int) -> ProtocolError:
+    spelling = _BYTE_SPELLINGS.get(kind)
+    if spelling is None:
+        spelling = f'"{chr(kind)}"' if 32 <= kind < 127 else f'"\\x{kind:02x}"'
+    return ProtocolError(f"Protocol error, got {spelling} as reply type byte")
+
+
+def _number(text: bytes, refusal: str) -> int:
+    """hiredis's string2ll: a canonical decimal int64 (no sign but '-', no leading zero, no -0)."""
+    value = _INTS.get(text)
+    if value is not None:
+        return value
+    try:
+        value = int(text)
+    except ValueError:
+        raise ProtocolError(refusal) from None
+    if b"%d" % value != text or not _INT64_MIN <= value <= _INT64_MAX:
+        raise ProtocolError(refusal)
+    return value

@@ -1,0 +1,63 @@
+"""What a sent command came to when no reply says so, and the shapes of batched commands:
+shared by every driver and every flow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from turbolock._wire import scripts as _scripts
+from turbolock.errors import ReplyError, ResponseError
+
+Encoder = Callable[[Any, int, int], None]
+"""Appends the commands for items ``start``..``stop`` to a core CommandBuffer."""
+ReplyHandler = Callable[[int, list[object]], None]
+
+WINDOW = 2
+"""Chunks of one bulk call in flight on one connection: with one, the client idles while the
+server works and the server idles while the client encodes. Redis buffers replies for a normal
+client without limit, so a second chunk written before the first one's replies cannot deadlock."""
+FANOUT_WINDOW = 4
+"""Chunks in flight per master in a bulk call. Three servers sharing the client's cores fall
+idle more often than one; four chunks measured about 15% faster than two (the single-server
+pipeline's window) on a 2-core machine, more gained nothing. Redis buffers replies for a
+normal client without limit, so this cannot deadlock."""
+Reencoder = Callable[[Any, Sequence[int]], None]
+"""Appends the commands for the given item indices again (after NOSCRIPT)."""
+
+
+class Unconfirmed(Exception):
+    """A command was written but its reply never came; ``cause`` says why."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class _Marker:
+    __slots__ = ("label",)
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def __repr__(self) -> str:
+        return self.label
+
+
+UNKNOWN = _Marker("UNKNOWN")
+"""Sent, but the connection failed before the reply came."""
+NOT_SENT = _Marker("NOT_SENT")
+"""Never sent: the connection failed before this item's chunk went out."""
+
+
+def check_loaded(head: list[object], script: _scripts.Script) -> None:
+    if head and type(head[0]) is ReplyError:
+        error = head[0]
+        raise ResponseError(f"cannot load the {script.name} script: {error}", error.code)
+
+
+def noscript_indices(results: list[object]) -> list[int]:
+    if ReplyError not in set(map(type, results)):  # the usual case, in one C-level pass
+        return []
+    return [i for i, reply in enumerate(results) if type(reply) is ReplyError and reply.code == "NOSCRIPT"]

@@ -1,0 +1,68 @@
+"""The Redlock extend scripts: extend where the lock is ours, and set it again where it is gone.
+
+A master that restarted without persistence while the lock was held has lost the key; while
+a majority still holds it, setting it there again is as safe as an acquire, and it keeps the
+majority from thinning out one restart at a time (RedLock.net's extend does the same). Keys
+set again never count towards that majority (``extend_verdict``): a lock deleted on a majority
+behind its holder's back may have been someone else's since, and is lost. Callers only extend
+leases with validity left.
+"""
+
+from __future__ import annotations
+
+from turbolock._wire.scripts import Script
+
+# KEYS[1] = lock key; ARGV[1] = token, ARGV[2] = ttl in ms. Replies 1 extended, 2 set again
+# (the key was gone), 0 held by another token.
+EXTEND = Script("redlock_extend", b"""\
+local value = redis.call('get', KEYS[1])
+if value == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+if not value then
+  redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
+  return 2
+end
+return 0
+""")
+
+# KEYS = lock keys; ARGV[1] = ttl in ms, ARGV[1 + i] = the token of KEYS[i]. One reply per key,
+# as EXTEND's. Callers keep each call near 1000 keys: a script blocks the server.
+RENEW_MANY = Script("redlock_renew_many", b"""\
+local ttl = ARGV[1]
+local out = {}
+for i, key in ipairs(KEYS) do
+  local value = redis.call('get', key)
+  if value == ARGV[i + 1] then
+    out[i] = redis.call('pexpire', key, ttl)
+  elseif not value then
+    redis.call('set', key, ARGV[i + 1], 'px', ttl)
+    out[i] = 2
+  else
+    out[i] = 0
+  end
+end
+return out
+""")
+
+
+def extended(reply: object) -> bool:
+    return reply == 1 or reply == 2
+
+
+EXTENDED = "extended"
+LOST = "lost"
+UNDECIDED = "undecided"
+
+
+def extend_verdict(held: int, errored: int, quorum: int) -> str:
+    """What the masters' replies to an extend (or a renewal) of one lock mean. The lock is ours
+    only while a majority still *held* it (reply 1): keys set again where they were gone (2)
+    keep restarted masters in step, but never make up a majority, so a lock deleted behind its
+    back on a majority is lost, not brought back. Lost once even the masters that did not
+    answer could not make a majority."""
+    if held >= quorum:
+        return EXTENDED
+    if held + errored < quorum:
+        return LOST
+    return UNDECIDED

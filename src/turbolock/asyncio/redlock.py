@@ -1,0 +1,198 @@
+"""``AsyncRedlockClient``: the whole API of ``RedlockClient`` for asyncio. The algorithm is the
+flows' (``_flows/redlock_*``), the same as the threaded client's; this client awaits them,
+fanning each step out to the masters' pipelining connections (``_aio.fanout``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from types import ModuleType, TracebackType
+from typing import Any
+
+from turbolock._aio.drive import run
+from turbolock._aio.fanout import fan_out, fan_out_one
+from turbolock._aio.redlock_renewer import AsyncRedlockRenewer
+from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE, check_chunk_size
+from turbolock._flows.lock_flows import RedlockLockFlows
+from turbolock._flows.lock_rules import lock_ttl
+from turbolock._flows.redlock_bulk import extend_many_flow, release_many_flow
+from turbolock._flows.redlock_flows import RedlockFlows
+from turbolock._flows.redlock_result import RedlockLease, RedlockManyResult, RedlockResult
+from turbolock._flows.redlock_rules import DEFAULT_DRIFT_FACTOR, DEFAULT_RETRY_DELAY
+from turbolock._flows.renewal_book import AutoRenew, OnLost
+from turbolock._flows.steps import FanMany, FanOne, Step
+from turbolock._redlock.masters import open_masters
+from turbolock._wire import core as _core
+from turbolock._wire.validate import Seconds
+from turbolock.asyncio.client import AsyncLockClient
+from turbolock.asyncio.lock import AsyncLockCalls
+from turbolock.errors import LockError
+from turbolock.lease import LockInfo
+from turbolock.options import ConnectionOptions
+
+log = logging.getLogger("turbolock.redlock")
+
+
+class AsyncRedlockClient(RedlockFlows):
+    """Locks on a majority of ``masters`` for asyncio: three or more independent Redis servers,
+    as URLs or ``AsyncLockClient``s; share one per event loop. Settings, results, statuses and
+    errors are ``RedlockClient``'s. A master that does not answer costs one node timeout for
+    all of them; its late replies are read and dropped, and what a command may have taken
+    there is released with its token in the background."""
+
+    def __init__(self, masters: Sequence[str | AsyncLockClient], *, node_timeout: Seconds | None = None,
+                 retry_count: int | None = None, retry_delay: Seconds = DEFAULT_RETRY_DELAY,
+                 drift_factor: float = DEFAULT_DRIFT_FACTOR, key_prefix: str | bytes | None = None,
+                 core: str | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE, **connection: Any) -> None:
+        self._configure(node_timeout, retry_count, retry_delay, drift_factor)
+        self._chunk_size = check_chunk_size(chunk_size)
+        chosen_core = _core.get_core(core) if core is not None else None
+
+        def open_master(options: ConnectionOptions, prefix: bytes) -> AsyncLockClient:
+            return AsyncLockClient(options=options, key_prefix=prefix, core=core, chunk_size=self._chunk_size)
+
+        clients, opened, prefix = open_masters(masters, key_prefix, AsyncLockClient, open_master, connection)
+        self._set_masters(clients)
+        self._opened = opened
+        self.key_prefix = prefix
+        self.core: ModuleType = chosen_core if chosen_core is not None else clients[0].core
+        self._buffer: Any = self.core.CommandBuffer(prefix)  # one batch encoded once for every master
+        self._renewer_instance: AsyncRedlockRenewer | None = None
+        self._closed = False
+
+    async def _perform(self, step: Step) -> Any:
+        """The driver: a flow's fan-out to the masters, on their asyncio connections."""
+        if type(step) is FanOne:
+            return await fan_out_one(self.masters, self._buffer, step.encode, step.timeout, step.script,
+                                     step.only)
+        assert type(step) is FanMany, step
+        return await fan_out(self.masters, self._buffer, step.items, step.encode, step.timeout,
+                             step.chunk_size, step.script, step.reencode, step.on_chunk, step.only)
+
+    # -- single locks ---------------------------------------------------------------------------
+
+    async def acquire(self, name: str | bytes, ttl: Seconds, *, blocking: bool = True,
+                      timeout: Seconds | None = None, token: bytes | None = None,
+                      auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
+                      max_extensions: int | None = None) -> RedlockResult:
+        """Take ``name`` on a majority of the masters; the result says how it went (see
+        ``RedlockClient.acquire``)."""
+        flow = self._acquire_flow(name, ttl, blocking, timeout, token, auto_renew, on_lost, max_extensions)
+        return await run(flow, self._perform)
+
+    async def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
+                          auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
+                          max_extensions: int | None = None) -> RedlockLease | None:
+        """One attempt: a ``RedlockLease``, or None (Conflicted or Expired); ``QuorumError`` when
+        too many masters failed to answer to decide."""
+        flow = self._try_acquire_flow(name, ttl, token, auto_renew, on_lost, max_extensions)
+        return await run(flow, self._perform)
+
+    async def query(self, name: str | bytes) -> LockInfo:
+        """Whether a quorum of masters holds ``name``, and for how long at least a quorum still will."""
+        return await run(self._query_flow(name), self._perform)
+
+    async def check(self, lease: RedlockLease) -> float | None:
+        """Seconds a majority of masters still holds the lock for ``lease``, None when fewer do."""
+        return await run(self._check_flow(lease), self._perform)
+
+    async def release(self, lease: RedlockLease) -> bool:
+        """Delete the lock on every master where it is still ours: True when that was a majority."""
+        return await run(self._release_flow(lease), self._perform)
+
+    async def extend(self, lease: RedlockLease, ttl: Seconds, *, additive: bool = False) -> bool:
+        """Set the lock's ttl to ``ttl`` from now on a majority (see ``RedlockClient.extend``)."""
+        return await run(self._extend_flow(lease, ttl, additive), self._perform)
+
+    def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
+             timeout: Seconds | None = None, token: bytes | None = None,
+             auto_renew: bool | AutoRenew | None = None, on_lost: OnLost | None = None,
+             max_extensions: int | None = None) -> AsyncRedlockLock:
+        """An ``AsyncRedlockLock`` for ``name``: ``async with``, a decorator for coroutines, or
+        acquire()/release(). With no ``ttl``: 30 s renewed until released, as for every Lock."""
+        ttl, renew = lock_ttl(ttl, auto_renew)
+        return AsyncRedlockLock(self, name, ttl, blocking=blocking, timeout=timeout, token=token,
+                                auto_renew=renew, on_lost=on_lost, max_extensions=max_extensions)
+
+    # -- bulk -----------------------------------------------------------------------------------
+
+    async def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *,
+                           all_or_nothing: bool = False,
+                           tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
+                           on_lost: OnLost | None = None, max_extensions: int | None = None,
+                           limit: int | None = None) -> RedlockManyResult:
+        """One attempt per name on every master at once, the quorum decided per name (see
+        ``RedlockClient.acquire_many``)."""
+        flow = self._acquire_many_flow(names, ttl, all_or_nothing, tokens, auto_renew, on_lost,
+                                       max_extensions, limit)
+        return await run(flow, self._perform)
+
+    async def release_many(self, leases: Sequence[RedlockLease]) -> list[bool]:
+        """``release`` for every lease, pipelined; True/False per lease in input order."""
+        return await run(release_many_flow(self, leases), self._perform)
+
+    async def extend_many(self, leases: Sequence[RedlockLease], ttl: Seconds) -> list[bool]:
+        """``extend`` for every lease, pipelined; True/False per lease in input order."""
+        return await run(extend_many_flow(self, leases, ttl), self._perform)
+
+    # -- renewal and lifetime -------------------------------------------------------------------
+
+    def _renewer(self) -> AsyncRedlockRenewer:
+        if self._renewer_instance is None:
+            self._renewer_instance = AsyncRedlockRenewer(self)
+        return self._renewer_instance
+
+    async def wait_lost(self, lease: RedlockLease, timeout: Seconds | None = None) -> bool:
+        """Wait until the renewer finds an auto-renewed ``lease`` lost: True when it was, False
+        when ``timeout`` passed first or the lease was released."""
+        lease = self._check_lease(lease)
+        return await self._renewer().wait_lost(lease, timeout)
+
+    @property
+    def renewing(self) -> int:
+        """How many locks the renewer currently keeps."""
+        renewer = self._renewer_instance
+        return 0 if renewer is None else len(renewer)
+
+    async def close(self) -> None:
+        """Stop renewing and release every auto-renewed lock, then close the masters opened from
+        URLs (each makes one try at its maybe-held releases)."""
+        if self._closed:
+            return
+        self._closed = True
+        renewer = self._renewer_instance
+        if renewer is not None:
+            await renewer.stop()
+            held = renewer.held_leases()
+            if held:
+                try:
+                    await self.release_many(held)  # type: ignore[arg-type]
+                except LockError as exc:
+                    log.warning("turbolock: close could not release %d renewed Redlocks: %s", len(held), exc)
+        for client in self._opened:
+            await client.close()
+
+    async def __aenter__(self) -> AsyncRedlockClient:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return (f"AsyncRedlockClient([{self._addresses()}], quorum={self.quorum}, "
+                f"key_prefix={self.key_prefix!r}, core={self.implementation!r})")
+
+
+class AsyncRedlockLock(AsyncLockCalls, RedlockLockFlows):
+    """One Redlock name for asyncio, with the behaviour of every Lock object (see ``RedlockLock``)."""
+
+    kind = "AsyncRedlockLock"
+
+    def __init__(self, client: AsyncRedlockClient, name: str | bytes, ttl: Seconds, *, blocking: bool = True,
+                 timeout: Seconds | None = None, token: bytes | None = None,
+                 auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
+                 max_extensions: int | None = None) -> None:
+        self._setup(name, ttl, blocking, timeout, token, auto_renew, on_lost)
+        self._init_redlock(client, max_extensions)
