@@ -11,15 +11,13 @@ from types import TracebackType
 from typing import Any
 
 from turbolock._flows.bulk_flows import (
-    acquire_many_flow,
-    claim_many_flow,
+    acquire_or_claim_flow,
     extend_many_flow,
     query_many_flow,
     release_many_flow,
     run_release_flow,
 )
 from turbolock._flows.bulk_result import AcquireManyResult
-from turbolock._flows.claim import check_claim
 from turbolock._flows.client_rules import ClientRules
 from turbolock._flows.client_settings import (
     DEFAULT_CHUNK_SIZE,
@@ -28,13 +26,10 @@ from turbolock._flows.client_settings import (
 from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, OnLost
 from turbolock._flows.single import (
-    check_result,
-    extend_ms,
-    extend_result,
-    extend_unconfirmed,
-    query_result,
-    release_result,
-    release_unconfirmed,
+    check_flow,
+    extend_flow,
+    query_flow,
+    release_flow,
 )
 from turbolock._sync.cleaner import BackgroundCleaner
 from turbolock._sync.drive import run
@@ -42,13 +37,13 @@ from turbolock._sync.executor import Executor
 from turbolock._sync.pool import ConnectionPool
 from turbolock._sync.renewer import Renewer
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import Unconfirmed
+from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
 from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_token, encode_name, ttl_ms
 from turbolock.errors import (
     LockError,
 )
-from turbolock.lease import Lease, LockInfo, commands_refused, commands_sent, commands_unknown
+from turbolock.lease import Lease, LockInfo
 from turbolock.lock import Lock
 
 log = logging.getLogger("turbolock")
@@ -143,46 +138,21 @@ class LockClient(ClientRules[Lock]):
     def release(self, lease: Lease) -> bool:
         """Delete the lock if it is still ours. False when it expired or is now someone else's
         (their key is never touched)."""
-        self._check_lease(lease)
-        if lease.renewal is not None:
-            self._renewer().remove((lease,))
-        try:
-            reply = self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
-        except Unconfirmed as exc:
-            raise release_unconfirmed(self, lease, exc) from None
-        return release_result(reply, lease)
+        return run(release_flow(self, lease))
 
     def extend(self, lease: Lease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not (the
         lease is then lost). ``additive=True`` adds ``ttl`` to what the lease has left by the
         local clock instead (redis-py's default), never more than the server has left plus ``ttl``."""
-        self._check_lease(lease)
-        ms = extend_ms(lease, ttl, additive)
-        sent_at = time.monotonic()
-        commands_sent((lease,), sent_at, lease.expiry_after(sent_at, ms))
-        try:
-            reply = self._exec.script_one(_scripts.EXTEND, lease.key, lease.token, ms)
-        except Unconfirmed as exc:
-            commands_unknown((lease,), sent_at)
-            raise extend_unconfirmed(lease, exc) from None
-        except BaseException:
-            commands_refused((lease,), sent_at)
-            raise
-        return extend_result(self, reply, lease, ms, sent_at)
+        return run(extend_flow(self, lease, ttl, additive))
 
     def check(self, lease: Lease) -> float | None:
         """Seconds the lock has left on the server if the lease still holds it, else None."""
-        self._check_lease(lease)
-        try:
-            reply = self._exec.script_one(_scripts.CHECK, lease.key, lease.token, None)
-        except Unconfirmed as exc:
-            raise exc.cause from None
-        return check_result(reply, lease)
+        return run(check_flow(self, lease))
 
     def query(self, name: str | bytes) -> LockInfo:
         """Whether anyone holds ``name`` and for how long still (never whose it is)."""
-        key = encode_name(name)
-        return query_result(self._exec.pttl_one(key), name)
+        return run(query_flow(self, name))
 
     # -- bulk -----------------------------------------------------------------------------------
 
@@ -198,15 +168,8 @@ class LockClient(ClientRules[Lock]):
         (so workers sharing one list spread over it), one round trip per chunk: for workers
         claiming shards. The result's ``not_tried`` lists the names left untried.
         """
-        policy = self._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
-        if limit is None:
-            result = run(acquire_many_flow(self, names, ttl, all_or_nothing, tokens))
-        else:
-            check_claim(limit, all_or_nothing)
-            result = run(claim_many_flow(self, names, ttl, limit, tokens))
-        if policy is not None:
-            self._renewer().add(result.acquired, policy, on_lost)
-        return result
+        flow = acquire_or_claim_flow(self, names, ttl, all_or_nothing, tokens, auto_renew, on_lost, limit)
+        return run(flow)
 
     def release_many(self, leases: Sequence[Lease]) -> list[bool]:
         """Release each lease that is still ours; True/False per lease in input order."""
@@ -228,6 +191,12 @@ class LockClient(ClientRules[Lock]):
         self._cleaner.wake()
 
     _abandoned = _remember_cleanup
+
+    def _renew_batches(self, count: int, encode: Encoder, reencode: Reencoder, on_replies: ReplyHandler,
+                       deadline: float) -> list[object]:
+        """A renewal round's scripts, a few per write (the renewer's flow settles the replies)."""
+        return self._exec_renewals.many(count, encode, _scripts.RENEW_MANY, reencode, on_replies=on_replies,
+                                        deadline=deadline)
 
     def _release_keys(self, keys: list[bytes], tokens: list[bytes], deadline: float) -> list[object]:
         return run(run_release_flow(self, keys, tokens, deadline))

@@ -21,10 +21,10 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE, check_chunk_size
+from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE
 from turbolock._flows.lock_rules import lock_ttl
 from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
 from turbolock._flows.redlock_bulk import extend_many_flow, release_many_flow
@@ -41,14 +41,12 @@ from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.steps import FanMany, FanOne, Step
 from turbolock._redlock.fanout import fan_out, fan_out_one
 from turbolock._redlock.links import Links
-from turbolock._redlock.masters import open_masters
+from turbolock._redlock.masters import take_masters
 from turbolock._sync.drive import run
-from turbolock._wire import core as _core
 from turbolock._wire.validate import Seconds
 from turbolock.client import LockClient
 from turbolock.errors import LockError
 from turbolock.lease import LockInfo
-from turbolock.options import ConnectionOptions
 
 if TYPE_CHECKING:
     from turbolock._redlock.lock import RedlockLock
@@ -77,17 +75,8 @@ class RedlockClient(RedlockFlows):
                  drift_factor: float = DEFAULT_DRIFT_FACTOR, key_prefix: str | bytes | None = None,
                  core: str | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE, **connection: Any) -> None:
         self._configure(node_timeout, retry_count, retry_delay, drift_factor)
-        self._chunk_size = check_chunk_size(chunk_size)
-        chosen_core = _core.get_core(core) if core is not None else None
-        def open_master(options: ConnectionOptions, prefix: bytes) -> LockClient:
-            return LockClient(options=options, key_prefix=prefix, core=core, chunk_size=self._chunk_size)
-
-        clients, opened, prefix = open_masters(masters, key_prefix, LockClient, open_master, connection)
-        self._set_masters(clients)
-        self._links = Links(clients)
-        self._opened = opened
-        self.key_prefix = prefix
-        self.core: ModuleType = chosen_core if chosen_core is not None else clients[0].core
+        take_masters(self, masters, key_prefix, core, chunk_size, LockClient, connection)
+        self._links = Links(self.masters)
         self._renewer_instance: RedlockRenewer | None = None
         self._renewer_lock = threading.Lock()
         self._closed = False

@@ -20,7 +20,7 @@ from typing import Any
 
 from turbolock._aio.protocol import NotSent, RedisProtocol
 from turbolock._flows.steps import Outcome
-from turbolock._wire.outcomes import FANOUT_WINDOW, NOT_SENT, UNKNOWN, Encoder, Reencoder
+from turbolock._wire.outcomes import FANOUT_WINDOW, NOT_SENT, UNKNOWN, Encoder, Reencoder, settle_reloaded
 from turbolock._wire.scripts import Script
 from turbolock.errors import ReplyError
 
@@ -78,35 +78,17 @@ def _settled(fut: asyncio.Future[Any]) -> tuple[Any, BaseException | None]:
     return (fut.result(), None) if error is None else (None, error)
 
 
-async def fan_out_one(masters: Sequence[Any], buffer: Any, encode: Callable[[Any], None], timeout: float,
-                      script: Script | None = None,
-                      only: Sequence[int] | None = None) -> tuple[list[object], list[str | None]]:
-    """One command to every master (or those in ``only``); each master's reply (``UNKNOWN`` or
-    ``NOT_SENT`` where there is none) and why a master failed."""
-    count = len(masters)
-    replies: list[object] = [NOT_SENT] * count
-    errors: list[str | None] = [None] * count
-    targets = range(count) if only is None else only
-    encode(buffer)
-    data: bytes = buffer.take()
-    conns = await _connections(masters, targets, timeout, errors)
-    futs: dict[int, asyncio.Future[Any]] = {}
-    for m in targets:
-        conn = conns[m]
-        if conn is None:
-            continue
-        try:
-            futs[m] = conn.submit_encoded(data, 1)
-        except NotSent as exc:
-            errors[m] = _describe(exc.cause)
+async def _await_replies(masters: Sequence[Any], futs: dict[int, asyncio.Future[Any]], timeout: float,
+                         replies: list[object], errors: list[str | None]) -> None:
+    """Wait up to ``timeout`` for every master's future: its reply into ``replies[m]``, or
+    ``UNKNOWN`` and the reason into ``errors[m]``; one never sent leaves ``replies[m]`` alone."""
     if not futs:
-        return replies, errors
+        return
     try:
         await asyncio.wait(futs.values(), timeout=timeout)
     except BaseException:
         _abandon(list(futs.values()))
         raise
-    retry: list[int] = []
     for m, fut in futs.items():
         if not fut.done():
             fut.cancel()
@@ -121,49 +103,50 @@ async def fan_out_one(masters: Sequence[Any], buffer: Any, encode: Callable[[Any
             errors[m] = _describe(error)
         else:
             replies[m] = reply
-            if script is not None and _noscript(reply):
-                retry.append(m)
-    if retry:
-        assert script is not None
-        await _reload_one(masters, conns, buffer, encode, script, timeout, retry, replies, errors)
-    return replies, errors
 
 
-async def _reload_one(masters: Sequence[Any], conns: list[RedisProtocol | None], buffer: Any,
-                      encode: Callable[[Any], None], script: Script, timeout: float, retry: list[int],
-                      replies: list[object], errors: list[str | None]) -> None:
-    """The masters that forgot the script (a restart, SCRIPT FLUSH): load it and send again."""
-    buffer.append_command((b"SCRIPT", b"LOAD", script.source))
+def _submit(conns: list[RedisProtocol | None], targets: Sequence[int], data: bytes, count: int,
+            errors: list[str | None]) -> dict[int, asyncio.Future[Any]]:
+    futs: dict[int, asyncio.Future[Any]] = {}
+    for m in targets:
+        conn = conns[m]
+        if conn is None:
+            continue
+        try:
+            futs[m] = conn.submit_encoded(data, count)
+        except NotSent as exc:
+            errors[m] = _describe(exc.cause)
+    return futs
+
+
+async def fan_out_one(masters: Sequence[Any], buffer: Any, encode: Callable[[Any], None], timeout: float,
+                      script: Script | None = None,
+                      only: Sequence[int] | None = None) -> tuple[list[object], list[str | None]]:
+    """One command to every master (or those in ``only``); each master's reply (``UNKNOWN`` or
+    ``NOT_SENT`` where there is none) and why a master failed."""
+    count = len(masters)
+    replies: list[object] = [NOT_SENT] * count
+    errors: list[str | None] = [None] * count
+    targets = range(count) if only is None else only
     encode(buffer)
     data: bytes = buffer.take()
-    futs: dict[int, asyncio.Future[Any]] = {}
-    for m in retry:
-        conn = conns[m]
-        assert conn is not None
-        try:
-            futs[m] = conn.submit_encoded(data, 2)
-        except NotSent as exc:
-            errors[m] = _describe(exc.cause)  # the NOSCRIPT reply stays: the command did not run
-    if not futs:
-        return
-    try:
-        await asyncio.wait(futs.values(), timeout=timeout)
-    except BaseException:
-        _abandon(list(futs.values()))
-        raise
-    for m, fut in futs.items():
-        if not fut.done():
-            fut.cancel()
-            replies[m] = UNKNOWN
-            errors[m] = f"{masters[m].options.address} did not answer within {timeout * 1000:g} ms"
-            continue
-        got, error = _settled(fut)
-        if error is not None:
-            replies[m] = UNKNOWN
-            errors[m] = _describe(error)
-            continue
-        loaded, reply = got
-        replies[m] = loaded if type(loaded) is ReplyError else reply
+    conns = await _connections(masters, targets, timeout, errors)
+    await _await_replies(masters, _submit(conns, targets, data, 1, errors), timeout, replies, errors)
+    if script is None:
+        return replies, errors
+    retry = [m for m in targets if _noscript(replies[m])]
+    if retry:
+        # The masters that forgot the script (a restart, SCRIPT FLUSH): load it and send again.
+        buffer.append_command((b"SCRIPT", b"LOAD", script.source))
+        encode(buffer)
+        again = _submit(conns, retry, buffer.take(), 2, errors)  # not sent: the NOSCRIPT reply stays
+        await _await_replies(masters, again, timeout, replies, errors)
+        for m in again:
+            got = replies[m]
+            if type(got) is list:
+                loaded, reply = got
+                replies[m] = loaded if type(loaded) is ReplyError else reply
+    return replies, errors
 
 
 async def fan_out(masters: Sequence[Any], buffer: Any, count: int, encode: Encoder, timeout: float,
@@ -274,12 +257,5 @@ async def _reload_many(masters: Sequence[Any], conn: RedisProtocol, buffer: Any,
             for i in indices:
                 row[i] = UNKNOWN
             return
-        if not isinstance(got, list):
-            got = [got]
-        if load:
-            loaded = got.pop(0)
-            load = False
-            if type(loaded) is ReplyError:  # SCRIPT LOAD refused (ACL): the items keep that error
-                got = [loaded] * len(indices)
-        for i, reply in zip(indices, got, strict=True):
-            row[i] = reply
+        settle_reloaded(row, indices, got if isinstance(got, list) else [got], load)
+        load = False

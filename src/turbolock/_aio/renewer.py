@@ -17,18 +17,13 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from turbolock._aio.drive import run
 from turbolock._flows.renewal_book import (
-    COMMANDS_PER_WRITE,
     AutoRenew,
     OnLost,
     RenewalBook,
-    batch_encoders,
-    describe_reply,
-    no_reply,
-    split_batches,
 )
-from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import NOT_SENT
+from turbolock._flows.renewal_round import due_round_flow, renew_round_flow
 from turbolock._wire.validate import Seconds, timeout_seconds
 from turbolock.errors import InvalidArgumentError, LockUsageError
 from turbolock.lease import Lease
@@ -128,16 +123,7 @@ class Renewer:
                 await self._wakeup.wait()
 
     async def _round(self) -> None:
-        self._release_dropped()
-        to_send, lost = self.book.take_due(time.monotonic())
-        for lease, reason in lost:
-            self._lost(lease, reason)
-        if to_send:
-            try:
-                await self._send(to_send)
-            except Exception:  # the renewer must survive anything
-                log.exception("turbolock: renewal round failed; retrying its locks")
-                self._failed(to_send, None)
+        await run(due_round_flow(self))
 
     def _release_dropped(self) -> None:
         for state in self.book.take_collected(self._client.key_prefix):
@@ -145,37 +131,7 @@ class Renewer:
             self._client._abandoned(state.key, state.token, time.monotonic() + state.ttl_ms / 1000.0)
 
     async def _send(self, leases: list[Lease]) -> None:
-        book = self.book
-        batches = split_batches(leases)
-        encode, reencode = batch_encoders(batches, _scripts.RENEW_MANY.sha)
-        sent_at = time.monotonic()
-        for ttl_ms, batch in batches:
-            book.sending(batch, ttl_ms, sent_at)
-        deadline = book.round_deadline(leases, sent_at, self._client.options.timeout)
-        try:
-            replies = await asyncio.wait_for(
-                self._client._exec.many(len(batches), encode, _scripts.RENEW_MANY, reencode,
-                                        chunk_size=COMMANDS_PER_WRITE),
-                max(0.0, deadline - time.monotonic()))
-        except asyncio.TimeoutError:  # the round's deadline: whatever was sent may have run
-            log.warning("turbolock: renewal of %d locks got no answer in time", len(leases))
-            replies = [None] * len(batches)
-        except Exception as exc:  # no connection at all: nothing was sent
-            log.warning("turbolock: renewal of %d locks could not be sent: %s", len(leases), exc)
-            replies = [NOT_SENT] * len(batches)
-        except BaseException:  # cancelled (stop, or the loop ends): whatever was sent may run
-            for _, batch in batches:
-                book.failed(batch, sent_at, time.monotonic())
-            raise
-        for (ttl_ms, batch), reply in zip(batches, replies, strict=True):
-            if type(reply) is list and len(reply) == len(batch):
-                for lease in book.settle(batch, reply, sent_at, ttl_ms):
-                    self._lost(lease, "its key was gone or held by another token at renewal")
-            elif reply is None or no_reply(reply):
-                self._failed(batch, sent_at, sent=reply is not NOT_SENT)
-            else:
-                log.warning("turbolock: renewal of %d locks got %s", len(batch), describe_reply(reply))
-                self._failed(batch, sent_at, sent=False)
+        await run(renew_round_flow(self._client, self, leases))
 
     def _failed(self, batch: list[Lease], sent_at: float | None, sent: bool = True) -> None:
         for lease in self.book.failed(batch, sent_at, time.monotonic(), sent):

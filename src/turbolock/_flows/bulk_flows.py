@@ -28,7 +28,8 @@ from turbolock._flows.bulk_plan import (
     settle_release,
 )
 from turbolock._flows.bulk_result import AcquireManyResult
-from turbolock._flows.claim import CLAIM, ClaimPlan, ClaimResult, MaybeHeld
+from turbolock._flows.claim import CLAIM, ClaimPlan, ClaimResult, MaybeHeld, check_claim
+from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
@@ -47,6 +48,22 @@ def _forget(client: Any, leases: Sequence[Lease]) -> None:
 def _give_back(client: Any, locks: list[MaybeHeld]) -> None:
     for _, key, token, forget_at in locks:
         client._remember_cleanup(key, token, forget_at)
+
+
+def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
+                          tokens: Sequence[bytes] | None, auto_renew: bool | AutoRenew,
+                          on_lost: OnLost | None, limit: int | None) -> Flow[AcquireManyResult]:
+    """``acquire_many``: every name once, or (with ``limit``) a claim; the leases taken renewed
+    when asked."""
+    policy = client._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
+    if limit is None:
+        result: AcquireManyResult = yield from acquire_many_flow(client, names, ttl, all_or_nothing, tokens)
+    else:
+        check_claim(limit, all_or_nothing)
+        result = yield from claim_many_flow(client, names, ttl, limit, tokens)
+    if policy is not None:
+        client._renewer().add(result.acquired, policy, on_lost)
+    return result
 
 
 def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 from turbolock._flows.client_settings import renew_policy
@@ -56,7 +57,10 @@ class RedlockRules:
 
     masters: tuple[Any, ...]
     quorum: int
+    key_prefix: bytes
+    core: ModuleType
     _chunk_size: int
+    _opened: list[Any]
 
     def _configure(self, node_timeout: Seconds | None, retry_count: int | None, retry_delay: Seconds,
                    drift_factor: float) -> None:
@@ -74,14 +78,11 @@ class RedlockRules:
         self._owner = Owner()
         self._ttls: dict[object, tuple[int, float, float]] = {}
 
-    def _set_masters(self, masters: Sequence[Any]) -> None:
-        self.masters = tuple(masters)
-        self.quorum = len(self.masters) // 2 + 1
 
     @property
     def implementation(self) -> str:
         """The core the client encodes and parses with: "c" or "py"."""
-        return str(self.core.IMPLEMENTATION)  # type: ignore[attr-defined]
+        return str(self.core.IMPLEMENTATION)
 
     @property
     def chunk_size(self) -> int:

@@ -1,7 +1,6 @@
-"""What the blocking and the asyncio clients share for one lock: reading a reply into a result.
-
-Sans-IO: each client sends with its own executor; these functions turn the reply (or the
-``Unconfirmed`` failure of a write without reply) into the result or the error.
+"""One lock on one server, for the blocking and the asyncio clients alike: reading a reply into a
+result (or the ``Unconfirmed`` failure of a write without reply into the error), and the flows
+of release, extend, check and query over the client's executor (see ``steps``).
 """
 
 from __future__ import annotations
@@ -9,12 +8,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import Unconfirmed
 from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import MAX_TTL_MS, check_token, encode_name, ttl_ms
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, OutcomeUnknownError
-from turbolock.lease import Lease, LockInfo, commands_ran, commands_refused, info_from_pttl
+from turbolock.lease import (
+    Lease,
+    LockInfo,
+    commands_ran,
+    commands_refused,
+    commands_sent,
+    commands_unknown,
+    info_from_pttl,
+)
 
 
 def release_result(reply: object, lease: Lease) -> bool:
@@ -86,3 +94,51 @@ def query_result(reply: object, name: str | bytes) -> LockInfo:
     if type(reply) is int:
         return info_from_pttl(reply)
     raise reply_error(reply, name)
+
+
+# -- the flows: one lock's release, extend, check and query, for threads and asyncio alike --------
+
+def release_flow(client: Any, lease: Lease) -> Flow[bool]:
+    client._check_lease(lease)
+    if lease.renewal is not None:
+        client._renewer().remove((lease,))
+    try:
+        reply = yield Call(client._exec.script_one, (_scripts.RELEASE, lease.key, lease.token, None))
+    except Unconfirmed as exc:
+        raise release_unconfirmed(client, lease, exc) from None
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # interrupted or cancelled before it went out: still owed
+            client._remember_cleanup(lease.key, lease.token, time.monotonic() + lease.ttl_ms / 1000.0)
+        raise
+    return release_result(reply, lease)
+
+
+def extend_flow(client: Any, lease: Lease, ttl: object, additive: bool) -> Flow[bool]:
+    client._check_lease(lease)
+    ms = extend_ms(lease, ttl, additive)
+    sent_at = time.monotonic()
+    commands_sent((lease,), sent_at, lease.expiry_after(sent_at, ms))
+    try:
+        reply = yield Call(client._exec.script_one, (_scripts.EXTEND, lease.key, lease.token, ms))
+    except Unconfirmed as exc:
+        commands_unknown((lease,), sent_at)
+        raise extend_unconfirmed(lease, exc) from None
+    except BaseException:
+        commands_refused((lease,), sent_at)
+        raise
+    return extend_result(client, reply, lease, ms, sent_at)
+
+
+def check_flow(client: Any, lease: Lease) -> Flow[float | None]:
+    client._check_lease(lease)
+    try:
+        reply = yield Call(client._exec.script_one, (_scripts.CHECK, lease.key, lease.token, None))
+    except Unconfirmed as exc:
+        raise exc.cause from None
+    return check_result(reply, lease)
+
+
+def query_flow(client: Any, name: str | bytes) -> Flow[LockInfo]:
+    key = encode_name(name)
+    reply = yield Call(client._exec.pttl_one, (key,))
+    return query_result(reply, name)

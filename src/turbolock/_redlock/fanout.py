@@ -27,7 +27,7 @@ from turbolock._redlock.links import READ_GRACE, Links
 from turbolock._sync.connection import Connection
 from turbolock._sync.pool import STALE_CHECK_AFTER
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import FANOUT_WINDOW, NOT_SENT, UNKNOWN
+from turbolock._wire.outcomes import FANOUT_WINDOW, NOT_SENT, UNKNOWN, settle_reloaded
 from turbolock.client import LockClient
 from turbolock.errors import LockError, ReplyError
 
@@ -310,10 +310,5 @@ def _retry_noscript(links: Links, conns: list[Connection | None], replies: list[
             for i in indices:
                 row[i] = UNKNOWN
             return
-        if load:
-            loaded = got.pop(0)
-            load = False
-            if type(loaded) is ReplyError:  # SCRIPT LOAD refused (ACL): the items keep that error
-                got = [loaded] * len(indices)
-        for i, reply in zip(indices, got, strict=True):
-            row[i] = reply
+        settle_reloaded(row, indices, got, load)
+        load = False

@@ -14,7 +14,8 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX
+from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX, check_chunk_size
+from turbolock._wire.core import get_core
 from turbolock._wire.validate import check_key_prefix
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 from turbolock.options import ConnectionOptions, options_from_url
@@ -122,3 +123,23 @@ def open_masters(masters: object, key_prefix: str | bytes | None, client_type: t
             clients.append(client)
             opened.append(client)
     return clients, opened, prefix
+
+
+def take_masters(client: Any, masters: object, key_prefix: str | bytes | None, core: str | None,
+                 chunk_size: int, client_type: type[Any], connection: dict[str, Any]) -> None:
+    """Give a Redlock ``client`` its masters: clients of ``client_type`` as given, URLs opened here
+    (and so closed by the Redlock client) with ``key_prefix``, ``core``, ``chunk_size`` and the
+    ``connection`` keywords; then its quorum, key prefix and core."""
+    chunk = check_chunk_size(chunk_size)
+    chosen_core = get_core(core) if core is not None else None
+
+    def open_master(options: ConnectionOptions, prefix: bytes) -> Any:
+        return client_type(options=options, key_prefix=prefix, core=core, chunk_size=chunk)
+
+    clients, opened, prefix = open_masters(masters, key_prefix, client_type, open_master, connection)
+    client._chunk_size = chunk
+    client.masters = tuple(clients)
+    client.quorum = len(clients) // 2 + 1
+    client._opened = opened
+    client.key_prefix = prefix
+    client.core = chosen_core if chosen_core is not None else clients[0].core

@@ -26,14 +26,10 @@ from turbolock._flows.renewal_book import (
     AutoRenew,
     OnLost,
     RenewalBook,
-    batch_encoders,
-    describe_reply,
-    no_reply,
-    split_batches,
 )
-from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import NOT_SENT
-from turbolock.errors import InvalidArgumentError, ReplyError
+from turbolock._flows.renewal_round import due_round_flow, renew_round_flow
+from turbolock._sync.drive import run
+from turbolock.errors import InvalidArgumentError
 from turbolock.lease import Lease
 
 log = logging.getLogger("turbolock.renewal")
@@ -100,62 +96,14 @@ class Renewer:
             self._wakeup.clear()
 
     def _round(self) -> None:
-        self._release_dropped()
-        to_send, lost = self.book.take_due(time.monotonic())
-        for lease, reason in lost:
-            self._lost(lease, reason)
-        if to_send:
-            try:
-                self._send(to_send)
-            except Exception:  # the renewer must survive anything
-                log.exception("turbolock: renewal round failed; retrying its locks")
-                self._failed(to_send, None)
+        run(due_round_flow(self))
 
     def _release_dropped(self) -> None:
         for state in self.book.take_collected(self._client.key_prefix):
             self._client._abandoned(state.key, state.token, time.monotonic() + state.ttl_ms / 1000.0)
 
     def _send(self, leases: list[Lease]) -> None:
-        book = self.book
-        batches = split_batches(leases)
-        encode, reencode = batch_encoders(batches, _scripts.RENEW_MANY.sha)
-        settled = [False] * len(batches)
-
-        def settle(index: int, reply: object) -> None:
-            ttl_ms, batch = batches[index]
-            settled[index] = True
-            if type(reply) is list and len(reply) == len(batch):
-                for lease in book.settle(batch, reply, sent_at, ttl_ms):
-                    self._lost(lease, "its key was gone or held by another token at renewal")
-                return
-            if no_reply(reply):
-                self._failed(batch, sent_at, sent=reply is not NOT_SENT)
-                return
-            log.warning("turbolock: renewal of %d locks got %s", len(batch), describe_reply(reply))
-            self._failed(batch, sent_at, sent=False)
-
-        def on_replies(start: int, replies: list[object]) -> None:
-            # Settled while the server runs the next scripts; NOSCRIPT ones wait for their retry.
-            for index, reply in enumerate(replies, start):
-                if not (type(reply) is ReplyError and reply.code == "NOSCRIPT"):
-                    settle(index, reply)
-
-        sent_at = time.monotonic()
-        for ttl_ms, batch in batches:
-            book.sending(batch, ttl_ms, sent_at)
-        deadline = book.round_deadline(leases, sent_at, self._client.options.timeout)
-        try:
-            replies = self._client._exec_renewals.many(len(batches), encode, _scripts.RENEW_MANY, reencode,
-                                                       on_replies=on_replies, deadline=deadline)
-        except Exception as exc:  # no connection at all: nothing was sent
-            log.warning("turbolock: renewal of %d locks could not be sent: %s", len(leases), exc)
-            replies = [NOT_SENT] * len(batches)
-            for index in range(len(batches)):
-                settled[index] = True
-                self._failed(batches[index][1], sent_at, sent=False)
-        for index, reply in enumerate(replies):
-            if not settled[index]:
-                settle(index, reply)
+        run(renew_round_flow(self._client, self, leases))
 
     def _failed(self, batch: list[Lease], sent_at: float | None, sent: bool = True) -> None:
         for lease in self.book.failed(batch, sent_at, time.monotonic(), sent):

@@ -57,6 +57,17 @@ def check_loaded(head: list[object], script: _scripts.Script) -> None:
         raise ResponseError(f"cannot load the {script.name} script: {error}", error.code)
 
 
+def settle_reloaded(row: list[object], indices: Sequence[int], got: list[object], loaded_first: bool) -> None:
+    """Put the replies of commands sent again after NOSCRIPT into ``row``; with ``loaded_first``
+    the first reply is SCRIPT LOAD's, and a refused load (an ACL) is every item's answer."""
+    if loaded_first:
+        loaded = got.pop(0)
+        if type(loaded) is ReplyError:
+            got = [loaded] * len(indices)
+    for i, reply in zip(indices, got, strict=True):
+        row[i] = reply
+
+
 def noscript_indices(results: list[object]) -> list[int]:
     if ReplyError not in set(map(type, results)):  # the usual case, in one C-level pass
         return []

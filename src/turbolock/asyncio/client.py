@@ -22,40 +22,35 @@ from turbolock._aio.protocol import NotSent
 from turbolock._aio.renewer import OnLost, Renewer
 from turbolock._aio.tokens import TokenSource
 from turbolock._flows.bulk_flows import (
-    acquire_many_flow,
-    claim_many_flow,
+    acquire_or_claim_flow,
     extend_many_flow,
     query_many_flow,
     release_many_flow,
     run_release_flow,
 )
 from turbolock._flows.bulk_result import AcquireManyResult
-from turbolock._flows.claim import check_claim
 from turbolock._flows.cleanup_book import retry_delay
 from turbolock._flows.client_rules import ClientRules
 from turbolock._flows.client_settings import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_KEY_PREFIX,
 )
-from turbolock._flows.renewal_book import AutoRenew
+from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew
 from turbolock._flows.single import (
-    check_result,
-    extend_ms,
-    extend_result,
-    extend_unconfirmed,
-    query_result,
-    release_result,
-    release_unconfirmed,
+    check_flow,
+    extend_flow,
+    query_flow,
+    release_flow,
 )
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import UNKNOWN, Unconfirmed
+from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, ReplyHandler
 from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
 from turbolock.asyncio.lock import AsyncLock
 from turbolock.errors import (
     LockError,
 )
-from turbolock.lease import Lease, LockInfo, commands_refused, commands_sent, commands_unknown
+from turbolock.lease import Lease, LockInfo
 
 log = logging.getLogger("turbolock")
 
@@ -158,49 +153,20 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         """Delete the lock if it is still ours. False when it expired or is now someone else's
         (their key is never touched). A release whose task is cancelled once it has started is
         finished in the background."""
-        self._check_lease(lease)
-        if lease.renewal is not None:
-            self._renewer().remove((lease,))
-        try:
-            reply = await self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
-        except Unconfirmed as exc:
-            raise release_unconfirmed(self, lease, exc) from None
-        except asyncio.CancelledError:
-            # Cancelled before the command went out: the release is still owed, in the background.
-            self._remember_cleanup(lease.key, lease.token, time.monotonic() + lease.ttl_ms / 1000.0)
-            raise
-        return release_result(reply, lease)
+        return await run(release_flow(self, lease))
 
     async def extend(self, lease: Lease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not (the
         lease is then lost). ``additive=True`` adds ``ttl`` to what the lease has left instead."""
-        self._check_lease(lease)
-        ms = extend_ms(lease, ttl, additive)
-        sent_at = time.monotonic()
-        commands_sent((lease,), sent_at, lease.expiry_after(sent_at, ms))
-        try:
-            reply = await self._exec.script_one(_scripts.EXTEND, lease.key, lease.token, ms)
-        except Unconfirmed as exc:
-            commands_unknown((lease,), sent_at)
-            raise extend_unconfirmed(lease, exc) from None
-        except BaseException:
-            commands_refused((lease,), sent_at)
-            raise
-        return extend_result(self, reply, lease, ms, sent_at)
+        return await run(extend_flow(self, lease, ttl, additive))
 
     async def check(self, lease: Lease) -> float | None:
         """Seconds the lock has left on the server if the lease still holds it, else None."""
-        self._check_lease(lease)
-        try:
-            reply = await self._exec.script_one(_scripts.CHECK, lease.key, lease.token, None)
-        except Unconfirmed as exc:
-            raise exc.cause from None
-        return check_result(reply, lease)
+        return await run(check_flow(self, lease))
 
     async def query(self, name: str | bytes) -> LockInfo:
         """Whether anyone holds ``name`` and for how long still (never whose it is)."""
-        key = encode_name(name)
-        return query_result(await self._exec.pttl_one(key), name)
+        return await run(query_flow(self, name))
 
     async def wait_lost(self, lease: Lease, timeout: Seconds | None = None) -> bool:
         """Wait until the renewer finds an auto-renewed ``lease`` lost: True when it was (or is),
@@ -217,15 +183,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
                            limit: int | None = None) -> AcquireManyResult:
         """Try every name once, pipelined; a result per name in input order (see
         ``LockClient.acquire_many``)."""
-        policy = self._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
-        if limit is None:
-            result = await run(acquire_many_flow(self, names, ttl, all_or_nothing, tokens))
-        else:
-            check_claim(limit, all_or_nothing)
-            result = await run(claim_many_flow(self, names, ttl, limit, tokens))
-        if policy is not None:
-            self._renewer().add(result.acquired, policy, on_lost)
-        return result
+        flow = acquire_or_claim_flow(self, names, ttl, all_or_nothing, tokens, auto_renew, on_lost, limit)
+        return await run(flow)
 
     async def release_many(self, leases: Sequence[Lease]) -> list[bool]:
         """Release each lease that is still ours; True/False per lease in input order."""
@@ -240,6 +199,18 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         return await run(query_many_flow(self, names))
 
     # -- maybe-held cleanup ---------------------------------------------------------------------
+
+    async def _renew_batches(self, count: int, encode: Encoder, reencode: Reencoder, on_replies: ReplyHandler,
+                             deadline: float) -> list[object]:
+        """A renewal round's scripts, a few per write; what got no reply by ``deadline`` may have run."""
+        try:
+            return await asyncio.wait_for(
+                self._exec.many(count, encode, _scripts.RENEW_MANY, reencode, on_replies=on_replies,
+                                chunk_size=COMMANDS_PER_WRITE),
+                max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            log.warning("turbolock: renewal of %d batches got no answer in time", count)
+            return [UNKNOWN] * count
 
     def _on_orphan(self, tag: Any, reply: object) -> None:
         """An acquire's reply came (or was lost) after its caller stopped waiting: a lock it

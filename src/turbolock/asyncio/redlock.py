@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import Any
 
 from turbolock._aio.drive import run
 from turbolock._aio.fanout import fan_out, fan_out_one
 from turbolock._aio.redlock_renewer import AsyncRedlockRenewer
-from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE, check_chunk_size
+from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE
 from turbolock._flows.lock_flows import RedlockLockFlows
 from turbolock._flows.lock_rules import lock_ttl
 from turbolock._flows.redlock_bulk import extend_many_flow, release_many_flow
@@ -22,14 +22,12 @@ from turbolock._flows.redlock_result import RedlockLease, RedlockManyResult, Red
 from turbolock._flows.redlock_rules import DEFAULT_DRIFT_FACTOR, DEFAULT_RETRY_DELAY
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.steps import FanMany, FanOne, Step
-from turbolock._redlock.masters import open_masters
-from turbolock._wire import core as _core
+from turbolock._redlock.masters import take_masters
 from turbolock._wire.validate import Seconds
 from turbolock.asyncio.client import AsyncLockClient
 from turbolock.asyncio.lock import AsyncLockCalls
 from turbolock.errors import LockError
 from turbolock.lease import LockInfo
-from turbolock.options import ConnectionOptions
 
 log = logging.getLogger("turbolock.redlock")
 
@@ -46,18 +44,8 @@ class AsyncRedlockClient(RedlockFlows):
                  drift_factor: float = DEFAULT_DRIFT_FACTOR, key_prefix: str | bytes | None = None,
                  core: str | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE, **connection: Any) -> None:
         self._configure(node_timeout, retry_count, retry_delay, drift_factor)
-        self._chunk_size = check_chunk_size(chunk_size)
-        chosen_core = _core.get_core(core) if core is not None else None
-
-        def open_master(options: ConnectionOptions, prefix: bytes) -> AsyncLockClient:
-            return AsyncLockClient(options=options, key_prefix=prefix, core=core, chunk_size=self._chunk_size)
-
-        clients, opened, prefix = open_masters(masters, key_prefix, AsyncLockClient, open_master, connection)
-        self._set_masters(clients)
-        self._opened = opened
-        self.key_prefix = prefix
-        self.core: ModuleType = chosen_core if chosen_core is not None else clients[0].core
-        self._buffer: Any = self.core.CommandBuffer(prefix)  # one batch encoded once for every master
+        take_masters(self, masters, key_prefix, core, chunk_size, AsyncLockClient, connection)
+        self._buffer: Any = self.core.CommandBuffer(self.key_prefix)  # one batch, encoded once for all
         self._renewer_instance: AsyncRedlockRenewer | None = None
         self._closed = False
 

@@ -1,0 +1,88 @@
+"""One auto-renewal round on one server, written once for the renewal thread and the renewal task.
+
+Due locks go out in batches, one EVALSHA of ``RENEW_MANY`` per chunk of up to ``RENEW_CHUNK``
+keys of one ttl; each batch is settled as its reply arrives, while the server runs the next
+ones. A lock ends every renewal renewed, lost (its key gone or another token's), or
+indeterminate (no reply, an error): retried until shortly before its safe-until, then lost.
+The round never waits past its leases' expiry (``RenewalBook.round_deadline``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from turbolock._flows.renewal_book import batch_encoders, describe_reply, no_reply, split_batches
+from turbolock._flows.steps import Call, Flow
+from turbolock._wire.outcomes import NOT_SENT
+from turbolock._wire.scripts import RENEW_MANY
+from turbolock.errors import ReplyError
+from turbolock.lease import Lease
+
+log = logging.getLogger("turbolock.renewal")
+
+
+def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[None]:
+    """Renew ``leases`` (due now); ``renewer`` is the thread's or the task's, whose book,
+    ``_failed`` and ``_lost`` settle each lease. ``client._renew_batches`` sends the scripts."""
+    book = renewer.book
+    batches = split_batches(leases)
+    encode, reencode = batch_encoders(batches, RENEW_MANY.sha)
+    settled = [False] * len(batches)
+
+    def settle(index: int, reply: object) -> None:
+        ttl_ms, batch = batches[index]
+        settled[index] = True
+        if type(reply) is list and len(reply) == len(batch):
+            for lease in book.settle(batch, reply, sent_at, ttl_ms):
+                renewer._lost(lease, "its key was gone or held by another token at renewal")
+            return
+        if no_reply(reply):
+            renewer._failed(batch, sent_at, sent=reply is not NOT_SENT)
+            return
+        log.warning("turbolock: renewal of %d locks got %s", len(batch), describe_reply(reply))
+        renewer._failed(batch, sent_at, sent=False)
+
+    def on_replies(start: int, replies: list[object]) -> None:
+        # Settled while the server runs the next scripts; NOSCRIPT ones wait for their retry.
+        for index, reply in enumerate(replies, start):
+            if not (type(reply) is ReplyError and reply.code == "NOSCRIPT"):
+                settle(index, reply)
+
+    sent_at = time.monotonic()
+    for ttl_ms, batch in batches:
+        book.sending(batch, ttl_ms, sent_at)
+    deadline = book.round_deadline(leases, sent_at, client.options.timeout)
+    try:
+        replies = yield Call(client._renew_batches, (len(batches), encode, reencode, on_replies, deadline))
+    except Exception as exc:  # no connection at all: nothing was sent
+        log.warning("turbolock: renewal of %d locks could not be sent: %s", len(leases), exc)
+        replies = [NOT_SENT] * len(batches)
+        for index in range(len(batches)):
+            if not settled[index]:
+                settled[index] = True
+                renewer._failed(batches[index][1], sent_at, sent=False)
+    except BaseException:  # cancelled (stop, or the loop ends) or interrupted: whatever was sent may run
+        for index, (_, batch) in enumerate(batches):
+            if not settled[index]:
+                book.failed(batch, sent_at, time.monotonic())
+        raise
+    for index, reply in enumerate(replies):
+        if not settled[index]:
+            settle(index, reply)
+
+
+def due_round_flow(renewer: Any) -> Flow[None]:
+    """One wake-up of a renewer: release what the program dropped, signal what expired unrenewed,
+    renew what is due (``renewer._send``). Whatever goes wrong, the locks are retried."""
+    renewer._release_dropped()
+    to_send, lost = renewer.book.take_due(time.monotonic())
+    for lease, reason in lost:
+        renewer._lost(lease, reason)
+    if to_send:
+        try:
+            yield Call(renewer._send, (to_send,))
+        except Exception:  # the renewer must survive anything
+            log.exception("turbolock: renewal round failed; retrying its locks")
+            renewer._failed(to_send, None)
