@@ -23,9 +23,11 @@ from turbolock._flows.client_settings import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_KEY_PREFIX,
 )
+from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, OnLost
 from turbolock._flows.single import (
+    acquire_result,
     check_flow,
     extend_flow,
     query_flow,
@@ -38,11 +40,7 @@ from turbolock._sync.pool import ConnectionPool
 from turbolock._sync.renewer import Renewer
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
-from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_token, encode_name, ttl_ms
-from turbolock.errors import (
-    LockError,
-)
 from turbolock.lease import Lease, LockInfo
 from turbolock.lock import Lock
 
@@ -126,14 +124,7 @@ class LockClient(ClientRules[Lock]):
             pool.discard(conn)
             raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc) from None
         pool.put(conn)
-        if reply is None:
-            return None
-        if reply == b"OK":
-            lease = Lease(name, key, tok, ms, sent_at, self._owner)
-            if policy is not None:
-                self._renewer().add((lease,), policy, on_lost)
-            return lease
-        raise reply_error(reply, name)
+        return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
 
     def release(self, lease: Lease) -> bool:
         """Delete the lock if it is still ours. False when it expired or is now someone else's
@@ -198,6 +189,9 @@ class LockClient(ClientRules[Lock]):
         return self._exec_renewals.many(count, encode, _scripts.RENEW_MANY, reencode, on_replies=on_replies,
                                         deadline=deadline)
 
+    def _release_renewed(self, leases: list[Lease], deadline: float) -> list[bool]:
+        return run(release_many_flow(self, leases, deadline))
+
     def _release_keys(self, keys: list[bytes], tokens: list[bytes], deadline: float) -> list[object]:
         return run(run_release_flow(self, keys, tokens, deadline))
 
@@ -211,15 +205,7 @@ class LockClient(ClientRules[Lock]):
     def _close(self, deadline: float) -> None:
         if self._closed:
             return
-        renewer = self._renewer_instance
-        if renewer is not None:
-            renewer.stop(deadline)
-            held = renewer.held_leases()
-            if held:
-                try:
-                    run(release_many_flow(self, held, deadline))
-                except LockError as exc:
-                    log.warning("turbolock: close could not release %d renewed locks: %s", len(held), exc)
+        run(stop_renewing_flow(self, deadline))
         self._cleaner.stop(deadline)
         if self._cleanup and deadline > time.monotonic():
             self._cleaner.run_once(deadline)

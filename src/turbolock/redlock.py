@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE
+from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.lock_rules import lock_ttl
 from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
 from turbolock._flows.redlock_bulk import extend_many_flow, release_many_flow
@@ -45,7 +46,6 @@ from turbolock._redlock.masters import take_masters
 from turbolock._sync.drive import run
 from turbolock._wire.validate import Seconds
 from turbolock.client import LockClient
-from turbolock.errors import LockError
 from turbolock.lease import LockInfo
 
 if TYPE_CHECKING:
@@ -212,15 +212,7 @@ class RedlockClient(RedlockFlows):
         if self._closed:
             return
         self._closed = True
-        renewer = self._renewer_instance
-        if renewer is not None:
-            renewer.stop()
-            held = renewer.held_leases()
-            if held:
-                try:
-                    self.release_many(held)  # type: ignore[arg-type]
-                except LockError as exc:
-                    log.warning("turbolock: close could not release %d renewed Redlocks: %s", len(held), exc)
+        run(stop_renewing_flow(self))
         pending = [m for m, client in enumerate(self.masters) if client._cleanup]
         if pending:
             def ping(buf: Any) -> None:
@@ -231,6 +223,9 @@ class RedlockClient(RedlockFlows):
         for client in self._opened:  # a master still down: its maybe-held keys expire by their ttl
             client._cleanup.clear()
             client._close(time.monotonic())
+
+    def _release_renewed(self, leases: list[RedlockLease], deadline: float) -> list[bool]:
+        return self.release_many(leases)
 
     def __enter__(self) -> RedlockClient:
         return self

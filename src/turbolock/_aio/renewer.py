@@ -74,7 +74,8 @@ class Renewer:
     def held_leases(self) -> list[Lease]:
         return self.book.held_leases()
 
-    async def stop(self) -> None:
+    async def stop(self, deadline: float | None = None) -> None:
+        """Stop the task; a renewal in flight is abandoned (``deadline`` is the thread's)."""
         self._stopping = True
         task = self._task
         if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():

@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from turbolock._flows.cleanup_book import CleanupBook
 from turbolock._flows.client_settings import (
+    CodecAndChunks,
     acquire_lost_error,
     check_chunk_size,
     check_max_connections,
@@ -30,7 +31,7 @@ C = TypeVar("C", bound="ClientRules[Any]")
 LockT = TypeVar("LockT")
 
 
-class ClientRules(Generic[LockT]):
+class ClientRules(CodecAndChunks, Generic[LockT]):
     """Settings and bookkeeping of a single-server client; ``_lock_type`` is its Lock object."""
 
     _lock_type: Any
@@ -68,15 +69,6 @@ class ClientRules(Generic[LockT]):
         make: Any = cls
         client: C = make(options=options_from_redis(redis_client, **kwargs), **client_kwargs)
         return client
-
-    @property
-    def implementation(self) -> str:
-        """Which core this client encodes and parses with: "c" or "py"."""
-        return str(self.core.IMPLEMENTATION)
-
-    @property
-    def chunk_size(self) -> int:
-        return self._chunk_size
 
     def _renew_policy(self, auto_renew: bool | AutoRenew, on_lost: OnLost | None,
                       ms: int) -> AutoRenew | None:

@@ -3,6 +3,7 @@ error a client raises when an acquire's reply was lost."""
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from turbolock._flows.renewal_book import AutoRenew, OnLost, check_policy
@@ -13,6 +14,23 @@ DEFAULT_CHUNK_SIZE = 1000
 MAX_CHUNK_SIZE = 10_000
 CLIENT_KEYWORDS = ("key_prefix", "max_connections", "chunk_size", "core")
 """Keywords of a client's own, as opposed to the connection's (``from_url``, ``from_redis``)."""
+
+
+class CodecAndChunks:
+    """What every client says of its codec and its chunks."""
+
+    core: ModuleType
+    _chunk_size: int
+
+    @property
+    def implementation(self) -> str:
+        """Which core this client encodes and parses with: "c" or "py"."""
+        return str(self.core.IMPLEMENTATION)
+
+    @property
+    def chunk_size(self) -> int:
+        """Commands per write in a bulk call."""
+        return self._chunk_size
 
 
 def check_chunk_size(chunk_size: object) -> int:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from turbolock._flows.client_settings import renew_policy
+from turbolock._flows.client_settings import CodecAndChunks, renew_policy
 from turbolock._flows.ownership import Owner, check_lease
 from turbolock._flows.redlock_result import InstanceSummary, RedlockLease, drift_ms
 from turbolock._flows.renewal_book import AutoRenew, OnLost
@@ -52,7 +52,7 @@ def remember(master: Any, keys: Sequence[bytes], tokens: Sequence[bytes], forget
         master._remember_cleanup(key, token, forget_at)
 
 
-class RedlockRules:
+class RedlockRules(CodecAndChunks):
     """Settings and checks of a Redlock client; ``masters`` are its per-master clients."""
 
     masters: tuple[Any, ...]
@@ -78,15 +78,6 @@ class RedlockRules:
         self._owner = Owner()
         self._ttls: dict[object, tuple[int, float, float]] = {}
 
-
-    @property
-    def implementation(self) -> str:
-        """The core the client encodes and parses with: "c" or "py"."""
-        return str(self.core.IMPLEMENTATION)
-
-    @property
-    def chunk_size(self) -> int:
-        return self._chunk_size
 
     def node_timeout_for(self, ms: int) -> float:
         """The per-node timeout used for locks of ``ms`` milliseconds."""

@@ -25,6 +25,20 @@ from turbolock.lease import (
 )
 
 
+def acquire_result(client: Any, reply: object, name: str | bytes, key: bytes, token: bytes, ttl_ms: int,
+                   sent_at: float, policy: Any, on_lost: Any) -> Lease | None:
+    """A lease when ``SET NX PX`` answered OK (renewed under ``policy`` if there is one), None when
+    someone else holds the lock; an error reply raises."""
+    if reply is None:
+        return None
+    if reply == b"OK":
+        lease = Lease(name, key, token, ttl_ms, sent_at, client._owner)
+        if policy is not None:
+            client._renewer().add((lease,), policy, on_lost)
+        return lease
+    raise reply_error(reply, name)
+
+
 def release_result(reply: object, lease: Lease) -> bool:
     if type(reply) is int:
         return reply == 1

@@ -35,8 +35,10 @@ from turbolock._flows.client_settings import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_KEY_PREFIX,
 )
+from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew
 from turbolock._flows.single import (
+    acquire_result,
     check_flow,
     extend_flow,
     query_flow,
@@ -44,7 +46,6 @@ from turbolock._flows.single import (
 )
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, ReplyHandler
-from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
 from turbolock.asyncio.lock import AsyncLock
 from turbolock.errors import (
@@ -127,14 +128,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             raise
         except BaseException as exc:
             raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc) from None
-        if reply is None:
-            return None
-        if reply == b"OK":
-            lease = Lease(name, key, tok, ms, sent_at, self._owner)
-            if policy is not None:
-                self._renewer().add((lease,), policy, on_lost)
-            return lease
-        raise reply_error(reply, name)
+        return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
 
     async def _attempt(self, name: str | bytes, ttl: Seconds, token: bytes | None,
                        auto_renew: bool | AutoRenew, on_lost: OnLost | None,
@@ -212,6 +206,9 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             log.warning("turbolock: renewal of %d batches got no answer in time", count)
             return [UNKNOWN] * count
 
+    async def _release_renewed(self, leases: list[Lease], deadline: float) -> list[bool]:
+        return await self.release_many(leases)
+
     def _on_orphan(self, tag: Any, reply: object) -> None:
         """An acquire's reply came (or was lost) after its caller stopped waiting: a lock it
         took, or may have taken, is released with its token."""
@@ -279,15 +276,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             return
         self._pool.adopt_running_loop()  # LockUsageError before anything is touched, if it must
         deadline = time.monotonic() + self.options.timeout
-        renewer = self._renewer_instance
-        if renewer is not None:
-            await renewer.stop()
-            held = renewer.held_leases()
-            if held:
-                try:
-                    await self.release_many(held)
-                except LockError as exc:
-                    log.warning("turbolock: close could not release %d renewed locks: %s", len(held), exc)
+        await run(stop_renewing_flow(self))
         if self._cleanup:
             try:
                 await asyncio.wait_for(self._cleanup_once(), max(0.0, deadline - time.monotonic()))

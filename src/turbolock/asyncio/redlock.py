@@ -14,6 +14,7 @@ from turbolock._aio.drive import run
 from turbolock._aio.fanout import fan_out, fan_out_one
 from turbolock._aio.redlock_renewer import AsyncRedlockRenewer
 from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE
+from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.lock_flows import RedlockLockFlows
 from turbolock._flows.lock_rules import lock_ttl
 from turbolock._flows.redlock_bulk import extend_many_flow, release_many_flow
@@ -26,7 +27,6 @@ from turbolock._redlock.masters import take_masters
 from turbolock._wire.validate import Seconds
 from turbolock.asyncio.client import AsyncLockClient
 from turbolock.asyncio.lock import AsyncLockCalls
-from turbolock.errors import LockError
 from turbolock.lease import LockInfo
 
 log = logging.getLogger("turbolock.redlock")
@@ -149,17 +149,12 @@ class AsyncRedlockClient(RedlockFlows):
         if self._closed:
             return
         self._closed = True
-        renewer = self._renewer_instance
-        if renewer is not None:
-            await renewer.stop()
-            held = renewer.held_leases()
-            if held:
-                try:
-                    await self.release_many(held)  # type: ignore[arg-type]
-                except LockError as exc:
-                    log.warning("turbolock: close could not release %d renewed Redlocks: %s", len(held), exc)
+        await run(stop_renewing_flow(self))
         for client in self._opened:
             await client.close()
+
+    async def _release_renewed(self, leases: list[RedlockLease], deadline: float) -> list[bool]:
+        return await self.release_many(leases)
 
     async def __aenter__(self) -> AsyncRedlockClient:
         return self

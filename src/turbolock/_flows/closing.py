@@ -1,0 +1,30 @@
+"""What every client's ``close()`` does first: stop its renewer and release every lock the
+renewer still kept, by one deadline. Written once for the threaded and the asyncio clients."""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from turbolock._flows.steps import Call, Flow
+from turbolock.errors import LockError
+
+log = logging.getLogger("turbolock")
+
+
+def stop_renewing_flow(client: Any, deadline: float = math.inf) -> Flow[None]:
+    """Stop ``client``'s renewer (a round in flight may finish until ``deadline``) and release the
+    locks it kept with ``client._release_renewed(leases, deadline)``; a failure is logged, since
+    the locks then expire by their ttl."""
+    renewer = client._renewer_instance
+    if renewer is None:
+        return
+    yield Call(renewer.stop, (None if deadline == math.inf else deadline,))
+    held = renewer.held_leases()
+    if not held:
+        return
+    try:
+        yield Call(client._release_renewed, (held, deadline))
+    except LockError as exc:
+        log.warning("turbolock: close could not release %d renewed locks: %s", len(held), exc)
