@@ -33,6 +33,7 @@ from turbolock._flows.single import (
     query_flow,
     release_flow,
 )
+from turbolock._flows.topology import Server
 from turbolock._sync.cleaner import BackgroundCleaner
 from turbolock._sync.drive import run
 from turbolock._sync.executor import Executor
@@ -66,7 +67,7 @@ class LockClient(ClientRules[Lock]):
         self._configure(host, port, key_prefix, max_connections, chunk_size, core, connection)
         options = self.options
         self._pool = ConnectionPool(options, self.core, self.key_prefix, max_connections)
-        self._exec = Executor(self._pool, options.timeout, self._chunk_size)
+        self._exec: Server = Executor(self._pool, options.timeout, self._chunk_size)
         self._exec_renewals = Executor(self._pool, options.timeout, COMMANDS_PER_WRITE)
         self._cleaner = BackgroundCleaner(self._cleanup, self._release_keys, options.timeout)
         self._renewer_lock = threading.Lock()
@@ -98,13 +99,13 @@ class LockClient(ClientRules[Lock]):
         client's renewer keeps the lock until it is released; ``on_lost(lease)`` is called if
         it is ever lost.
         """
-        return self._try_acquire(name, ttl, token, auto_renew, on_lost, time.monotonic() + self._exec.timeout)
+        return self._try_acquire(name, ttl, token, auto_renew, on_lost, time.monotonic() + self.options.timeout)
 
     def _attempt(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
                  on_lost: OnLost | None, deadline: float | None) -> Lease | None:
         """One attempt of a Lock object, by ``deadline`` (None: the call's own)."""
         if deadline is None:
-            deadline = time.monotonic() + self._exec.timeout
+            deadline = time.monotonic() + self.options.timeout
         return self._try_acquire(name, ttl, token, auto_renew, on_lost, deadline)
 
     def _try_acquire(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
@@ -200,7 +201,7 @@ class LockClient(ClientRules[Lock]):
     def close(self) -> None:
         """Stop renewing and release every auto-renewed lock still held and the maybe-held ones,
         all within one call deadline, then close every connection."""
-        self._close(time.monotonic() + self._exec.timeout)
+        self._close(time.monotonic() + self.options.timeout)
 
     def _close(self, deadline: float) -> None:
         if self._closed:

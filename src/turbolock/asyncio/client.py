@@ -44,6 +44,7 @@ from turbolock._flows.single import (
     query_flow,
     release_flow,
 )
+from turbolock._flows.topology import AsyncServer
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, ReplyHandler
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
@@ -81,7 +82,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         self._configure(host, port, key_prefix, max_connections, chunk_size, core, connection)
         self._pool = ConnectionPool(self.options, self.core, self.key_prefix, max_connections,
                                     self._on_orphan)
-        self._exec = Executor(self._pool, self._chunk_size)
+        self._exec: AsyncServer = Executor(self._pool, self._chunk_size)
         self._tokens = TokenSource()
         self._cleanup_runner: asyncio.Task[None] | None = None
 

@@ -1,0 +1,63 @@
+"""The seam between the flows and the servers: which connection a key's command goes to, and
+how the replies come back combined. A flow names what it needs; a topology answers it, blocking
+(``_sync``, ``_redlock``) or awaited (``_aio``). A client is a topology, a driver and the flows.
+
+Two shapes exist, each with a threaded and an asyncio implementation:
+
+- ``Server``: every key on one server (``client._exec``: ``_sync.executor.Executor``,
+  ``_aio.executor.Executor``). Flows reach it with ``Call(client._exec.<method>, ...)``; replies
+  come back one per item, in input order, ``UNKNOWN`` or ``NOT_SENT`` where none came.
+- ``Masters``: every key on each of N independent masters, decided by quorum (``FanOne`` and
+  ``FanMany`` steps, performed by ``client._perform``: ``_redlock.fanout`` over blocking
+  sockets, ``_aio.fanout`` over asyncio connections); replies come back per master.
+
+Redis Cluster fits the first shape: a ``Server`` whose ``many`` groups the items by the slot
+of their key (the encoders are built from the keys, see ``bulk_plan.script_encoders``), sends
+each node its share at once and puts the replies back in input order, so the single-server
+flows run on it unchanged. Sentinel is a ``Server`` whose connections are opened to the master
+Sentinel names.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
+from turbolock._wire.scripts import Script
+
+
+class Server(Protocol):
+    """Every key on one server, for threads (``client._exec`` of a ``LockClient``)."""
+
+    chunk_size: int
+
+    def pttl_one(self, key: bytes) -> object:
+        """PTTL of one key."""
+
+    def script_one(self, script: Script, key: bytes, token: bytes, ttl_ms: int | None) -> object:
+        """EVALSHA of a single-key script (loaded again on NOSCRIPT); ``Unconfirmed`` when it
+        was written and no reply came."""
+
+    def many(self, count: int, encode: Encoder, script: Script | None = None,
+             reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
+             deadline: float = math.inf, orphans: Any = None) -> list[object]:
+        """A reply per item in input order, pipelined in chunks."""
+
+
+class AsyncServer(Protocol):
+    """``Server`` for asyncio (``client._exec`` of an ``AsyncLockClient``)."""
+
+    chunk_size: int
+
+    async def pttl_one(self, key: bytes) -> object:
+        """PTTL of one key."""
+
+    async def script_one(self, script: Script, key: bytes, token: bytes, ttl_ms: int | None) -> object:
+        """EVALSHA of a single-key script; ``Unconfirmed`` when it was written and no reply came."""
+
+    async def many(self, count: int, encode: Encoder, script: Script | None = None,
+                   reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
+                   orphans: Any = None, chunk_size: int | None = None) -> list[object]:
+        """A reply per item in input order, pipelined in chunks; a cancelled caller's acquires
+        are released through ``orphans``."""
