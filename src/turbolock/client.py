@@ -99,7 +99,8 @@ class LockClient(ClientRules[Lock]):
         client's renewer keeps the lock until it is released; ``on_lost(lease)`` is called if
         it is ever lost.
         """
-        return self._try_acquire(name, ttl, token, auto_renew, on_lost, time.monotonic() + self.options.timeout)
+        deadline = time.monotonic() + self.options.timeout
+        return self._try_acquire(name, ttl, token, auto_renew, on_lost, deadline)
 
     def _attempt(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
                  on_lost: OnLost | None, deadline: float | None) -> Lease | None:

@@ -137,7 +137,12 @@ class RedlockFlows(RedlockRules):
         def encode(buf: Any) -> None:
             buf.append_evalsha(sha, key, token, None)
 
-        replies, _ = yield FanOne(encode, node_timeout, _scripts.RELEASE, only)
+        try:
+            replies, _ = yield FanOne(encode, node_timeout, _scripts.RELEASE, only)
+        except BaseException:  # interrupted or cancelled: the release is still owed everywhere
+            for m in range(len(self.masters)) if only is None else only:
+                remember(self.masters[m], [key], [token], expires_at)
+            raise
         for m in range(len(replies)) if only is None else only:
             if type(replies[m]) is not int:
                 remember(self.masters[m], [key], [token], expires_at)

@@ -83,6 +83,8 @@ class RedlockRules(CodecAndChunks):
         """The per-node timeout used for locks of ``ms`` milliseconds."""
         if self.node_timeout is not None:
             return self.node_timeout
+        if ms <= 0:  # an adopted lease, whose ttl is not known yet
+            return DEFAULT_NODE_TIMEOUT
         return min(DEFAULT_NODE_TIMEOUT, ms / 10_000.0)
 
     def chunk_timeout_for(self, ms: int) -> float:
