@@ -35,12 +35,15 @@ def _noscript(reply: object) -> bool:
     return type(reply) is ReplyError and reply.code == "NOSCRIPT"
 
 
-async def _connections(masters: Sequence[Any], targets: Sequence[int], timeout: float,
-                       errors: list[str | None]) -> list[RedisProtocol | None]:
-    """Each target master's connection: open ones at once, new ones opened side by side within
-    ``timeout``; where none could be had, ``errors[m]`` says why."""
+Opening = dict[int, "asyncio.Future[RedisProtocol]"]
+Joined = Callable[[int, RedisProtocol], None]
+
+
+def _start_connections(masters: Sequence[Any], targets: Sequence[int]) -> tuple[list[RedisProtocol | None],
+                                                                                 Opening]:
+    """Each target master's open connection, and the connects started for those without one."""
     conns: list[RedisProtocol | None] = [None] * len(masters)
-    opening: dict[int, asyncio.Future[RedisProtocol]] = {}
+    opening: Opening = {}
     for m in targets:
         pool = masters[m]._pool
         conn = pool.ready()
@@ -48,20 +51,40 @@ async def _connections(masters: Sequence[Any], targets: Sequence[int], timeout: 
             conns[m] = conn
         else:
             opening[m] = asyncio.ensure_future(pool.connect())
-    if not opening:
-        return conns
+    return conns, opening
+
+
+async def _wait(masters: Sequence[Any], opening: Opening, futs: dict[int, asyncio.Future[Any]],
+                timeout: float, joined: Joined, errors: list[str | None]) -> None:
+    """Wait for ``futs`` and for the connections being opened, together, for ``timeout``: a
+    master whose connection opens in time is handed to ``joined`` (which sends it what the others
+    got, adding to ``futs``) and has ``timeout`` from then to answer. Masters that cannot be
+    reached and masters that do not answer cost one timeout together."""
+    deadline = time.monotonic() + timeout
     try:
-        await asyncio.wait(opening.values(), timeout=timeout)
-    finally:
-        for m, task in opening.items():
-            if not task.done():
-                task.cancel()  # the pool's own connect goes on (shielded) for the next call
-                errors[m] = f"{masters[m].options.address}: no connection within {timeout * 1000:g} ms"
-            elif task.exception() is not None:
-                errors[m] = _describe(task.exception())  # type: ignore[arg-type]
-            else:
-                conns[m] = task.result()
-    return conns
+        while True:
+            waiting = [*opening.values(), *(fut for fut in futs.values() if not fut.done())]
+            left = deadline - time.monotonic()
+            if not waiting or left <= 0:
+                break
+            await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            for m, task in list(opening.items()):
+                if not task.done():
+                    continue
+                del opening[m]
+                error = task.exception()
+                if error is None:
+                    joined(m, task.result())
+                    deadline = max(deadline, time.monotonic() + timeout)
+                else:
+                    errors[m] = _describe(error)
+    except BaseException:
+        _abandon([*opening.values(), *futs.values()])
+        raise
+    for m, task in opening.items():
+        task.cancel()  # the pool's own connect goes on (shielded) for the next call
+        errors[m] = f"{masters[m].options.address}: no connection in time"
+    opening.clear()
 
 
 def _abandon(futs: Sequence[asyncio.Future[Any] | None]) -> None:
@@ -78,17 +101,10 @@ def _settled(fut: asyncio.Future[Any]) -> tuple[Any, BaseException | None]:
     return (fut.result(), None) if error is None else (None, error)
 
 
-async def _await_replies(masters: Sequence[Any], futs: dict[int, asyncio.Future[Any]], timeout: float,
-                         replies: list[object], errors: list[str | None]) -> None:
-    """Wait up to ``timeout`` for every master's future: its reply into ``replies[m]``, or
-    ``UNKNOWN`` and the reason into ``errors[m]``; one never sent leaves ``replies[m]`` alone."""
-    if not futs:
-        return
-    try:
-        await asyncio.wait(futs.values(), timeout=timeout)
-    except BaseException:
-        _abandon(list(futs.values()))
-        raise
+def _collect(masters: Sequence[Any], futs: dict[int, asyncio.Future[Any]], timeout: float,
+             replies: list[object], errors: list[str | None]) -> None:
+    """Every master's reply into ``replies[m]``, or ``UNKNOWN`` and the reason into ``errors[m]``
+    (a future still waiting is abandoned); one never sent leaves ``replies[m]`` alone."""
     for m, fut in futs.items():
         if not fut.done():
             fut.cancel()
@@ -103,6 +119,10 @@ async def _await_replies(masters: Sequence[Any], futs: dict[int, asyncio.Future[
             errors[m] = _describe(error)
         else:
             replies[m] = reply
+
+
+def _no_joining(m: int, conn: RedisProtocol) -> None:
+    raise AssertionError("no connection is being opened")
 
 
 def _submit(conns: list[RedisProtocol | None], targets: Sequence[int], data: bytes, count: int,
@@ -130,8 +150,15 @@ async def fan_out_one(masters: Sequence[Any], buffer: Any, encode: Callable[[Any
     targets = range(count) if only is None else only
     encode(buffer)
     data: bytes = buffer.take()
-    conns = await _connections(masters, targets, timeout, errors)
-    await _await_replies(masters, _submit(conns, targets, data, 1, errors), timeout, replies, errors)
+    conns, opening = _start_connections(masters, targets)
+    futs = _submit(conns, targets, data, 1, errors)
+
+    def joined(m: int, conn: RedisProtocol) -> None:
+        conns[m] = conn
+        futs.update(_submit(conns, (m,), data, 1, errors))
+
+    await _wait(masters, opening, futs, timeout, joined, errors)
+    _collect(masters, futs, timeout, replies, errors)
     if script is None:
         return replies, errors
     retry = [m for m in targets if _noscript(replies[m])]
@@ -140,7 +167,8 @@ async def fan_out_one(masters: Sequence[Any], buffer: Any, encode: Callable[[Any
         buffer.append_command((b"SCRIPT", b"LOAD", script.source))
         encode(buffer)
         again = _submit(conns, retry, buffer.take(), 2, errors)  # not sent: the NOSCRIPT reply stays
-        await _await_replies(masters, again, timeout, replies, errors)
+        await _wait(masters, {}, again, timeout, _no_joining, errors)
+        _collect(masters, again, timeout, replies, errors)
         for m in again:
             got = replies[m]
             if type(got) is list:
@@ -163,17 +191,28 @@ async def fan_out(masters: Sequence[Any], buffer: Any, count: int, encode: Encod
     if not count:
         return Outcome(replies, errors, started)
     targets = range(n) if only is None else only
-    conns = await _connections(masters, targets, timeout, errors)
-    live = [m for m in targets if conns[m] is not None]
-    if not live:
-        return Outcome(replies, errors, started)
-    inflight: deque[tuple[int, int, dict[int, asyncio.Future[Any]]]] = deque()
+    conns, opening = _start_connections(masters, targets)
+    live = list(targets)
+    reached = False  # whether any master was sent anything
+    inflight: deque[tuple[int, int, dict[int, asyncio.Future[Any]], bytes]] = deque()
+
+    def joined(m: int, conn: RedisProtocol) -> None:
+        """A master connected while the first chunks were in flight: it gets them too."""
+        conns[m] = conn
+        nonlocal reached
+        for start, stop, futs, data in inflight:
+            try:
+                futs[m] = conn.submit_encoded(data, stop - start)
+                reached = True
+            except NotSent as exc:
+                fail(m, _describe(exc.cause))
+                return
 
     def fail(m: int, reason: str) -> None:
         """Master ``m`` is out of this call: every chunk it was sent is UNKNOWN there."""
         conns[m] = None
         errors[m] = reason
-        for start, stop, futs in inflight:
+        for start, stop, futs, _ in inflight:
             fut = futs.pop(m, None)
             if fut is not None:
                 _abandon([fut])
@@ -188,19 +227,20 @@ async def fan_out(masters: Sequence[Any], buffer: Any, count: int, encode: Encod
                 encode(buffer, next_start, stop)
                 data: bytes = buffer.take()
                 futs: dict[int, asyncio.Future[Any]] = {}
-                inflight.append((next_start, stop, futs))
+                inflight.append((next_start, stop, futs, data))
                 for m in live:
                     conn = conns[m]
                     if conn is None:
                         continue
                     try:
                         futs[m] = conn.submit_encoded(data, stop - next_start)
+                        reached = True
                     except NotSent as exc:
                         fail(m, _describe(exc.cause))
                 next_start = stop
-            start, stop, futs = inflight[0]
-            if futs:
-                await asyncio.wait(futs.values(), timeout=timeout)  # one wait for every master's replies
+            start, stop, futs, _ = inflight[0]
+            # One wait for every master's replies (and, with the first chunk, their connections).
+            await _wait(masters, opening, futs, timeout, joined, errors)
             for m, fut in list(futs.items()):
                 if not fut.done():
                     fail(m, f"{masters[m].options.address} did not answer within {timeout * 1000:g} ms")
@@ -216,9 +256,11 @@ async def fan_out(masters: Sequence[Any], buffer: Any, count: int, encode: Encod
             if on_chunk is not None:
                 on_chunk(start, stop, started[start // chunk_size], [row[start:stop] for row in replies])
     except BaseException:
-        for _, _, futs in inflight:
+        for _, _, futs, _ in inflight:
             _abandon(list(futs.values()))
         raise
+    if not reached:  # no master could be reached: nothing was sent
+        started.clear()
     if script is not None and reencode is not None:
         for m in live:
             conn = conns[m]

@@ -273,10 +273,14 @@ class AsyncLockClient(ClientRules[AsyncLock]):
     async def close(self) -> None:
         """Stop renewing and release every auto-renewed lock still held, release maybe-held
         locks (one try), then close every connection."""
+        await self._close(time.monotonic() + self.options.timeout)
+
+    async def _close(self, deadline: float) -> None:
+        """``close()`` with what waits (the renewer's releases, the maybe-held ones) ending by
+        ``deadline``."""
         if self._closed:
             return
         self._pool.adopt_running_loop()  # LockUsageError before anything is touched, if it must
-        deadline = time.monotonic() + self.options.timeout
         await run(stop_renewing_flow(self))
         if self._cleanup:
             try:

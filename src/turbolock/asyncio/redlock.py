@@ -5,7 +5,9 @@ fanning each step out to the masters' pipelining connections (``_aio.fanout``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -20,7 +22,7 @@ from turbolock._flows.lock_rules import lock_ttl
 from turbolock._flows.redlock_bulk import extend_many_flow, release_many_flow
 from turbolock._flows.redlock_flows import RedlockFlows
 from turbolock._flows.redlock_result import RedlockLease, RedlockManyResult, RedlockResult
-from turbolock._flows.redlock_rules import DEFAULT_DRIFT_FACTOR, DEFAULT_RETRY_DELAY
+from turbolock._flows.redlock_rules import DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_DELAY
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.steps import FanMany, FanOne, Step
 from turbolock._redlock.masters import take_masters
@@ -150,8 +152,10 @@ class AsyncRedlockClient(RedlockFlows):
             return
         self._closed = True
         await run(stop_renewing_flow(self))
-        for client in self._opened:
-            await client.close()
+        # The masters' own maybe-held releases get one try, side by side, for one node timeout: a
+        # master still down expires them by their ttl (as the threaded client's close does).
+        deadline = time.monotonic() + (self.node_timeout or DEFAULT_NODE_TIMEOUT)
+        await asyncio.gather(*(client._close(deadline) for client in self._opened))
 
     async def _release_renewed(self, leases: list[RedlockLease], deadline: float) -> list[bool]:
         return await self.release_many(leases)
