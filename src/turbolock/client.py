@@ -31,7 +31,9 @@ from turbolock._flows.single import (
     check_flow,
     extend_flow,
     query_flow,
-    release_flow,
+    release_failed,
+    release_result,
+    releasing,
 )
 from turbolock._flows.topology import Server
 from turbolock._sync.cleaner import BackgroundCleaner
@@ -131,7 +133,12 @@ class LockClient(ClientRules[Lock]):
     def release(self, lease: Lease) -> bool:
         """Delete the lock if it is still ours. False when it expired or is now someone else's
         (their key is never touched)."""
-        return run(release_flow(self, lease))
+        releasing(self, lease)
+        try:
+            reply = self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
+        except BaseException as exc:
+            raise release_failed(self, lease, exc) from None
+        return release_result(reply, lease)
 
     def extend(self, lease: Lease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not (the

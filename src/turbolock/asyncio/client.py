@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -42,7 +42,9 @@ from turbolock._flows.single import (
     check_flow,
     extend_flow,
     query_flow,
-    release_flow,
+    release_failed,
+    release_result,
+    releasing,
 )
 from turbolock._flows.topology import AsyncServer
 from turbolock._wire import scripts as _scripts
@@ -131,14 +133,16 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc) from None
         return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
 
-    async def _attempt(self, name: str | bytes, ttl: Seconds, token: bytes | None,
-                       auto_renew: bool | AutoRenew, on_lost: OnLost | None,
-                       deadline: float | None) -> Lease | None:
+    def _attempt(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
+                 on_lost: OnLost | None, deadline: float | None) -> Awaitable[Lease | None]:
         """One attempt of a Lock object, by ``deadline`` (None: the call's own); one cut short
         is None, and a lock it may have taken is released in the background."""
         attempt = self.try_acquire(name, ttl, token=token, auto_renew=auto_renew, on_lost=on_lost)
         if deadline is None:
-            return await attempt
+            return attempt  # awaited by the Lock's driver: no coroutine of its own
+        return self._attempt_by(attempt, deadline)
+
+    async def _attempt_by(self, attempt: Awaitable[Lease | None], deadline: float) -> Lease | None:
         try:
             return await asyncio.wait_for(attempt, max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:
@@ -148,7 +152,12 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         """Delete the lock if it is still ours. False when it expired or is now someone else's
         (their key is never touched). A release whose task is cancelled once it has started is
         finished in the background."""
-        return await run(release_flow(self, lease))
+        releasing(self, lease)
+        try:
+            reply = await self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
+        except BaseException as exc:
+            raise release_failed(self, lease, exc) from None
+        return release_result(reply, lease)
 
     async def extend(self, lease: Lease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not (the

@@ -32,32 +32,46 @@ L = TypeVar("L", bound="AsyncLockCalls")
 class AsyncLockCalls(LockFlows[Any]):
     """The coroutines of an asyncio Lock object, each awaiting its flow."""
 
-    async def acquire(self, blocking: bool | None = None, timeout: Seconds | None = None) -> bool:
+    # Plain methods returning the driver's coroutine: one coroutine less per call (these are
+    # awaited once per use of a lock, and measured).
+    def acquire(self, blocking: bool | None = None, timeout: Seconds | None = None) -> Awaitable[bool]:
         """Take the lock: True when taken, False when ``timeout`` passed first (or, with
         ``blocking=False``, when someone else holds it). Cancelling the task while it waits
         leaves no lock behind."""
-        return await run(self._acquire_flow(blocking, timeout))
+        return self._acquire(blocking, timeout, False)
 
-    async def release(self) -> None:
+    async def _acquire(self, blocking: bool | None, timeout: Seconds | None, entering: bool) -> bool:
+        wait = self._acquire_start(blocking, timeout)
+        attempt = self._one_attempt() if wait == 0.0 else None
+        if attempt is not None:
+            return self._acquired(await self.client._attempt(*attempt), entering)
+        return self._acquired(await run(self._acquire_flow(wait), self._perform), entering)
+
+    def release(self) -> Awaitable[None]:
         """Release the lock. ``LockNotOwnedError`` when it had already expired or been taken over."""
-        await run(self._release_flow())
+        return self._release(False, None)
+
+    async def _release(self, exiting: bool, exc_type: type[BaseException] | None) -> None:
+        lease = self._release_start(exiting, exc_type)
+        if lease is not None:
+            self._released_result(await self.client.release(lease), exiting, exc_type)
 
     async def extend(self, ttl: Seconds | None = None, *, additive: bool = False) -> bool:
         """Reset the ttl (to ``ttl``, or the Lock's own) from now: True. With ``additive=True``,
         add ``ttl`` to what is left instead. ``LockNotOwnedError`` when the lock is no longer ours."""
-        return await run(self._extend_flow(ttl, additive))
+        return await run(self._extend_flow(ttl, additive), self._perform)
 
     async def owned(self) -> bool:
         """Whether the server still holds the lock for this Lock (asks the server)."""
-        return await run(self._owned_flow())
+        return await run(self._owned_flow(), self._perform)
 
     async def remaining(self) -> float:
         """Seconds before the lock expires on the server if this Lock holds it, else 0."""
-        return await run(self._remaining_flow())
+        return await run(self._remaining_flow(), self._perform)
 
     async def locked(self) -> bool:
         """Whether anyone at all holds the lock (asks the server)."""
-        return await run(self._locked_flow())
+        return await run(self._locked_flow(), self._perform)
 
     async def wait_lost(self, timeout: Seconds | None = None) -> bool:
         """Wait until the renewer finds the held, auto-renewed lock lost: True when it was,
@@ -66,12 +80,12 @@ class AsyncLockCalls(LockFlows[Any]):
         return result
 
     async def __aenter__(self: L) -> L:
-        await run(self._enter_flow())
+        await self._acquire(None, None, True)
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await run(self._exit_flow(exc_type))
+    def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                  tb: TracebackType | None) -> Awaitable[None]:
+        return self._release(True, exc_type)
 
     def __call__(self, func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         """Decorator for a coroutine function: each call runs holding a fresh Lock object with
