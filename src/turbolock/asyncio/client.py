@@ -206,11 +206,13 @@ class AsyncLockClient(ClientRules[AsyncLock]):
 
     async def _renew_batches(self, count: int, encode: Encoder, reencode: Reencoder, on_replies: ReplyHandler,
                              deadline: float) -> list[object]:
-        """A renewal round's scripts, a few per write; what got no reply by ``deadline`` may have run."""
+        """A renewal round's scripts, a few per write; what got no reply by ``deadline`` may have run.
+        The replies are settled once all are in (``on_replies`` is not used): on the connection
+        every task shares, settling a thousand leases between two replies would hold up the rest
+        of the round past its deadline."""
         try:
             return await asyncio.wait_for(
-                self._exec.many(count, encode, _scripts.RENEW_MANY, reencode, on_replies=on_replies,
-                                chunk_size=COMMANDS_PER_WRITE),
+                self._exec.many(count, encode, _scripts.RENEW_MANY, reencode, chunk_size=COMMANDS_PER_WRITE),
                 max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:
             log.warning("turbolock: renewal of %d batches got no answer in time", count)
