@@ -61,10 +61,15 @@ async def _wait(masters: Sequence[Any], opening: Opening, futs: dict[int, asynci
     got, adding to ``futs``) and has ``timeout`` from then to answer. Masters that cannot be
     reached and masters that do not answer cost one timeout together."""
     deadline = time.monotonic() + timeout
+    # A cold client (too few masters connected to decide anything) gives the connections it is
+    # opening their own connect timeout: a first call must not fail for the time a connect takes.
+    need = len(masters) // 2 + 1
+    cold_deadline = time.monotonic() + max((masters[m].options.connect_timeout for m in opening), default=0.0)
     try:
         while True:
             waiting = [*opening.values(), *(fut for fut in futs.values() if not fut.done())]
-            left = deadline - time.monotonic()
+            cold = bool(opening) and len(futs) < need
+            left = (max(deadline, cold_deadline) if cold else deadline) - time.monotonic()
             if not waiting or left <= 0:
                 break
             await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
