@@ -9,6 +9,7 @@ a Lock acquired in one thread may be released in another. What a Lock does is wr
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -29,6 +30,24 @@ L = TypeVar("L", bound="LockCalls")
 class LockCalls(LockFlows[Any]):
     """The blocking calls of a Lock object, each driving its flow."""
 
+    # Threads may share a Lock object: each step that reads and changes its lease holds the
+    # object's own lock (asyncio Lock objects need none: their steps never run concurrently).
+    def _init_flows(self, client: Any) -> None:
+        LockFlows._init_flows(self, client)
+        self._state_lock = threading.Lock()
+
+    def _acquire_start(self, blocking: bool | None, timeout: Seconds | None) -> float | None:
+        with self._state_lock:
+            return LockFlows._acquire_start(self, blocking, timeout)
+
+    def _acquired(self, lease: Any, entering: bool) -> bool:
+        with self._state_lock:
+            return LockFlows._acquired(self, lease, entering)
+
+    def _release_start(self, exiting: bool, exc_type: type[BaseException] | None) -> Any:
+        with self._state_lock:
+            return LockFlows._release_start(self, exiting, exc_type)
+
     def acquire(self, blocking: bool | None = None, timeout: Seconds | None = None) -> bool:
         """Take the lock: True when taken, False when ``timeout`` passed first (or, with
         ``blocking=False``, when someone else holds it)."""
@@ -47,8 +66,8 @@ class LockCalls(LockFlows[Any]):
 
     def _release(self, exiting: bool, exc_type: type[BaseException] | None) -> None:
         lease = self._release_start(exiting, exc_type)
-        if lease is not None:
-            self._released_result(self.client.release(lease), exiting, exc_type)
+        if lease is not None and not self.client.release(lease):
+            self._not_released(exiting, exc_type)
 
     def extend(self, ttl: Seconds | None = None, *, additive: bool = False) -> bool:
         """Reset the ttl (to ``ttl``, or the Lock's own) from now: True. With ``additive=True``,

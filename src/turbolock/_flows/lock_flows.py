@@ -7,6 +7,7 @@ single-server and the Redlock ones differ only in how the lock is taken.
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from turbolock._flows.lock_rules import LockState, Waiting, worth_retrying
@@ -38,10 +39,14 @@ class LockFlows(LockState[LeaseT]):
     """The client's fan-out, for the flows of a Redlock; one server has none."""
     _released = False
 
+    _state_lock: AbstractContextManager[Any] = threading.Lock()
+    """Guards the lease's check-and-set on the flows' slower paths. A threaded Lock object has
+    its own (threads share it) and takes it around the hot steps too (``lock.LockCalls``); an
+    asyncio one changes its state between awaits only, so this one lock, shared by all of them
+    and never held across a call, costs them nothing on every use."""
+
     def _init_flows(self, client: Any) -> None:
         self.client = client
-        self._state_lock = threading.Lock()
-
 
     @property
     def lost(self) -> threading.Event:
@@ -56,8 +61,7 @@ class LockFlows(LockState[LeaseT]):
     def _acquire_start(self, blocking: bool | None, timeout: Seconds | None) -> float | None:
         """The wait of an acquire() (None: until free; 0: one attempt), once the Lock is free to take."""
         wait = self._wait if blocking is None and timeout is None else self._wait_for(blocking, timeout)
-        with self._state_lock:
-            self._check_unheld()
+        self._check_unheld()
         return wait
 
     def _one_attempt(self) -> tuple[Any, ...] | None:
@@ -75,8 +79,7 @@ class LockFlows(LockState[LeaseT]):
             if entering:
                 raise self._not_acquired_error()
             return False
-        with self._state_lock:
-            self._lease = lease
+        self._lease = lease
         if entering:
             self._entered = lease
         return True
@@ -86,15 +89,13 @@ class LockFlows(LockState[LeaseT]):
         block, ``exiting`` with ``exc_type``, whose lock was released inside it)."""
         if exiting and not self._exit_check(exc_type):
             return None
-        with self._state_lock:
-            lease = self._held_lease()
-            self._lease = None
-            self._released = True
+        lease = self._held_lease()
+        self._lease = None
+        self._released = True
         return lease
 
-    def _released_result(self, released: bool, exiting: bool, exc_type: type[BaseException] | None) -> None:
-        if released:
-            return
+    def _not_released(self, exiting: bool, exc_type: type[BaseException] | None) -> None:
+        """A release the server refused (the lock had expired or was taken over)."""
         # At the end of a block that raised, its exception says more than the lost lock; the loss
         # is reported when the block succeeded, so work done without the lock is never silent.
         if exiting and exc_type is not None:

@@ -53,8 +53,8 @@ class AsyncLockCalls(LockFlows[Any]):
 
     async def _release(self, exiting: bool, exc_type: type[BaseException] | None) -> None:
         lease = self._release_start(exiting, exc_type)
-        if lease is not None:
-            self._released_result(await self.client.release(lease), exiting, exc_type)
+        if lease is not None and not await self.client.release(lease):
+            self._not_released(exiting, exc_type)
 
     async def extend(self, ttl: Seconds | None = None, *, additive: bool = False) -> bool:
         """Reset the ttl (to ``ttl``, or the Lock's own) from now: True. With ``additive=True``,
