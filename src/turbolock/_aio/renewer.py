@@ -23,7 +23,7 @@ from turbolock._flows.renewal_book import (
     OnLost,
     RenewalBook,
 )
-from turbolock._flows.renewal_round import due_round_flow, renew_round_flow
+from turbolock._flows.renewal_round import due_round_flow, renew_round_flow, take_due
 from turbolock._wire.validate import Seconds, timeout_seconds
 from turbolock.errors import InvalidArgumentError, LockUsageError
 from turbolock.lease import Lease
@@ -124,7 +124,9 @@ class Renewer:
                 await self._wakeup.wait()
 
     async def _round(self) -> None:
-        await run(due_round_flow(self))
+        to_send = take_due(self)
+        if to_send:
+            await run(due_round_flow(self, to_send))
 
     def _release_dropped(self) -> None:
         for state in self.book.take_collected(self._client.key_prefix):

@@ -73,16 +73,21 @@ def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[Non
             settle(index, reply)
 
 
-def due_round_flow(renewer: Any) -> Flow[None]:
-    """One wake-up of a renewer: release what the program dropped, signal what expired unrenewed,
-    renew what is due (``renewer._send``). Whatever goes wrong, the locks are retried."""
+def take_due(renewer: Any) -> list[Lease]:
+    """The start of a renewer's wake-up, with no I/O: release what the program dropped, signal
+    what expired unrenewed, and return what is due (most wake-ups: nothing, and no flow runs)."""
     renewer._release_dropped()
+    to_send: list[Lease]
     to_send, lost = renewer.book.take_due(time.monotonic())
     for lease, reason in lost:
         renewer._lost(lease, reason)
-    if to_send:
-        try:
-            yield Call(renewer._send, (to_send,))
-        except Exception:  # the renewer must survive anything
-            log.exception("turbolock: renewal round failed; retrying its locks")
-            renewer._failed(to_send, None)
+    return to_send
+
+
+def due_round_flow(renewer: Any, to_send: list[Lease]) -> Flow[None]:
+    """Renew ``to_send`` (``renewer._send``). Whatever goes wrong, the locks are retried."""
+    try:
+        yield Call(renewer._send, (to_send,))
+    except Exception:  # the renewer must survive anything
+        log.exception("turbolock: renewal round failed; retrying its locks")
+        renewer._failed(to_send, None)

@@ -27,7 +27,7 @@ from turbolock._flows.renewal_book import (
     OnLost,
     RenewalBook,
 )
-from turbolock._flows.renewal_round import due_round_flow, renew_round_flow
+from turbolock._flows.renewal_round import due_round_flow, renew_round_flow, take_due
 from turbolock._sync.drive import run
 from turbolock.errors import InvalidArgumentError
 from turbolock.lease import Lease
@@ -96,7 +96,9 @@ class Renewer:
             self._wakeup.clear()
 
     def _round(self) -> None:
-        run(due_round_flow(self))
+        to_send = take_due(self)
+        if to_send:
+            run(due_round_flow(self, to_send))
 
     def _release_dropped(self) -> None:
         for state in self.book.take_collected(self._client.key_prefix):
