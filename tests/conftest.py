@@ -1,4 +1,5 @@
-"""Fixtures: real redis-server processes and clients on both cores (ids ``c`` and ``py``).
+"""Fixtures: real redis-server processes and clients on both cores (ids ``c`` and ``py``), and
+five masters for the Redlock tests (threaded and asyncio alike).
 
 No fake or mocked Redis anywhere: every server here is Debian's redis-server on a free
 loopback port, with no persistence, stopped when its scope ends.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
@@ -61,3 +62,70 @@ def raw(redis_server: RedisServer) -> Iterator[redis.Redis]:
     connection = redis.Redis(host=redis_server.host, port=redis_server.port)
     yield connection
     connection.close()
+
+
+# -- Redlock masters (tests/redlock and the asyncio Redlock tests) -----------------------------------
+
+
+def _start(count: int) -> list[RedisServer]:
+    servers: list[RedisServer] = []
+    try:
+        for _ in range(count):
+            servers.append(RedisServer().start())
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers
+
+
+@pytest.fixture(scope="session")
+def session_masters() -> Iterator[list[RedisServer]]:
+    """Five servers shared by the session's Redlock tests (the first 3 or all 5 are used); tests
+    keep apart by key prefix. A test that pauses one resumes it before it ends."""
+    servers = _start(5)
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(params=[3, 5], ids=["n3", "n5"])
+def masters(request: pytest.FixtureRequest, session_masters: list[RedisServer]) -> list[RedisServer]:
+    """The first 3 or all 5 session masters (parametrised)."""
+    count: int = request.param
+    return session_masters[:count]
+
+
+@pytest.fixture
+def three(session_masters: list[RedisServer]) -> list[RedisServer]:
+    return session_masters[:3]
+
+
+@pytest.fixture
+def own_masters() -> Iterator[Callable[[int], list[RedisServer]]]:
+    """``own_masters(n)``: n servers for this test alone, to stop, pause and restart."""
+    started: list[RedisServer] = []
+
+    def make(count: int) -> list[RedisServer]:
+        servers = _start(count)
+        started.extend(servers)
+        return servers
+
+    yield make
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def raws() -> Iterator[Callable[[list[RedisServer]], list[redis.Redis]]]:
+    """``raws(servers)``: redis-py on each master, to look at keys behind the client's back."""
+    opened: list[redis.Redis] = []
+
+    def make(servers: list[RedisServer]) -> list[redis.Redis]:
+        connections = [redis.Redis(host=server.host, port=server.port) for server in servers]
+        opened.extend(connections)
+        return connections
+
+    yield make
+    for connection in opened:
+        connection.close()

@@ -61,56 +61,7 @@ def own_raw(own_server: RedisServer) -> Iterator[redis.Redis]:
     connection.close()
 
 
-# -- Redlock over several masters (test_async_redlock_*.py) -----------------------------------------
-
-
-def _start_masters(count: int) -> list[RedisServer]:
-    servers: list[RedisServer] = []
-    try:
-        for _ in range(count):
-            servers.append(RedisServer().start())
-    except BaseException:
-        for server in servers:
-            server.stop()
-        raise
-    return servers
-
-
-@pytest.fixture(scope="session")
-def session_masters() -> Iterator[list[RedisServer]]:
-    """Five servers shared by the session's asyncio Redlock tests (the first 3 or all 5 are used);
-    tests keep apart by key prefix. A test that pauses one resumes it before it ends."""
-    servers = _start_masters(5)
-    yield servers
-    for server in servers:
-        server.stop()
-
-
-@pytest.fixture(params=[3, 5], ids=["n3", "n5"])
-def masters(request: pytest.FixtureRequest, session_masters: list[RedisServer]) -> list[RedisServer]:
-    """The first 3 or all 5 session masters (parametrised)."""
-    count: int = request.param
-    return session_masters[:count]
-
-
-@pytest.fixture
-def three(session_masters: list[RedisServer]) -> list[RedisServer]:
-    return session_masters[:3]
-
-
-@pytest.fixture
-def own_masters() -> Iterator[Callable[[int], list[RedisServer]]]:
-    """``own_masters(n)``: n servers for this test alone, to stop and restart."""
-    started: list[RedisServer] = []
-
-    def make(count: int) -> list[RedisServer]:
-        servers = _start_masters(count)
-        started.extend(servers)
-        return servers
-
-    yield make
-    for server in started:
-        server.stop()
+# -- Redlock over the masters of tests/conftest.py (test_async_redlock_*.py) -------------------------
 
 
 @pytest.fixture
@@ -140,19 +91,3 @@ def make_async_redlock(core_name: str, key_prefix: str) -> Iterator[Callable[...
             run_in_new_loop("asyncio", client.close)
         except Exception:
             pass  # a safety net; what a test checks about close() it checks itself
-
-
-@pytest.fixture
-def raws() -> Iterator[Callable[[list[RedisServer]], list[redis.Redis]]]:
-    """``raws(servers)``: redis-py on each master, to look at (or tamper with) keys behind the
-    client's back."""
-    opened: list[redis.Redis] = []
-
-    def make(servers: list[RedisServer]) -> list[redis.Redis]:
-        connections = [redis.Redis(host=server.host, port=server.port) for server in servers]
-        opened.extend(connections)
-        return connections
-
-    yield make
-    for connection in opened:
-        connection.close()

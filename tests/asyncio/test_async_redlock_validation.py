@@ -1,6 +1,6 @@
-"""Bad input is refused before anything is sent, with the errors the blocking RedlockClient
-raises (type, argument, message): too few masters, one server listed twice, clients of the wrong
-kind or with other key prefixes, bad options, a ttl that leaves no validity, bad call arguments."""
+"""Bad call arguments are refused before anything is sent, with the errors the blocking
+RedlockClient raises (type, argument, message), and a ttl that leaves no validity. The
+constructor's checks are tested for both clients in ``tests/redlock/test_redlock_validation.py``."""
 
 from __future__ import annotations
 
@@ -15,11 +15,10 @@ from async_helpers import Runner
 from turbolock import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
-    LockClient,
     LockError,
     RedlockClient,
 )
-from turbolock.asyncio import AsyncLockClient, AsyncRedlockClient
+from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer, free_port
 
 MakeRedlock = Callable[..., AsyncRedlockClient]
@@ -52,123 +51,6 @@ def _same(got: BaseException, expected: BaseException, what: str, message: bool 
     assert got.argument == expected.argument, what  # type: ignore[attr-defined]
     if message:
         assert str(got) == str(expected), what
-
-
-# -- the constructor --------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("count", [0, 1, 2])
-def test_fewer_than_three_masters_are_refused(count: int) -> None:
-    urls = _nothing_listens()[:count]
-    with pytest.raises(InvalidArgumentError, match="at least 3") as info:
-        AsyncRedlockClient(urls)
-    assert info.value.argument == "masters"
-    _same(info.value, _caught(lambda: RedlockClient(urls)), "fewer than 3")
-
-
-@pytest.mark.parametrize("masters", ["redis://127.0.0.1:1/0", b"x", None, 3, {"redis://127.0.0.1:1/0"}])
-def test_masters_must_be_a_list(masters: object) -> None:
-    with pytest.raises(InvalidArgumentTypeError) as info:
-        AsyncRedlockClient(masters)  # type: ignore[arg-type]
-    assert info.value.argument == "masters"
-
-
-def test_masters_must_be_urls_or_async_clients() -> None:
-    with pytest.raises(InvalidArgumentTypeError, match="int") as info:
-        AsyncRedlockClient(["redis://127.0.0.1:7001/0", "redis://127.0.0.1:7002/0", 7003])  # type: ignore[list-item]
-    assert info.value.argument == "masters"
-    # A blocking LockClient is no master of an asyncio Redlock.
-    blocking = LockClient("127.0.0.1", free_port())
-    try:
-        with pytest.raises(InvalidArgumentTypeError) as info:
-            AsyncRedlockClient([blocking, *_nothing_listens(2)])  # type: ignore[list-item]
-        assert info.value.argument == "masters"
-    finally:
-        blocking.close()
-
-
-@pytest.mark.parametrize("second", [
-    "redis://127.0.0.1:{port}/0",          # the same URL twice
-    "redis://localhost:{port}/0",          # a host name resolving to the same address
-    "redis://127.0.0.1:{port}/3",          # another database of the same server
-    "redis://:secret@127.0.0.1:{port}/0",  # with credentials (never echoed back)
-    "redis://0.0.0.0:{port}/0",            # the unspecified address reaches this host
-])
-def test_the_same_server_twice_is_refused(second: str) -> None:
-    port = free_port()
-    masters = [f"redis://127.0.0.1:{port}/0", second.format(port=port), f"redis://127.0.0.1:{free_port()}/0"]
-    with pytest.raises(InvalidArgumentError, match="same server") as info:
-        AsyncRedlockClient(masters)
-    assert info.value.argument == "masters"
-    assert "secret" not in str(info.value)
-    assert f"127.0.0.1:{port}" in str(info.value)
-    _same(info.value, _caught(lambda: RedlockClient(masters)), second)
-
-
-def test_a_unix_socket_listed_twice_is_refused(tmp_path: object) -> None:
-    path = f"{tmp_path}/redis.sock"
-    with pytest.raises(InvalidArgumentError, match="same server") as info:
-        AsyncRedlockClient([f"unix://{path}", f"unix://{path}?db=2", "redis://127.0.0.1:7001/0"])
-    assert info.value.argument == "masters"
-
-
-def test_a_client_and_a_url_for_one_server_are_refused(arun_asyncio: Runner) -> None:
-    async def body() -> None:
-        port = free_port()
-        async with AsyncLockClient("localhost", port) as client:
-            with pytest.raises(InvalidArgumentError, match="same server"):
-                AsyncRedlockClient([client, f"redis://127.0.0.1:{port}/0", f"redis://127.0.0.1:{free_port()}/0"])
-            with pytest.raises(InvalidArgumentError, match="same server"):
-                AsyncRedlockClient([client, client, f"redis://127.0.0.1:{free_port()}/0"])
-
-    arun_asyncio(body)
-
-
-def test_clients_must_share_one_key_prefix(arun_asyncio: Runner) -> None:
-    async def body() -> None:
-        clients = [AsyncLockClient("127.0.0.1", free_port(), key_prefix=prefix)
-                   for prefix in ("a:", "a:", "b:")]
-        try:
-            with pytest.raises(InvalidArgumentError, match="key prefix"):
-                AsyncRedlockClient(clients)
-            with pytest.raises(InvalidArgumentError, match="key prefix") as info:
-                AsyncRedlockClient([*clients[:2], f"redis://127.0.0.1:{free_port()}/0"], key_prefix="c:")
-            assert info.value.argument == "key_prefix"
-        finally:
-            for client in clients:
-                await client.close()
-
-    arun_asyncio(body)
-
-
-@pytest.mark.parametrize(("option", "value", "error"), [
-    ("node_timeout", 0, InvalidArgumentError),
-    ("node_timeout", -1, InvalidArgumentError),
-    ("node_timeout", "1", InvalidArgumentTypeError),
-    ("retry_count", -1, InvalidArgumentError),
-    ("retry_count", 1.5, InvalidArgumentTypeError),
-    ("retry_delay", -0.1, InvalidArgumentError),
-    ("retry_delay", float("inf"), InvalidArgumentError),
-    ("drift_factor", 0.5, InvalidArgumentError),
-    ("drift_factor", -0.01, InvalidArgumentError),
-    ("drift_factor", "0.01", InvalidArgumentTypeError),
-    ("chunk_size", 0, InvalidArgumentError),
-    ("chunk_size", 1.5, InvalidArgumentTypeError),
-    ("core", "rust", InvalidArgumentError),
-    ("key_prefix", 5, InvalidArgumentTypeError),
-])
-def test_bad_options_are_refused(option: str, value: object, error: type[Exception]) -> None:
-    urls = _nothing_listens()
-    with pytest.raises(error) as info:
-        AsyncRedlockClient(urls, **{option: value})  # type: ignore[arg-type]
-    _same(info.value, _caught(lambda: RedlockClient(urls, **{option: value})), option)  # type: ignore[arg-type]
-
-
-def test_an_unknown_connection_keyword_is_refused() -> None:
-    urls = _nothing_listens()
-    expected = _caught(lambda: RedlockClient(urls, colour="blue"))
-    got = _caught(lambda: AsyncRedlockClient(urls, colour="blue"))
-    assert type(got) is type(expected) and str(got) == str(expected)
 
 
 # -- the calls --------------------------------------------------------------------------------------

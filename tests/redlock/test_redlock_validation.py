@@ -1,37 +1,74 @@
 """Bad input is refused before anything is sent: too few masters, one server listed twice
-(under any URL), a ttl that cannot leave validity, bad options."""
+(under any URL), a ttl that cannot leave validity, bad options. The constructor's checks run
+for the threaded and the asyncio client alike (the asyncio calls' are compared with these in
+``tests/asyncio/test_async_redlock_validation.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import pytest
 
 from turbolock import InvalidArgumentError, InvalidArgumentTypeError, LockClient, RedlockClient
+from turbolock.asyncio import AsyncLockClient, AsyncRedlockClient
 from turbolock.redis_server import RedisServer, free_port
+
+
+class Kind(NamedTuple):
+    redlock: Callable[..., Any]
+    master: Callable[..., Any]
+    close: Callable[[Any], None]
+
+    @staticmethod
+    def close_threaded(client: Any) -> None:
+        client.close()
+
+    @staticmethod
+    def close_async(client: Any) -> None:
+        asyncio.run(client.close())
 
 
 def _nothing_listens() -> list[str]:
     return [f"redis://127.0.0.1:{free_port()}/0" for _ in range(3)]
 
 
+@pytest.fixture(params=["threaded", "asyncio"])
+def kind(request: pytest.FixtureRequest) -> Kind:
+    """The threaded and the asyncio Redlock client, each with the client type of its masters:
+    their constructors share one set of checks (``_flows/redlock_rules``)."""
+    if request.param == "threaded":
+        return Kind(RedlockClient, LockClient, Kind.close_threaded)
+    return Kind(AsyncRedlockClient, AsyncLockClient, Kind.close_async)
+
+
 @pytest.mark.parametrize("count", [0, 1, 2])
-def test_fewer_than_three_masters_are_refused(count: int) -> None:
+def test_fewer_than_three_masters_are_refused(kind: Kind, count: int) -> None:
     with pytest.raises(InvalidArgumentError, match="at least 3") as info:
-        RedlockClient(_nothing_listens()[:count])
+        kind.redlock(_nothing_listens()[:count])
     assert info.value.argument == "masters"
 
 
-@pytest.mark.parametrize("masters", ["redis://127.0.0.1:1/0", b"x", None, 3])
-def test_masters_must_be_a_list(masters: object) -> None:
+@pytest.mark.parametrize("masters", ["redis://127.0.0.1:1/0", b"x", None, 3, {"redis://127.0.0.1:1/0"}])
+def test_masters_must_be_a_list(kind: Kind, masters: object) -> None:
     with pytest.raises(InvalidArgumentTypeError) as info:
-        RedlockClient(masters)  # type: ignore[arg-type]
+        kind.redlock(masters)
     assert info.value.argument == "masters"
 
 
-def test_masters_must_be_urls_or_clients() -> None:
-    with pytest.raises(InvalidArgumentTypeError, match="int"):
-        RedlockClient(["redis://127.0.0.1:7001/0", "redis://127.0.0.1:7002/0", 7003])  # type: ignore[list-item]
+def test_masters_must_be_urls_or_clients_of_the_same_kind(kind: Kind) -> None:
+    with pytest.raises(InvalidArgumentTypeError, match="int") as info:
+        kind.redlock(["redis://127.0.0.1:7001/0", "redis://127.0.0.1:7002/0", 7003])
+    assert info.value.argument == "masters"
+    # A blocking client is no master of an asyncio Redlock, nor an asyncio one of a blocking Redlock.
+    other = (AsyncLockClient if kind.master is LockClient else LockClient)("127.0.0.1", free_port())
+    try:
+        with pytest.raises(InvalidArgumentTypeError) as info:
+            kind.redlock([other, *_nothing_listens()[:2]])
+        assert info.value.argument == "masters"
+    finally:
+        (Kind.close_threaded if isinstance(other, LockClient) else Kind.close_async)(other)
 
 
 @pytest.mark.parametrize("second", [
@@ -41,45 +78,46 @@ def test_masters_must_be_urls_or_clients() -> None:
     "redis://:secret@127.0.0.1:{port}/0",  # with credentials (never echoed back)
     "redis://0.0.0.0:{port}/0",            # the unspecified address reaches this host
 ])
-def test_the_same_server_twice_is_refused(second: str) -> None:
+def test_the_same_server_twice_is_refused(kind: Kind, second: str) -> None:
     port = free_port()
     masters = [f"redis://127.0.0.1:{port}/0", second.format(port=port), f"redis://127.0.0.1:{free_port()}/0"]
     with pytest.raises(InvalidArgumentError, match="same server") as info:
-        RedlockClient(masters)
+        kind.redlock(masters)
     assert info.value.argument == "masters"
     assert "secret" not in str(info.value)
     assert f"127.0.0.1:{port}" in str(info.value)
 
 
-def test_a_unix_socket_listed_twice_is_refused(tmp_path: object) -> None:
+def test_a_unix_socket_listed_twice_is_refused(kind: Kind, tmp_path: object) -> None:
     path = f"{tmp_path}/redis.sock"
-    with pytest.raises(InvalidArgumentError, match="same server"):
-        RedlockClient([f"unix://{path}", f"unix://{path}?db=2", "redis://127.0.0.1:7001/0"])
+    with pytest.raises(InvalidArgumentError, match="same server") as info:
+        kind.redlock([f"unix://{path}", f"unix://{path}?db=2", "redis://127.0.0.1:7001/0"])
+    assert info.value.argument == "masters"
 
 
-def test_a_client_and_a_url_for_one_server_are_refused() -> None:
+def test_a_client_and_a_url_for_one_server_are_refused(kind: Kind) -> None:
     port = free_port()
-    client = LockClient("localhost", port)
+    client = kind.master("localhost", port)
     try:
         with pytest.raises(InvalidArgumentError, match="same server"):
-            RedlockClient([client, f"redis://127.0.0.1:{port}/0", f"redis://127.0.0.1:{free_port()}/0"])
+            kind.redlock([client, f"redis://127.0.0.1:{port}/0", f"redis://127.0.0.1:{free_port()}/0"])
         with pytest.raises(InvalidArgumentError, match="same server"):
-            RedlockClient([client, client, f"redis://127.0.0.1:{free_port()}/0"])
+            kind.redlock([client, client, f"redis://127.0.0.1:{free_port()}/0"])
     finally:
-        client.close()
+        kind.close(client)
 
 
-def test_clients_must_share_one_key_prefix() -> None:
-    clients = [LockClient("127.0.0.1", free_port(), key_prefix=prefix) for prefix in ("a:", "a:", "b:")]
+def test_clients_must_share_one_key_prefix(kind: Kind) -> None:
+    clients = [kind.master("127.0.0.1", free_port(), key_prefix=prefix) for prefix in ("a:", "a:", "b:")]
     try:
         with pytest.raises(InvalidArgumentError, match="key prefix"):
-            RedlockClient(clients)
+            kind.redlock(clients)
         with pytest.raises(InvalidArgumentError, match="key prefix") as info:
-            RedlockClient([*clients[:2], f"redis://127.0.0.1:{free_port()}/0"], key_prefix="c:")
+            kind.redlock([*clients[:2], f"redis://127.0.0.1:{free_port()}/0"], key_prefix="c:")
         assert info.value.argument == "key_prefix"
     finally:
         for client in clients:
-            client.close()
+            kind.close(client)
 
 
 @pytest.mark.parametrize(("option", "value", "error"), [
@@ -94,12 +132,20 @@ def test_clients_must_share_one_key_prefix() -> None:
     ("drift_factor", -0.01, InvalidArgumentError),
     ("drift_factor", "0.01", InvalidArgumentTypeError),
     ("chunk_size", 0, InvalidArgumentError),
+    ("chunk_size", 1.5, InvalidArgumentTypeError),
     ("core", "rust", InvalidArgumentError),
+    ("key_prefix", 5, InvalidArgumentTypeError),
 ])
-def test_bad_options_are_refused(option: str, value: object, error: type[Exception]) -> None:
+def test_bad_options_are_refused(kind: Kind, option: str, value: object, error: type[Exception]) -> None:
     with pytest.raises(error) as info:
-        RedlockClient(_nothing_listens(), **{option: value})  # type: ignore[arg-type]
+        kind.redlock(_nothing_listens(), **{option: value})
     assert info.value.argument == option  # type: ignore[attr-defined]
+
+
+def test_an_unknown_connection_keyword_is_refused(kind: Kind) -> None:
+    with pytest.raises(InvalidArgumentTypeError, match="colour") as info:
+        kind.redlock(_nothing_listens(), colour="blue")
+    assert "colour" in str(info.value)
 
 
 def test_a_ttl_without_room_for_validity_is_refused(session_masters: list[RedisServer],
