@@ -444,6 +444,51 @@ def test_short_wait_ends_on_time_against_a_stopped_server(kind: Kind, own_server
     assert lock.lease is None
 
 
+# -- 8b. a single attempt waits for a slow server as long as the call may ---------------------
+
+
+BUSY_SCRIPT = """
+local start = redis.call('TIME')
+local t0 = start[1] * 1000000 + start[2]
+while true do
+  local now = redis.call('TIME')
+  if now[1] * 1000000 + now[2] - t0 >= tonumber(ARGV[1]) * 1000 then return 1 end
+end
+"""
+"""Keeps the server busy for ARGV[1] ms: every other client waits for its reply meanwhile."""
+
+
+@pytest.mark.parametrize("kind", ["Lock", "AsyncLock"], indirect=True)
+@pytest.mark.parametrize("one_attempt", [{"blocking": False}, {"timeout": 0}],
+                         ids=["blocking_false", "timeout_0"])
+def test_one_attempt_has_the_whole_call_deadline(kind: Kind, own_server: RedisServer,
+                                                 one_attempt: dict[str, Any]) -> None:
+    # A slow server is not a held lock: a single attempt waits for the reply as long as any call
+    # may (the client's timeout), and takes the lock once the server answers.
+    client = kind.new_client(url=own_server.url, timeout=3.0)
+    warm = client.lock("warm", 5)
+    assert kind.run(warm.acquire()) is True
+    kind.run(warm.release())
+    busy_ms = 300
+    raw = redis.Redis(host=own_server.host, port=own_server.port)
+    busy = threading.Thread(target=raw.eval, args=(BUSY_SCRIPT, 0, busy_ms))
+    try:
+        busy.start()
+        time.sleep(0.05)  # the script is running by now
+        lock = client.lock("slow-server", 5)
+        started = time.monotonic()
+        acquired = kind.run(lock.acquire(**one_attempt))
+        elapsed = time.monotonic() - started
+        assert acquired is True, f"one attempt gave up after {elapsed:.3f}s on a server busy for {busy_ms} ms"
+        assert elapsed >= 0.15, f"the attempt took {elapsed:.3f}s: the server was not busy, it proves nothing"
+        assert elapsed < 3.0
+        assert raw.pttl(kind.key("slow-server")) > 0
+        kind.run(lock.release())
+    finally:
+        busy.join(10)
+        raw.close()
+
+
 # -- 9. adopting a lock taken elsewhere ------------------------------------------------------------
 
 
