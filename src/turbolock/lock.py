@@ -58,7 +58,7 @@ class LockCalls(LockFlows[Any]):
         attempt = self._one_attempt() if wait == 0.0 else None
         if attempt is not None:
             return self._acquired(self.client._attempt(*attempt), entering)
-        return self._acquired(run(self._acquire_flow(wait), self._perform), entering)
+        return self._acquired(run(self._acquire_flow(wait)), entering)
 
     def release(self) -> None:
         """Release the lock. ``LockNotOwnedError`` when it had already expired or been taken over."""
@@ -73,19 +73,19 @@ class LockCalls(LockFlows[Any]):
         """Reset the ttl (to ``ttl``, or the Lock's own) from now: True. With ``additive=True``,
         add ``ttl`` to what is left instead (redis-py's default). ``LockNotOwnedError`` when the
         lock is no longer ours (the Lock then holds nothing)."""
-        return run(self._extend_flow(ttl, additive), self._perform)
+        return run(self._extend_flow(ttl, additive))
 
     def owned(self) -> bool:
         """Whether the server still holds the lock for this Lock (asks the server)."""
-        return run(self._owned_flow(), self._perform)
+        return run(self._owned_flow())
 
     def remaining(self) -> float:
         """Seconds before the lock expires on the server if this Lock holds it, else 0."""
-        return run(self._remaining_flow(), self._perform)
+        return run(self._remaining_flow())
 
     def locked(self) -> bool:
         """Whether anyone at all holds the lock (asks the server)."""
-        return run(self._locked_flow(), self._perform)
+        return run(self._locked_flow())
 
     def __enter__(self: L) -> L:
         self._acquire(None, None, True)

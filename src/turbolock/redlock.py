@@ -39,11 +39,13 @@ from turbolock._flows.redlock_result import (
 )
 from turbolock._flows.redlock_rules import DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_DELAY
 from turbolock._flows.renewal_book import AutoRenew, OnLost
-from turbolock._flows.steps import FanMany, FanOne, Step
+from turbolock._flows.steps import OnChunk, OneEncoder, Outcome
 from turbolock._redlock.fanout import fan_out, fan_out_one
 from turbolock._redlock.links import Links
 from turbolock._redlock.masters import take_masters
 from turbolock._sync.drive import run
+from turbolock._wire.outcomes import Encoder, Reencoder
+from turbolock._wire.scripts import Script
 from turbolock._wire.validate import Seconds
 from turbolock.client import LockClient
 from turbolock.lease import LockInfo
@@ -88,13 +90,15 @@ class RedlockClient(RedlockFlows):
         if self._renewer_instance is not None:
             self._renewer_instance.forget_after_fork()
 
-    def _perform(self, step: Step) -> Any:
-        """The driver: a flow's fan-out to the masters, on blocking sockets."""
-        if type(step) is FanOne:
-            return fan_out_one(self._links, step.encode, step.timeout, step.script, step.only)
-        assert type(step) is FanMany, step
-        return fan_out(self._links, step.items, step.encode, step.timeout, step.chunk_size, step.script,
-                       step.reencode, step.on_chunk, step.only)
+    # The flows' fan-outs (``_flows/steps``), on blocking sockets.
+    def _fan_one(self, encode: OneEncoder, timeout: float, script: Script | None = None,
+                 only: Sequence[int] | None = None) -> tuple[list[object], list[str | None]]:
+        return fan_out_one(self._links, encode, timeout, script, only)
+
+    def _fan_many(self, items: int, encode: Encoder, timeout: float, chunk_size: int,
+                  script: Script | None = None, reencode: Reencoder | None = None,
+                  on_chunk: OnChunk | None = None, only: Sequence[int] | None = None) -> Outcome:
+        return fan_out(self._links, items, encode, timeout, chunk_size, script, reencode, on_chunk, only)
 
     # -- single locks ---------------------------------------------------------------------------
 
@@ -111,7 +115,7 @@ class RedlockClient(RedlockFlows):
         what the masters said: read ``result.status``.
         """
         flow = self._acquire_flow(name, ttl, blocking, timeout, token, auto_renew, on_lost, max_extensions)
-        return run(flow, self._perform)
+        return run(flow)
 
     def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
                     auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
@@ -122,19 +126,19 @@ class RedlockClient(RedlockFlows):
         ``QuorumError`` (with ``.result``) when too many masters failed to answer to decide
         (NoQuorum); what was taken is released again first.
         """
-        flow = self._try_acquire_flow(name, ttl, token, auto_renew, on_lost, max_extensions)
-        return run(flow, self._perform)
+        flow = self._acquire_flow(name, ttl, False, None, token, auto_renew, on_lost, max_extensions)
+        return self._tried(run(flow))
 
     def query(self, name: str | bytes) -> LockInfo:
         """Whether a quorum of masters holds ``name``, and for how long at least a quorum still
         will (never whose it is). ``QuorumError`` when too few masters answer to tell."""
-        return run(self._query_flow(name), self._perform)
+        return run(self._query_flow(name))
 
     def check(self, lease: RedlockLease) -> float | None:
         """Seconds a majority of masters still holds the lock for ``lease`` (the quorum-th longest
         remaining ttl among the masters where it is ours), None when fewer than a majority do.
         ``QuorumError`` when too few masters answer to tell."""
-        return run(self._check_flow(lease), self._perform)
+        return run(self._check_flow(lease))
 
     def release(self, lease: RedlockLease) -> bool:
         """Delete the lock on every master where it is still ours. True when that was a majority;
@@ -143,7 +147,7 @@ class RedlockClient(RedlockFlows):
         ``QuorumError`` when too many masters failed to answer to tell; the release is retried
         on them when they answer again.
         """
-        return run(self._release_flow(lease), self._perform)
+        return run(self._release_flow(lease))
 
     def extend(self, lease: RedlockLease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now on every master where it is ours (and again where
@@ -153,7 +157,7 @@ class RedlockClient(RedlockFlows):
         ``ExtensionLimitError`` past ``max_extensions``; ``QuorumError`` when too many masters
         failed to answer to tell. ``additive=True`` adds ``ttl`` to the validity left instead.
         """
-        return run(self._extend_flow(lease, ttl, additive), self._perform)
+        return run(self._extend_flow(lease, ttl, additive))
 
     def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
              timeout: Seconds | None = None, token: bytes | None = None,
@@ -179,16 +183,16 @@ class RedlockClient(RedlockFlows):
         ``limit=k`` takes at most k *free* names instead, from a random point of the list, in chunks
         of at most the names still wanted (for workers claiming shards); see ``result.not_tried``."""
         return run(self._acquire_many_flow(names, ttl, all_or_nothing, tokens, auto_renew, on_lost,
-                                           max_extensions, limit), self._perform)
+                                           max_extensions, limit))
 
     def release_many(self, leases: Sequence[RedlockLease]) -> list[bool]:
         """``release`` for every lease, pipelined; True/False per lease in input order.
         ``QuorumError`` (after all were tried) lists the leases no majority answered for."""
-        return run(release_many_flow(self, leases), self._perform)
+        return run(release_many_flow(self, leases))
 
     def extend_many(self, leases: Sequence[RedlockLease], ttl: Seconds) -> list[bool]:
         """``extend`` for every lease, pipelined; True/False per lease in input order."""
-        return run(extend_many_flow(self, leases, ttl), self._perform)
+        return run(extend_many_flow(self, leases, ttl))
 
     # -- renewal and lifetime -------------------------------------------------------------------
 

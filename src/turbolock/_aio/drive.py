@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from turbolock._flows.steps import Flow, Sleep, Step
+from turbolock._flows.steps import Flow
 
 T = TypeVar("T")
 
 
-async def run(flow: Flow[T], perform: Callable[[Step], Awaitable[Any]] | None = None) -> T:
-    """Drive ``flow`` to its end: Sleep and Call here, every other step by ``perform``."""
+async def run(flow: Flow[T]) -> T:
+    """Drive ``flow`` to its end: a Call's result is awaited, a Sleep slept."""
     send = flow.send
     try:
         step = send(None)
@@ -21,12 +20,9 @@ async def run(flow: Flow[T], perform: Callable[[Step], Awaitable[Any]] | None = 
                 if type(step) is tuple:  # a Call
                     fn, args, kwargs = step  # type: ignore[misc]
                     result = await (fn(*args, **kwargs) if kwargs else fn(*args))
-                elif isinstance(step, Sleep):
-                    await asyncio.sleep(step.seconds)
+                else:  # a Sleep
+                    await asyncio.sleep(step.seconds)  # type: ignore[union-attr]
                     result = None
-                else:
-                    assert perform is not None, step
-                    result = await perform(step)
             except BaseException as exc:  # the flow decides what an error means
                 step = flow.throw(exc)
             else:

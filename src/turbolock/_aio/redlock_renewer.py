@@ -25,4 +25,4 @@ class AsyncRedlockRenewer(Renewer):
 
     async def _send(self, leases: list[Lease]) -> None:
         redlock: Any = self._redlock
-        await run(renew_round_flow(redlock, self, leases), redlock._perform)
+        await run(renew_round_flow(redlock, self, leases))

@@ -35,8 +35,6 @@ class LockFlows(LockState[LeaseT]):
     where = ""
     """How the server side is named in messages ("" for one server)."""
 
-    _perform: Any = None
-    """The client's fan-out, for the flows of a Redlock; one server has none."""
     _released = False
 
     _state_lock: AbstractContextManager[Any] = threading.Lock()
@@ -172,7 +170,6 @@ class RedlockLockFlows(LockFlows[RedlockLease]):
         client._renew_policy(self.auto_renew, self.on_lost, ms, node_timeout)
         client._extension_limit(max_extensions)
         self._init_flows(client)
-        self._perform = client._perform
         self.max_extensions = max_extensions
         self._result: RedlockResult | None = None
 

@@ -21,7 +21,7 @@ from turbolock._flows.redlock_result import (
     decide,
 )
 from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules, remember
-from turbolock._flows.steps import FanMany, Flow, Outcome
+from turbolock._flows.steps import Call, Flow, Outcome
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
@@ -95,7 +95,8 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
 
     timeout = client.chunk_timeout_for(ms)
     try:
-        outcome = yield FanMany(count, encode, timeout, client.chunk_size, on_chunk=on_chunk)
+        outcome = yield Call(client._fan_many, (count, encode, timeout, client.chunk_size),
+                             {"on_chunk": on_chunk})
     except BaseException:  # interrupted or cancelled: whatever was sent may be held anywhere
         forget_at = time.monotonic() + ms / 1000.0 + CLEANUP_GRACE
         for key, token in zip(keys, tokens, strict=True):
@@ -148,7 +149,8 @@ def run_release_flow(client: RedlockRules, keys: list[bytes], tokens: list[bytes
     def reencode(buf: Any, indices: Sequence[int]) -> None:
         buf.append_evalsha_many(sha, [keys[i] for i in indices], [tokens[i] for i in indices], None)
 
-    step = FanMany(len(keys), encode, timeout, client.chunk_size, _scripts.RELEASE, reencode, only=only)
+    step = Call(client._fan_many, (len(keys), encode, timeout, client.chunk_size, _scripts.RELEASE, reencode),
+                {"only": only})
     outcome: Outcome = yield step
     return outcome.replies
 
@@ -220,7 +222,8 @@ def extend_many_flow(client: RedlockRules, leases: Sequence[RedlockLease], ttl: 
     extending_leases = [checked[i] for i in live]
     commands_sent(extending_leases, sent_at, sent_at + (ms - drift) / 1000.0)
     try:
-        outcome = yield FanMany(len(live), encode, client.chunk_timeout_for(ms), chunk, EXTEND, reencode)
+        timeout = client.chunk_timeout_for(ms)
+        outcome = yield Call(client._fan_many, (len(live), encode, timeout, chunk, EXTEND, reencode))
     except BaseException:
         commands_unknown(extending_leases, sent_at)
         raise

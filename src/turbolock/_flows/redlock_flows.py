@@ -42,7 +42,7 @@ from turbolock._flows.redlock_rules import (
 )
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.single import extend_ms
-from turbolock._flows.steps import FanOne, Flow, Sleep
+from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, extended
@@ -84,13 +84,12 @@ class RedlockFlows(RedlockRules):
                 delay = min(delay, remaining)
             yield Sleep(delay)
 
-    def _try_acquire_flow(self, name: str | bytes, ttl: Seconds, token: bytes | None,
-                          auto_renew: bool | AutoRenew, on_lost: OnLost | None,
-                          max_extensions: int | None) -> Flow[RedlockLease | None]:
-        result = yield from self._acquire_flow(name, ttl, False, None, token, auto_renew, on_lost,
-                                               max_extensions)
+    @staticmethod
+    def _tried(result: RedlockResult) -> RedlockLease | None:
+        """What ``try_acquire`` returns of one attempt's result (``_acquire_flow`` with
+        ``blocking=False``): the lease, or None; ``QuorumError`` when the masters could not decide."""
         if result.status is RedlockStatus.NO_QUORUM:
-            raise QuorumError(f"could not reach a quorum for {result.describe()}", [name], result)
+            raise QuorumError(f"could not reach a quorum for {result.describe()}", [result.name], result)
         return result.lease
 
     def _attempt_flow(self, name: str | bytes, key: bytes, token: bytes, ms: int, drift: float,
@@ -100,7 +99,7 @@ class RedlockFlows(RedlockRules):
 
         started = time.monotonic()
         try:
-            replies, failures = yield FanOne(encode, node_timeout)
+            replies, failures = yield Call(self._fan_one, (encode, node_timeout))
         except BaseException:  # interrupted or cancelled: it may have taken the lock anywhere
             self._abandoned(key, token, started + ms / 1000.0 + CLEANUP_GRACE)
             raise
@@ -138,7 +137,7 @@ class RedlockFlows(RedlockRules):
             buf.append_evalsha(sha, key, token, None)
 
         try:
-            replies, _ = yield FanOne(encode, node_timeout, _scripts.RELEASE, only)
+            replies, _ = yield Call(self._fan_one, (encode, node_timeout, _scripts.RELEASE, only))
         except BaseException:  # interrupted or cancelled: the release is still owed everywhere
             for m in range(len(self.masters)) if only is None else only:
                 remember(self.masters[m], [key], [token], expires_at)
@@ -154,7 +153,7 @@ class RedlockFlows(RedlockRules):
         def encode(buf: Any) -> None:
             buf.append_pttl(key)
 
-        replies, _ = yield FanOne(encode, self.node_timeout or DEFAULT_NODE_TIMEOUT)
+        replies, _ = yield Call(self._fan_one, (encode, self.node_timeout or DEFAULT_NODE_TIMEOUT))
         answered = [reply for reply in replies if type(reply) is int]
         if len(answered) < self.quorum:
             raise QuorumError(
@@ -173,7 +172,7 @@ class RedlockFlows(RedlockRules):
         def encode(buf: Any) -> None:
             buf.append_evalsha(sha, key, token, None)
 
-        replies, _ = yield FanOne(encode, self.node_timeout_for(lease.ttl_ms), _scripts.CHECK)
+        replies, _ = yield Call(self._fan_one, (encode, self.node_timeout_for(lease.ttl_ms), _scripts.CHECK))
         answered = [reply for reply in replies if type(reply) is int]
         if len(answered) < self.quorum:
             raise QuorumError(
@@ -242,7 +241,7 @@ class RedlockFlows(RedlockRules):
         started = time.monotonic()
         commands_sent((lease,), started, started + (ms - drift) / 1000.0)
         try:
-            replies, _ = yield FanOne(encode, node_timeout, EXTEND)
+            replies, _ = yield Call(self._fan_one, (encode, node_timeout, EXTEND))
         except BaseException:
             commands_unknown((lease,), started)
             raise

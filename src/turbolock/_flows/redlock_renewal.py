@@ -16,7 +16,7 @@ from typing import Any, cast
 from turbolock._flows.redlock_result import InstanceSummary, RedlockLease
 from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, batch_encoders, split_batches
-from turbolock._flows.steps import FanMany, Flow, Outcome
+from turbolock._flows.steps import Call, Flow, Outcome
 from turbolock._wire.redlock_scripts import EXTENDED, LOST, RENEW_MANY, extend_verdict, extended
 from turbolock.lease import Lease
 
@@ -49,8 +49,8 @@ def _renew_group_flow(client: RedlockRules, renewer: Any, ttl_ms: int,
     for _, chunk in batches:
         book.sending(chunk, ttl_ms, sent_at)
     try:
-        step = FanMany(len(batches), encode, max(0.0, deadline - sent_at), COMMANDS_PER_WRITE, RENEW_MANY,
-                       reencode)
+        step = Call(client._fan_many, (len(batches), encode, max(0.0, deadline - sent_at), COMMANDS_PER_WRITE,
+                                       RENEW_MANY, reencode))
         outcome: Outcome = yield step
     except Exception as exc:  # the renewer must survive anything: retry every lock
         log.warning("turbolock: Redlock renewal of %d locks could not be sent: %s", len(group), exc)

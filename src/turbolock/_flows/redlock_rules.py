@@ -7,7 +7,7 @@ on it; the clients add only a driver and the masters' connections.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -61,6 +61,10 @@ class RedlockRules(CodecAndChunks):
     core: ModuleType
     _chunk_size: int
     _opened: list[Any]
+    _fan_one: Callable[..., Any]
+    """A fan-out of one command to the masters, for a flow's Call (see ``steps``)."""
+    _fan_many: Callable[..., Any]
+    """A fan-out of many items in chunks to the masters, for a flow's Call (see ``steps``)."""
 
     def _configure(self, node_timeout: Seconds | None, retry_count: int | None, retry_delay: Seconds,
                    drift_factor: float) -> None:
@@ -120,6 +124,8 @@ class RedlockRules(CodecAndChunks):
 
     def _renew_policy(self, auto_renew: bool | AutoRenew, on_lost: OnLost | None, ms: int,
                       node_timeout: float) -> AutoRenew | None:
+        if auto_renew is False and on_lost is None:  # most acquires: nothing to check
+            return None
         return renew_policy(auto_renew, on_lost, ms)
 
     @staticmethod

@@ -6,10 +6,8 @@ The threaded driver performs them by blocking, the asyncio driver by awaiting (p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from typing import Any, NamedTuple, TypeVar
-
-from turbolock._wire.scripts import Script
 
 T = TypeVar("T")
 
@@ -33,28 +31,17 @@ def Call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any] |
     return (fn, args, kwargs)
 
 
-class FanOne(NamedTuple):
-    """One command to every master (or those in ``only``), ``encode(buf)`` appending it once:
-    the result is ``(replies, errors)``, one entry per master (see ``_redlock.fanout``)."""
-
-    encode: Callable[[Any], None]
-    timeout: float
-    script: Script | None = None
-    only: Sequence[int] | None = None
-
-
-class FanMany(NamedTuple):
-    """Items 0..items-1 to every master in chunks, ``encode(buf, start, stop)`` appending a chunk
-    once for all of them; the result is an ``Outcome`` (see ``_redlock.fanout``)."""
-
-    items: int
-    encode: Callable[[Any, int, int], None]
-    timeout: float
-    chunk_size: int
-    script: Script | None = None
-    reencode: Callable[[Any, Sequence[int]], None] | None = None
-    on_chunk: Callable[[int, int, float, list[list[object]]], None] | None = None
-    only: Sequence[int] | None = None
+# A fan-out to a Redlock's masters is a Call too, of the client's ``_fan_one(encode, timeout,
+# script=None, only=None)`` (one command to every master, or those in ``only``: the result is
+# ``(replies, errors)``, one entry per master) or ``_fan_many(items, encode, timeout, chunk_size,
+# script=None, reencode=None, on_chunk=None, only=None)`` (items 0..items-1 in chunks, each chunk
+# encoded once for all masters: the result is an ``Outcome``); see ``_redlock.fanout`` and
+# ``_aio.fanout``. Plain calls, not step classes: a step object and its dispatch cost a Redlock
+# acquire+release pair a tenth of its instructions (measured).
+OneEncoder = Callable[[Any], None]
+"""Appends one command to a buffer (a fan-out of one)."""
+OnChunk = Callable[[int, int, float, "list[list[object]]"], None]
+"""``on_chunk(start, stop, started, replies_per_master)``: a fan-out's chunk, as it completes."""
 
 
 class Outcome:
@@ -70,5 +57,5 @@ class Outcome:
         """Per chunk: the monotonic time before its first write (validity is counted from it)."""
 
 
-Step = Sleep | CallStep | FanOne | FanMany
+Step = Sleep | CallStep
 Flow = Generator[Step, Any, T]

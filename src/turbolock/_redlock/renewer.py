@@ -24,4 +24,4 @@ class RedlockRenewer(Renewer):
         self._redlock = client
 
     def _send(self, leases: list[Lease]) -> None:
-        run(renew_round_flow(self._redlock, self, leases), self._redlock._perform)
+        run(renew_round_flow(self._redlock, self, leases))

@@ -45,7 +45,7 @@ class AsyncLockCalls(LockFlows[Any]):
         attempt = self._one_attempt() if wait == 0.0 else None
         if attempt is not None:
             return self._acquired(await self.client._attempt(*attempt), entering)
-        return self._acquired(await run(self._acquire_flow(wait), self._perform), entering)
+        return self._acquired(await run(self._acquire_flow(wait)), entering)
 
     def release(self) -> Awaitable[None]:
         """Release the lock. ``LockNotOwnedError`` when it had already expired or been taken over."""
@@ -59,19 +59,19 @@ class AsyncLockCalls(LockFlows[Any]):
     async def extend(self, ttl: Seconds | None = None, *, additive: bool = False) -> bool:
         """Reset the ttl (to ``ttl``, or the Lock's own) from now: True. With ``additive=True``,
         add ``ttl`` to what is left instead. ``LockNotOwnedError`` when the lock is no longer ours."""
-        return await run(self._extend_flow(ttl, additive), self._perform)
+        return await run(self._extend_flow(ttl, additive))
 
     async def owned(self) -> bool:
         """Whether the server still holds the lock for this Lock (asks the server)."""
-        return await run(self._owned_flow(), self._perform)
+        return await run(self._owned_flow())
 
     async def remaining(self) -> float:
         """Seconds before the lock expires on the server if this Lock holds it, else 0."""
-        return await run(self._remaining_flow(), self._perform)
+        return await run(self._remaining_flow())
 
     async def locked(self) -> bool:
         """Whether anyone at all holds the lock (asks the server)."""
-        return await run(self._locked_flow(), self._perform)
+        return await run(self._locked_flow())
 
     async def wait_lost(self, timeout: Seconds | None = None) -> bool:
         """Wait until the renewer finds the held, auto-renewed lock lost: True when it was,

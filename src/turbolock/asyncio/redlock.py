@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -24,8 +24,10 @@ from turbolock._flows.redlock_flows import RedlockFlows
 from turbolock._flows.redlock_result import RedlockLease, RedlockManyResult, RedlockResult
 from turbolock._flows.redlock_rules import DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_DELAY
 from turbolock._flows.renewal_book import AutoRenew, OnLost
-from turbolock._flows.steps import FanMany, FanOne, Step
+from turbolock._flows.steps import OnChunk, OneEncoder, Outcome
 from turbolock._redlock.masters import take_masters
+from turbolock._wire.outcomes import Encoder, Reencoder
+from turbolock._wire.scripts import Script
 from turbolock._wire.validate import Seconds
 from turbolock.asyncio.client import AsyncLockClient
 from turbolock.asyncio.lock import AsyncLockCalls
@@ -51,14 +53,16 @@ class AsyncRedlockClient(RedlockFlows):
         self._renewer_instance: AsyncRedlockRenewer | None = None
         self._closed = False
 
-    async def _perform(self, step: Step) -> Any:
-        """The driver: a flow's fan-out to the masters, on their asyncio connections."""
-        if type(step) is FanOne:
-            return await fan_out_one(self.masters, self._buffer, step.encode, step.timeout, step.script,
-                                     step.only)
-        assert type(step) is FanMany, step
-        return await fan_out(self.masters, self._buffer, step.items, step.encode, step.timeout,
-                             step.chunk_size, step.script, step.reencode, step.on_chunk, step.only)
+    # The flows' fan-outs (``_flows/steps``), on the masters' asyncio connections.
+    def _fan_one(self, encode: OneEncoder, timeout: float, script: Script | None = None,
+                 only: Sequence[int] | None = None) -> Awaitable[tuple[list[object], list[str | None]]]:
+        return fan_out_one(self.masters, self._buffer, encode, timeout, script, only)
+
+    def _fan_many(self, items: int, encode: Encoder, timeout: float, chunk_size: int,
+                  script: Script | None = None, reencode: Reencoder | None = None,
+                  on_chunk: OnChunk | None = None, only: Sequence[int] | None = None) -> Awaitable[Outcome]:
+        return fan_out(self.masters, self._buffer, items, encode, timeout, chunk_size, script, reencode,
+                       on_chunk, only)
 
     # -- single locks ---------------------------------------------------------------------------
 
@@ -69,31 +73,31 @@ class AsyncRedlockClient(RedlockFlows):
         """Take ``name`` on a majority of the masters; the result says how it went (see
         ``RedlockClient.acquire``)."""
         flow = self._acquire_flow(name, ttl, blocking, timeout, token, auto_renew, on_lost, max_extensions)
-        return await run(flow, self._perform)
+        return await run(flow)
 
     async def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
                           auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
                           max_extensions: int | None = None) -> RedlockLease | None:
         """One attempt: a ``RedlockLease``, or None (Conflicted or Expired); ``QuorumError`` when
         too many masters failed to answer to decide."""
-        flow = self._try_acquire_flow(name, ttl, token, auto_renew, on_lost, max_extensions)
-        return await run(flow, self._perform)
+        flow = self._acquire_flow(name, ttl, False, None, token, auto_renew, on_lost, max_extensions)
+        return self._tried(await run(flow))
 
     async def query(self, name: str | bytes) -> LockInfo:
         """Whether a quorum of masters holds ``name``, and for how long at least a quorum still will."""
-        return await run(self._query_flow(name), self._perform)
+        return await run(self._query_flow(name))
 
     async def check(self, lease: RedlockLease) -> float | None:
         """Seconds a majority of masters still holds the lock for ``lease``, None when fewer do."""
-        return await run(self._check_flow(lease), self._perform)
+        return await run(self._check_flow(lease))
 
     async def release(self, lease: RedlockLease) -> bool:
         """Delete the lock on every master where it is still ours: True when that was a majority."""
-        return await run(self._release_flow(lease), self._perform)
+        return await run(self._release_flow(lease))
 
     async def extend(self, lease: RedlockLease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now on a majority (see ``RedlockClient.extend``)."""
-        return await run(self._extend_flow(lease, ttl, additive), self._perform)
+        return await run(self._extend_flow(lease, ttl, additive))
 
     def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
              timeout: Seconds | None = None, token: bytes | None = None,
@@ -116,15 +120,15 @@ class AsyncRedlockClient(RedlockFlows):
         ``RedlockClient.acquire_many``)."""
         flow = self._acquire_many_flow(names, ttl, all_or_nothing, tokens, auto_renew, on_lost,
                                        max_extensions, limit)
-        return await run(flow, self._perform)
+        return await run(flow)
 
     async def release_many(self, leases: Sequence[RedlockLease]) -> list[bool]:
         """``release`` for every lease, pipelined; True/False per lease in input order."""
-        return await run(release_many_flow(self, leases), self._perform)
+        return await run(release_many_flow(self, leases))
 
     async def extend_many(self, leases: Sequence[RedlockLease], ttl: Seconds) -> list[bool]:
         """``extend`` for every lease, pipelined; True/False per lease in input order."""
-        return await run(extend_many_flow(self, leases, ttl), self._perform)
+        return await run(extend_many_flow(self, leases, ttl))
 
     # -- renewal and lifetime -------------------------------------------------------------------
 
