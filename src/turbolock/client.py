@@ -42,7 +42,7 @@ from turbolock._sync.executor import Executor
 from turbolock._sync.pool import ConnectionPool
 from turbolock._sync.renewer import Renewer
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
+from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler, Unconfirmed
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_token, encode_name, ttl_ms
 from turbolock.lease import Lease, LockInfo
 from turbolock.lock import Lock
@@ -67,13 +67,20 @@ class LockClient(ClientRules[Lock]):
                  key_prefix: str | bytes = DEFAULT_KEY_PREFIX, max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, core: str | None = None, **connection: Any) -> None:
         self._configure(host, port, key_prefix, max_connections, chunk_size, core, connection)
+        self._open(max_connections)
+        self._cleaner = BackgroundCleaner(self._cleanup, self._release_keys, self.options.timeout)
+        self._renewer_lock = threading.Lock()
+        forget_parent_locks_after_fork(self)
+
+    def _open(self, max_connections: int) -> None:
+        """The server side: a pool of connections and the executors over it."""
         options = self.options
         self._pool = ConnectionPool(options, self.core, self.key_prefix, max_connections)
         self._exec: Server = Executor(self._pool, options.timeout, self._chunk_size)
-        self._exec_renewals = Executor(self._pool, options.timeout, COMMANDS_PER_WRITE)
-        self._cleaner = BackgroundCleaner(self._cleanup, self._release_keys, options.timeout)
-        self._renewer_lock = threading.Lock()
-        forget_parent_locks_after_fork(self)
+        self._exec_renewals: Server = Executor(self._pool, options.timeout, COMMANDS_PER_WRITE)
+
+    def _close_connections(self) -> None:
+        self._pool.close()
 
     def _forget_parent_locks(self) -> None:
         # In a forked child: the parent's leases, renewals and cleanups are the parent's business.
@@ -117,17 +124,11 @@ class LockClient(ClientRules[Lock]):
         ms = ttl_ms(ttl)
         tok = secrets.token_bytes(TOKEN_BYTES) if token is None else check_token(token)
         policy = self._renew_policy(auto_renew, on_lost, ms)
-        pool = self._pool
-        conn = pool.get(deadline)
-        buf = conn.buffer
-        buf.append_set_nx_px(key, tok, ms)
         sent_at = time.monotonic()
         try:
-            reply = conn.request(buf.take(), deadline)
-        except BaseException as exc:
-            pool.discard(conn)
-            raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc) from None
-        pool.put(conn)
+            reply = self._exec.set_nx_one(key, tok, ms, deadline)
+        except Unconfirmed as exc:
+            raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc.cause) from None
         return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
 
     def release(self, lease: Lease) -> bool:
@@ -219,7 +220,7 @@ class LockClient(ClientRules[Lock]):
         if self._cleanup and deadline > time.monotonic():
             self._cleaner.run_once(deadline)
         self._closed = True
-        self._pool.close()
+        self._close_connections()
 
     def __enter__(self) -> LockClient:
         return self

@@ -93,7 +93,8 @@ class Executor:
 
     async def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
-                   orphans: OrphanTags | None = None, chunk_size: int | None = None) -> list[object]:
+                   orphans: OrphanTags | None = None, chunk_size: int | None = None,
+                   keys: Any = None) -> list[object]:
         """Replies for ``count`` items in input order; an item whose outcome the connection lost
         is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
 

@@ -77,7 +77,7 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
     plan.sent_at = time.monotonic()
     try:
         replies = yield Call(client._exec.many, (plan.count, plan.encode),
-                             {"on_replies": plan.on_replies, "orphans": orphans})
+                             {"on_replies": plan.on_replies, "orphans": orphans, "keys": plan.keys})
     except BaseException:
         _forget(client, plan.taken())  # the leases taken so far will never reach the caller
         raise
@@ -144,7 +144,7 @@ def run_release_flow(client: Any, keys: list[bytes], tokens: list[bytes], deadli
                      on_replies: Any = None) -> Flow[list[object]]:
     """Release by key and token, pipelined; the raw replies (1, 0, errors, UNKNOWN, NOT_SENT)."""
     encode, reencode = script_encoders(_scripts.RELEASE, keys, tokens, None)
-    options: dict[str, Any] = {"on_replies": on_replies}
+    options: dict[str, Any] = {"on_replies": on_replies, "keys": keys}
     if deadline != math.inf:  # only the threaded client's close and cleaner set one
         options["deadline"] = deadline
     step = Call(client._exec.many, (len(keys), encode, _scripts.RELEASE, reencode), options)
@@ -178,7 +178,8 @@ def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow
     sent_at = time.monotonic()
     extending(leases, ms, sent_at)
     try:
-        replies = yield Call(client._exec.many, (len(leases), encode, _scripts.EXTEND, reencode))
+        step = Call(client._exec.many, (len(leases), encode, _scripts.EXTEND, reencode), {"keys": keys})
+        replies = yield step
     except BaseException:
         commands_unknown(leases, sent_at)  # interrupted or cancelled, perhaps after some were sent
         raise
@@ -187,5 +188,5 @@ def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow
 
 def query_many_flow(client: Any, names: Sequence[str | bytes]) -> Flow[list[LockInfo]]:
     keys = encode_unique_names(names)
-    replies = yield Call(client._exec.many, (len(keys), pttl_encoder(keys)))
+    replies = yield Call(client._exec.many, (len(keys), pttl_encoder(keys)), {"keys": keys})
     return settle_query(names, replies)

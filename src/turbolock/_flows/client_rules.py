@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from turbolock._flows.cleanup_book import CleanupBook
 from turbolock._flows.client_settings import (
+    CLIENT_KEYWORDS,
     CodecAndChunks,
     acquire_lost_error,
     check_chunk_size,
@@ -36,6 +37,8 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
 
     _lock_type: Any
     """The class of its Lock objects (made by ``lock()``)."""
+    _own_keywords: tuple[str, ...] = CLIENT_KEYWORDS
+    """Keywords ``from_url`` and ``from_redis`` pass to the client, not to its connections."""
     _renewer_instance: Any
 
     def _configure(self, host: str, port: int, key_prefix: str | bytes, max_connections: int,
@@ -56,7 +59,7 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
     @classmethod
     def from_url(cls: type[C], url: str, **kwargs: Any) -> C:
         """``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS) or ``unix:///path?db=N``."""
-        client_kwargs = split_keywords(kwargs)
+        client_kwargs = split_keywords(kwargs, cls._own_keywords)
         make: Any = cls
         client: C = make(options=options_from_url(url, **kwargs), **client_kwargs)
         return client
@@ -65,7 +68,7 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
     def from_redis(cls: type[C], redis_client: Any, **kwargs: Any) -> C:
         """Connect where a ``redis.Redis`` (or ``redis.asyncio.Redis``) connects, with its
         credentials, db, TLS and timeouts."""
-        client_kwargs = split_keywords(kwargs)
+        client_kwargs = split_keywords(kwargs, cls._own_keywords)
         make: Any = cls
         client: C = make(options=options_from_redis(redis_client, **kwargs), **client_kwargs)
         return client

@@ -58,9 +58,9 @@ def renew_policy(auto_renew: bool | AutoRenew, on_lost: OnLost | None, ms: int) 
     return check_policy(auto_renew, ms)
 
 
-def split_keywords(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Take the client's own keywords out of ``kwargs`` (the rest are the connection's)."""
-    return {k: kwargs.pop(k) for k in CLIENT_KEYWORDS if k in kwargs}
+def split_keywords(kwargs: dict[str, Any], own: tuple[str, ...] = CLIENT_KEYWORDS) -> dict[str, Any]:
+    """Take the client's ``own`` keywords out of ``kwargs`` (the rest are the connection's)."""
+    return {k: kwargs.pop(k) for k in own if k in kwargs}
 
 
 def describe_names(names: list[str | bytes]) -> str:

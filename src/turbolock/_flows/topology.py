@@ -7,15 +7,16 @@ Two shapes exist, each with a threaded and an asyncio implementation:
 - ``Server``: every key on one server (``client._exec``: ``_sync.executor.Executor``,
   ``_aio.executor.Executor``). Flows reach it with ``Call(client._exec.<method>, ...)``; replies
   come back one per item, in input order, ``UNKNOWN`` or ``NOT_SENT`` where none came.
-- ``Masters``: every key on each of N independent masters, decided by quorum (``FanOne`` and
-  ``FanMany`` steps, performed by ``client._perform``: ``_redlock.fanout`` over blocking
-  sockets, ``_aio.fanout`` over asyncio connections); replies come back per master.
+- ``Masters``: every key on each of N independent masters, decided by quorum (``Call`` of the
+  client's ``_fan_one`` or ``_fan_many``: ``_redlock.fanout`` over blocking sockets,
+  ``_aio.fanout`` over asyncio connections); replies come back per master.
 
-Redis Cluster fits the first shape: a ``Server`` whose ``many`` groups the items by the slot
-of their key (the encoders are built from the keys, see ``bulk_plan.script_encoders``), sends
-each node its share at once and puts the replies back in input order, so the single-server
-flows run on it unchanged. Sentinel is a ``Server`` whose connections are opened to the master
-Sentinel names.
+Redis Cluster fits the first shape: a ``Server`` (``_sync.cluster.ClusterExecutor``) that
+sends each key's command to the master of its slot and whose ``many`` groups the items by
+their ``keys`` (which the flows pass), sends each master its share and puts the replies back
+in input order, so the single-server flows run on it unchanged; the routing and the redirects
+are written once (``cluster_routes``). Sentinel will be a ``Server`` whose connections are
+opened to the master Sentinel names.
 """
 
 from __future__ import annotations
@@ -32,17 +33,21 @@ class Server(Protocol):
 
     chunk_size: int
 
-    def pttl_one(self, key: bytes) -> object:
+    def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int, deadline: float) -> object:
+        """``SET NX PX`` of one lock; ``Unconfirmed`` when it was written and no reply came."""
+
+    def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
         """PTTL of one key."""
 
-    def script_one(self, script: Script, key: bytes, token: bytes, ttl_ms: int | None) -> object:
+    def script_one(self, script: Script, key: bytes, token: bytes, ttl_ms: int | None,
+                   deadline: float | None = None) -> object:
         """EVALSHA of a single-key script (loaded again on NOSCRIPT); ``Unconfirmed`` when it
         was written and no reply came."""
 
     def many(self, count: int, encode: Encoder, script: Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
-             deadline: float = math.inf, orphans: Any = None) -> list[object]:
-        """A reply per item in input order, pipelined in chunks."""
+             deadline: float = math.inf, orphans: Any = None, keys: Any = None) -> list[object]:
+        """A reply per item in input order, pipelined in chunks; ``keys[i]`` is item i's key."""
 
 
 class AsyncServer(Protocol):

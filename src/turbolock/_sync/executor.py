@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from turbolock._sync.connection import Connection
@@ -36,6 +37,8 @@ def _script_load(conn: Connection, script: _scripts.Script) -> bytes:
 
 
 class Executor:
+    """The ``Server`` of one Redis server (``_flows/topology``), over a pool of connections."""
+
     __slots__ = ("pool", "timeout", "chunk_size")
 
     def __init__(self, pool: ConnectionPool, timeout: float, chunk_size: int) -> None:
@@ -43,9 +46,10 @@ class Executor:
         self.timeout = timeout
         self.chunk_size = chunk_size
 
-    def pttl_one(self, key: bytes) -> object:
+    def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
         """PTTL of one lock key. Transport errors propagate."""
-        deadline = time.monotonic() + self.timeout
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
         pool = self.pool
         conn = pool.get(deadline)
         try:
@@ -58,13 +62,70 @@ class Executor:
         pool.put(conn)
         return reply
 
-    def script_one(self, script: _scripts.Script, key: bytes, token: bytes, ttl_ms: int | None) -> object:
+    def command_one(self, args: tuple[bytes, ...], deadline: float) -> object:
+        """Any one command (``CLUSTER SHARDS``...). Transport errors propagate."""
+        pool = self.pool
+        conn = pool.get(deadline)
+        try:
+            buf = conn.buffer
+            buf.append_command(args)
+            reply = conn.request(buf.take(), deadline)
+        except BaseException:
+            pool.discard(conn)
+            raise
+        pool.put(conn)
+        return reply
+
+    def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int, deadline: float) -> object:
+        """``SET key token NX PX ttl_ms``; ``Unconfirmed`` when it was written and no reply came
+        (errors before that, no connection, propagate)."""
+        pool = self.pool
+        conn = pool.get(deadline)
+        buf = conn.buffer
+        buf.append_set_nx_px(key, token, ttl_ms)
+        try:
+            reply = conn.request(buf.take(), deadline)
+        except BaseException as exc:
+            pool.discard(conn)
+            raise Unconfirmed(exc) from None
+        pool.put(conn)
+        return reply
+
+    def asking_one(self, append: Callable[[Any], None], deadline: float,
+                   script: _scripts.Script | None = None) -> object:
+        """``ASKING`` and the command ``append(buf)`` writes (a Redis Cluster slot being migrated
+        here); a script this node does not know yet is loaded and run again. ``Unconfirmed``
+        when the command was written and no reply came."""
+        pool = self.pool
+        conn = pool.get(deadline)
+        buf = conn.buffer
+        try:
+            buf.append_command((b"ASKING",))
+            append(buf)
+            reply = conn.roundtrip(buf.take(), 2, deadline)[1]
+            loaded: object = None
+            if script is not None and type(reply) is ReplyError and reply.code == "NOSCRIPT":
+                load = _script_load(conn, script)
+                buf.append_command((b"ASKING",))
+                append(buf)
+                loaded, _, reply = conn.roundtrip(load + buf.take(), 3, deadline)
+        except BaseException as exc:
+            pool.discard(conn)
+            raise Unconfirmed(exc) from None
+        pool.put(conn)
+        if script is not None:
+            check_loaded([loaded], script)
+        return reply
+
+    def script_one(self, script: _scripts.Script, key: bytes, token: bytes, ttl_ms: int | None,
+                   deadline: float | None = None) -> object:
         """EVALSHA of a single-key script; on NOSCRIPT, SCRIPT LOAD and the retry go out together.
 
         A transport failure after the command was written raises ``Unconfirmed``; errors raised
         before anything was sent (no connection) and refusals (SCRIPT LOAD denied) propagate.
         """
-        deadline = time.monotonic() + self.timeout
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
         pool = self.pool
         conn = pool.get(deadline)
         buf = conn.buffer
@@ -85,7 +146,7 @@ class Executor:
 
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
-             deadline: float = math.inf, orphans: Any = None) -> list[object]:
+             deadline: float = math.inf, orphans: Any = None, keys: Any = None) -> list[object]:
         """Replies for ``count`` items in input order; an item whose outcome the connection lost
         is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
 
@@ -93,7 +154,8 @@ class Executor:
         ``reencode(buf, indices)``. ``on_replies(start, replies)`` also sees each chunk as it
         arrives (not the NOSCRIPT retries), to overlap the caller's work with the server's.
         Nothing waits past ``deadline`` (besides each chunk's own timeout). ``orphans`` is the
-        asyncio executor's (a blocking caller is never cancelled); it is ignored here.
+        asyncio executor's (a blocking caller is never cancelled); it is ignored here, and so are
+        ``keys`` (each item's key, for a Redis Cluster's executor to route by).
         """
         results: list[object] = [NOT_SENT] * count
         if not count:
