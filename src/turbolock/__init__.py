@@ -15,9 +15,11 @@ from turbolock._redlock.lock import RedlockLock
 from turbolock._wire import core as _core
 from turbolock._wire.validate import MAX_NAME_BYTES, MAX_TTL_MS, MIN_TOKEN_BYTES
 from turbolock.client import LockClient
+from turbolock.cluster import ClusterLockClient
 from turbolock.errors import (
     AcquireOutcomeUnknownError,
     AuthenticationError,
+    ClusterError,
     ConnectionError,
     ExtensionLimitError,
     InvalidArgumentError,
@@ -63,6 +65,8 @@ __all__ = [
     "AcquireOutcomeUnknownError",
     "AuthenticationError",
     "AutoRenew",
+    "ClusterError",
+    "ClusterLockClient",
     "ConnectionError",
     "ConnectionOptions",
     "ExtensionLimitError",

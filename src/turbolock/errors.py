@@ -150,6 +150,11 @@ class ReplyError(Exception):
         return hash(self.args)
 
 
+class ClusterError(ConnectionError):
+    """A Redis Cluster could not serve the call: no node gave a slot map, a slot has no master
+    (the cluster is down or being changed), or a key's redirects never ended."""
+
+
 class QuorumError(ConnectionError):
     """Too many Redlock masters failed to answer for a call to be decided; ``names`` lists the locks.
 

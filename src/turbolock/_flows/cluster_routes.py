@@ -1,0 +1,263 @@
+"""Redis Cluster routing, written once for threads and asyncio: which master each key's command
+goes to, and what to do with a reply that says it went to the wrong one.
+
+The slot map comes from ``CLUSTER SHARDS`` (``CLUSTER SLOTS`` on older servers), asked of the
+known masters, then of the start-up nodes. A ``MOVED`` reply updates the map and the command
+goes again to the new master; ``ASK`` sends it once to the importing node after ``ASKING``;
+``TRYAGAIN`` and ``CLUSTERDOWN`` wait a little and try again; all within the call's deadline. A
+connection error fails the call with its typed error, as on one server, and marks the map stale:
+the next call reads it again, and after a failover finds the promoted replica.
+
+The flows here yield calls on ``nodes`` (``_sync.cluster.ClusterExecutor`` or its asyncio twin):
+``nodes.node(address)`` is the ``Server`` of one node, ``nodes.refresh(deadline)`` reads the map
+(one refresh at a time, which is the driver's to enforce).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from turbolock._flows.steps import Call, Flow, Sleep
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder, Unconfirmed
+from turbolock._wire.slot_map import Address, Redirect, SlotMap, map_from_shards, map_from_slots, redirect_of
+from turbolock._wire.slots import key_slot
+from turbolock.errors import ClusterError, ConnectionError, ProtocolError, ReplyError
+
+MAX_REDIRECTS = 5
+"""Redirects one command follows before the call fails (a map changing faster is a broken cluster)."""
+RETRY_PAUSE = 0.02
+"""Pause before sending again after TRYAGAIN or CLUSTERDOWN."""
+
+
+def retry_later(reply: object) -> bool:
+    return type(reply) is ReplyError and reply.code in ("TRYAGAIN", "CLUSTERDOWN")
+
+
+class ClusterRoutes:
+    """The slot map a client believes, and whether it must be read again before the next call."""
+
+    def __init__(self, key_prefix: bytes, startup: Sequence[Address], use_tls: bool) -> None:
+        self.key_prefix = key_prefix
+        self.startup = list(startup)
+        self.use_tls = use_tls
+        self.map: SlotMap | None = None
+        self.stale = True
+
+    def candidates(self) -> list[Address]:
+        """Whom to ask for the map: the masters known, then the start-up nodes."""
+        known = self.map.masters if self.map is not None else []
+        return list(dict.fromkeys([*known, *self.startup]))
+
+    def install(self, reply: object, fallback: object, address: Address) -> SlotMap:
+        """The map from a ``CLUSTER SHARDS`` reply (or, when the server did not know that
+        command, ``fallback``: a ``CLUSTER SLOTS`` reply)."""
+        host = address[0]
+        if type(reply) is ReplyError:
+            text = str(reply).lower()
+            if "cluster support disabled" in text:
+                raise ProtocolError(f"{host}:{address[1]} is not a Redis Cluster node "
+                                    "(cluster support disabled)")
+            if fallback is None or type(fallback) is ReplyError:
+                raise ProtocolError(f"{host}:{address[1]} gave no slot map: {fallback or reply}")
+            fresh = map_from_slots(fallback, host)
+        else:
+            fresh = map_from_shards(reply, host, self.use_tls)
+        if not fresh.masters:
+            raise ProtocolError(f"{host}:{address[1]} serves no slots (is the cluster created?)")
+        self.map = fresh
+        self.stale = False
+        return fresh
+
+    def moved(self, redirect: Redirect) -> None:
+        if self.map is not None:
+            self.map = self.map.moved(redirect.slot, redirect.address)
+        self.stale = True  # the rest of the map has probably moved too: read it before the next call
+
+    def master_of(self, key: bytes) -> Address | None:
+        """The master of ``key``'s slot, or None while the map must be read (again)."""
+        if self.map is None or self.stale:
+            return None
+        return self.map.node_of(key_slot(self.key_prefix + key))
+
+    def groups(self, indices: Sequence[int], keys: Sequence[bytes]) -> dict[Address, list[int]] | None:
+        """The items of each master, in input order; None while the map must be read."""
+        slot_map = self.map
+        if slot_map is None or self.stale:
+            return None
+        prefix = self.key_prefix
+        groups: dict[Address, list[int]] = {}
+        for i in indices:
+            address = slot_map.node_of(key_slot(prefix + keys[i]))
+            if address is None:
+                return None
+            groups.setdefault(address, []).append(i)
+        return groups
+
+
+def refresh_flow(routes: ClusterRoutes, nodes: Any, deadline: float) -> Flow[SlotMap]:
+    """Read the map from the first node that gives one."""
+    errors: list[str] = []
+    for address in routes.candidates():
+        if time.monotonic() >= deadline:
+            break
+        node = nodes.node(address)
+        try:
+            reply = yield Call(node.command_one, ((b"CLUSTER", b"SHARDS"), deadline))
+            fallback = None
+            if type(reply) is ReplyError and "unknown" in str(reply).lower():
+                fallback = yield Call(node.command_one, ((b"CLUSTER", b"SLOTS"), deadline))
+            return routes.install(reply, fallback, address)
+        except (ConnectionError, ProtocolError) as exc:
+            errors.append(f"{address[0]}:{address[1]}: {exc}")
+    not_cluster = [error for error in errors if "not a Redis Cluster node" in error]
+    if not_cluster and len(not_cluster) == len(errors):
+        raise ProtocolError("; ".join(not_cluster))
+    raise ClusterError("no cluster node gave a slot map" + (f" ({'; '.join(errors)})" if errors else ""))
+
+
+def _master_flow(routes: ClusterRoutes, nodes: Any, key: bytes, deadline: float) -> Flow[Address]:
+    address = routes.master_of(key)
+    if address is None:
+        yield Call(nodes.refresh, (deadline,))
+        address = routes.master_of(key)
+        if address is None:
+            slot = key_slot(routes.key_prefix + key)
+            raise ClusterError(f"no master serves slot {slot}: the cluster is down or being changed")
+    return address
+
+
+def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[Any, float], Any],
+                 ask: Callable[[Any, float], Any], deadline: float) -> Flow[object]:
+    """One command for one key: ``send(node, deadline)`` is the node's call to yield, ``ask``
+    the same after ``ASKING``. Redirects are followed; any other reply is the result."""
+    for _ in range(MAX_REDIRECTS):
+        address = yield from _master_flow(routes, nodes, key, deadline)
+        try:
+            reply = yield send(nodes.node(address), deadline)
+        except BaseException:
+            routes.stale = True  # a failover, perhaps: the map is read again before the next call
+            raise
+        redirect = redirect_of(reply, address[0])
+        if redirect is not None:
+            if redirect.ask:
+                return (yield ask(nodes.node(redirect.address), deadline))
+            routes.moved(redirect)
+            continue
+        if retry_later(reply) and time.monotonic() + RETRY_PAUSE < deadline:
+            routes.stale = True
+            yield Sleep(RETRY_PAUSE)
+            continue
+        return reply
+    raise ClusterError(f"a key was redirected {MAX_REDIRECTS} times; the cluster keeps changing")
+
+
+def set_nx_flow(routes: ClusterRoutes, nodes: Any, key: bytes, token: bytes, ttl_ms: int,
+                deadline: float) -> Flow[object]:
+    def append(buf: Any) -> None:
+        buf.append_set_nx_px(key, token, ttl_ms)
+
+    return one_key_flow(routes, nodes, key,
+                        lambda node, end: Call(node.set_nx_one, (key, token, ttl_ms, end)),
+                        lambda node, end: Call(node.asking_one, (append, end, None)), deadline)
+
+
+def script_flow(routes: ClusterRoutes, nodes: Any, script: _scripts.Script, key: bytes, token: bytes,
+                ttl_ms: int | None, deadline: float) -> Flow[object]:
+    def append(buf: Any) -> None:
+        buf.append_evalsha(script.sha, key, token, ttl_ms)
+
+    return one_key_flow(routes, nodes, key,
+                        lambda node, end: Call(node.script_one, (script, key, token, ttl_ms, end)),
+                        lambda node, end: Call(node.asking_one, (append, end, script)), deadline)
+
+
+def pttl_flow(routes: ClusterRoutes, nodes: Any, key: bytes, deadline: float) -> Flow[object]:
+    def append(buf: Any) -> None:
+        buf.append_pttl(key)
+
+    try:
+        return (yield from one_key_flow(routes, nodes, key, lambda node, end: Call(node.pttl_one, (key, end)),
+                                        lambda node, end: Call(node.asking_one, (append, end, None)),
+                                        deadline))
+    except Unconfirmed as exc:  # a read: what was lost is just an error
+        raise exc.cause from None
+
+
+def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, script: _scripts.Script | None,
+              reencode: Reencoder | None, keys: Sequence[bytes], timeout: float, chunk_size: int,
+              deadline: float) -> Flow[list[object]]:
+    """A reply per item in input order: each master gets its items pipelined in chunks (a
+    chunk's timeout each); items redirected or told to wait go again while time is left."""
+    if len(keys) != count:
+        raise ProtocolError("a cluster bulk call needs each item's key")
+    results: list[object] = [NOT_SENT] * count
+    pending: list[int] = list(range(count))
+    end = min(deadline, time.monotonic() + timeout * max(1, math.ceil(count / chunk_size)))
+    for _ in range(MAX_REDIRECTS):
+        groups = routes.groups(pending, keys)
+        if groups is None:
+            yield Call(nodes.refresh, (end,))
+            groups = routes.groups(pending, keys)
+            if groups is None:
+                raise ClusterError("some slots have no master: the cluster is down or being changed")
+        again: list[int] = []
+        for address, indices in groups.items():
+            replies = yield from _share_flow(routes, nodes, address, indices, encode, script, reencode,
+                                             deadline)
+            for position, i in enumerate(indices):
+                reply = replies[position]
+                redirect = redirect_of(reply, address[0])
+                if redirect is not None and not redirect.ask:
+                    routes.moved(redirect)
+                    again.append(i)
+                elif redirect is not None:  # the slot is being migrated: this key, once, where it goes
+                    results[i] = yield from _ask_item_flow(nodes, redirect.address, encode, i, script,
+                                                           deadline)
+                elif retry_later(reply):
+                    routes.stale = True
+                    again.append(i)
+                else:
+                    results[i] = reply
+        pending = again
+        if not pending or time.monotonic() + RETRY_PAUSE >= end:
+            break
+        yield Sleep(RETRY_PAUSE)
+    return results
+
+
+def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: list[int], encode: Encoder,
+                script: _scripts.Script | None, reencode: Reencoder | None,
+                deadline: float) -> Flow[list[object]]:
+    """Items ``indices`` to one master, pipelined; their replies in that order."""
+    def encode_share(buf: Any, start: int, stop: int) -> None:
+        for i in indices[start:stop]:
+            encode(buf, i, i + 1)
+
+    def reencode_share(buf: Any, positions: Sequence[int]) -> None:
+        assert reencode is not None
+        reencode(buf, [indices[p] for p in positions])
+
+    node = nodes.node(address)
+    options: dict[str, Any] = {} if deadline == math.inf else {"deadline": deadline}
+    try:
+        replies: list[object] = yield Call(node.many, (len(indices), encode_share, script,
+                                                       None if reencode is None else reencode_share), options)
+    except BaseException:
+        routes.stale = True
+        raise
+    return replies
+
+
+def _ask_item_flow(nodes: Any, address: Address, encode: Encoder, i: int, script: _scripts.Script | None,
+                   deadline: float) -> Flow[object]:
+    def append(buf: Any) -> None:
+        encode(buf, i, i + 1)
+
+    try:
+        return (yield Call(nodes.node(address).asking_one, (append, deadline, script)))
+    except Unconfirmed:
+        return UNKNOWN

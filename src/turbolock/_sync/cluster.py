@@ -1,0 +1,95 @@
+"""Redis Cluster for threads: the ``Server`` of the flows (``_flows/topology``) over one
+``Executor`` per node; the routing and the redirects are ``_flows/cluster_routes``'s."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+import time
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from turbolock._flows.cluster_routes import (
+    ClusterRoutes,
+    many_flow,
+    pttl_flow,
+    refresh_flow,
+    script_flow,
+    set_nx_flow,
+)
+from turbolock._sync.drive import run
+from turbolock._sync.executor import Executor
+from turbolock._sync.pool import ConnectionPool
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
+from turbolock._wire.slot_map import Address, SlotMap
+from turbolock.options import ConnectionOptions
+
+
+class ClusterExecutor:
+    """The executors of the cluster's nodes (made on first use) and the routes between them."""
+
+    def __init__(self, options: ConnectionOptions, core: ModuleType, key_prefix: bytes, max_connections: int,
+                 timeout: float, chunk_size: int, startup: Sequence[Address]) -> None:
+        self._options = options
+        self._core = core
+        self._key_prefix = key_prefix
+        self._max_connections = max_connections
+        self.timeout = timeout
+        self.chunk_size = chunk_size
+        self.routes = ClusterRoutes(key_prefix, startup, options.ssl)
+        self._nodes: dict[Address, Executor] = {}
+        self._nodes_lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
+
+    def node(self, address: Address) -> Executor:
+        executor = self._nodes.get(address)
+        if executor is None:
+            with self._nodes_lock:
+                executor = self._nodes.get(address)
+                if executor is None:
+                    options = dataclasses.replace(self._options, host=address[0], port=address[1])
+                    pool = ConnectionPool(options, self._core, self._key_prefix, self._max_connections)
+                    executor = self._nodes[address] = Executor(pool, self.timeout, self.chunk_size)
+        return executor
+
+    def refresh(self, deadline: float) -> SlotMap:
+        """Read the slot map; a thread that waited for another's refresh uses its map."""
+        seen = self.routes.map
+        with self._refresh_lock:
+            routes = self.routes
+            if routes.map is not None and routes.map is not seen and not routes.stale:
+                return routes.map
+            return run(refresh_flow(routes, self, deadline))
+
+    def _deadline(self, deadline: float | None) -> float:
+        return time.monotonic() + self.timeout if deadline is None else deadline
+
+    def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int, deadline: float) -> object:
+        return run(set_nx_flow(self.routes, self, key, token, ttl_ms, deadline))
+
+    def script_one(self, script: _scripts.Script, key: bytes, token: bytes, ttl_ms: int | None,
+                   deadline: float | None = None) -> object:
+        return run(script_flow(self.routes, self, script, key, token, ttl_ms, self._deadline(deadline)))
+
+    def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
+        return run(pttl_flow(self.routes, self, key, self._deadline(deadline)))
+
+    def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
+             reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
+             deadline: float = math.inf, orphans: Any = None, keys: Sequence[bytes] = ()) -> list[object]:
+        """Each master's items pipelined to it; replies in input order (``on_replies`` sees them
+        all at the end). ``keys[i]`` is item i's key: the flows pass them for routing."""
+        results = run(many_flow(self.routes, self, count, encode, script, reencode, keys, self.timeout,
+                                self.chunk_size, deadline))
+        if on_replies is not None and count:
+            on_replies(0, results)
+        return results
+
+    def close(self) -> None:
+        with self._nodes_lock:
+            nodes, self._nodes = list(self._nodes.values()), {}
+        for node in nodes:
+            node.pool.close()

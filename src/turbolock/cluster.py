@@ -1,0 +1,86 @@
+"""``ClusterLockClient``: locks on Redis Cluster, each lock's commands sent to the master of its
+key's slot, bulk calls split per master. Everything else is ``LockClient``'s: the same flows,
+the same Lock objects, the same errors.
+
+Not yet on a cluster (each refused with a typed error naming the argument, before anything is
+sent): auto-renewal (``auto_renew``, ``on_lost``, and so ``lock(name)`` without a ttl) and
+shard claims (``acquire_many(..., limit=k)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from turbolock._flows.bulk_result import AcquireManyResult
+from turbolock._flows.client_settings import CLIENT_KEYWORDS, DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX
+from turbolock._flows.renewal_book import AutoRenew, OnLost
+from turbolock._sync.cluster import ClusterExecutor
+from turbolock._wire.slot_map import Address
+from turbolock._wire.validate import Seconds
+from turbolock.client import DEFAULT_MAX_CONNECTIONS, LockClient
+from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
+from turbolock.options import options_from_url
+
+NOT_YET = "is not supported on Redis Cluster yet"
+
+
+def _startup_address(node: object) -> Address:
+    if isinstance(node, str):
+        options = options_from_url(node)
+        return options.host, options.port
+    if (isinstance(node, tuple) and len(node) == 2 and isinstance(node[0], str)
+            and type(node[1]) is int and 0 < node[1] < 65536):
+        return node[0], node[1]
+    raise InvalidArgumentTypeError("startup_nodes",
+                                   f"items must be URLs or (host, port) pairs, not {node!r:.60}")
+
+
+class ClusterLockClient(LockClient):
+    """A lock client for Redis Cluster; thread-safe, with a pool of connections per master.
+
+    ``host``/``port`` (or ``from_url``'s URL) is one node of the cluster; ``startup_nodes``
+    (URLs or ``(host, port)`` pairs) are more to ask for the slot map if that one is down.
+    Credentials, TLS and timeouts apply to every node. The slot map is read on the first call,
+    and again after a ``MOVED`` reply or a connection error (a failover).
+    """
+
+    _own_keywords = (*CLIENT_KEYWORDS, "startup_nodes")
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 6379, *, startup_nodes: Sequence[Any] = (),
+                 key_prefix: str | bytes = DEFAULT_KEY_PREFIX, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, core: str | None = None, **connection: Any) -> None:
+        if isinstance(startup_nodes, str | bytes) or not isinstance(startup_nodes, Sequence):
+            raise InvalidArgumentTypeError("startup_nodes", "must be a list of URLs or (host, port) pairs")
+        self._startup = [_startup_address(node) for node in startup_nodes]
+        super().__init__(host, port, key_prefix=key_prefix, max_connections=max_connections,
+                         chunk_size=chunk_size, core=core, **connection)
+
+    def _open(self, max_connections: int) -> None:
+        options = self.options
+        if options.unix_socket_path is not None:
+            raise InvalidArgumentError("unix_socket_path", "a Redis Cluster is reached over TCP")
+        if options.db != 0:
+            raise InvalidArgumentError("db", "Redis Cluster has database 0 only")
+        startup = [(options.host, options.port), *self._startup]
+        self._exec = self._cluster = ClusterExecutor(options, self.core, self.key_prefix, max_connections,
+                                                     options.timeout, self._chunk_size, startup)
+        self._exec_renewals = self._exec
+
+    def _close_connections(self) -> None:
+        self._cluster.close()
+
+    def _renew_policy(self, auto_renew: bool | AutoRenew, on_lost: OnLost | None,
+                      ms: int) -> AutoRenew | None:
+        if auto_renew is False and on_lost is None:
+            return None
+        raise InvalidArgumentError("on_lost" if auto_renew is False else "auto_renew",
+                                   f"auto-renewal {NOT_YET}; pass a ttl and auto_renew=False")
+
+    def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
+                     tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
+                     on_lost: OnLost | None = None, limit: int | None = None) -> AcquireManyResult:
+        if limit is not None:
+            raise InvalidArgumentError("limit", f"claiming (limit=k) {NOT_YET}")
+        return super().acquire_many(names, ttl, all_or_nothing=all_or_nothing, tokens=tokens,
+                                    auto_renew=auto_renew, on_lost=on_lost)

@@ -1,0 +1,121 @@
+"""Slots that move while locks are held and taken: a slot migrated by hand (``CLUSTER SETSLOT``
+IMPORTING/MIGRATING, ``MIGRATE``, ``SETSLOT NODE``: what ``redis-cli --cluster reshard`` does)
+answers ASK while it moves and MOVED after; the client follows both and no lock is lost or
+granted twice. A killed master's calls fail with typed errors within their deadline, and once
+its replica is promoted the client finds it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import redis
+
+from turbolock import ConnectionError
+from turbolock._wire.slots import key_slot
+from turbolock.cluster import ClusterLockClient
+from turbolock.redis_cluster import RedisCluster
+from turbolock.redis_server import RedisServer
+
+TTL = 30
+Raws = Callable[[RedisServer], redis.Redis]
+
+
+def _node_id(raw: redis.Redis) -> str:
+    node_id = raw.execute_command("CLUSTER", "MYID")
+    return node_id.decode() if isinstance(node_id, bytes) else str(node_id)
+
+
+def _asking_get(raw: redis.Redis, key: bytes) -> object:
+    """GET on a node importing the key's slot (it redirects a GET without ASKING)."""
+    pipe = raw.pipeline(transaction=False)
+    pipe.execute_command("ASKING")
+    pipe.get(key)
+    return pipe.execute()[1]
+
+
+def _other_master(cluster: RedisCluster, source: RedisServer) -> RedisServer:
+    for node in cluster.nodes[: cluster.masters]:
+        if node.port != source.port:
+            return node
+    raise AssertionError("no other master")
+
+
+def test_a_slot_moving_answers_ask_then_moved_and_nothing_is_lost(
+        own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
+        key_prefix: str, raws: Raws) -> None:
+    cluster = own_cluster(masters=3, replicas=0)
+    client = make_cluster_client(cluster)
+    tag = "{moving}"
+    slot = key_slot(tag.encode())
+    names = [f"{tag}:{i}" for i in range(6)]  # behind the client's key prefix, the tag decides the slot
+    client_prefix = key_prefix.encode()
+    assert all(key_slot(client_prefix + name.encode()) == slot for name in names)
+    held = [client.try_acquire(name, TTL) for name in names[:3]]  # on the source before the move
+    assert all(lease is not None for lease in held)
+    source = cluster.master_of(slot)
+    target = _other_master(cluster, source)
+    src, dst = raws(source), raws(target)
+    source_id, target_id = _node_id(src), _node_id(dst)
+    dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+    src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+    # Half-way: the held keys are still on the source; a new name there is not: ASK sends it on.
+    moved_one = client.try_acquire(names[3], TTL)
+    assert moved_one is not None
+    assert _asking_get(dst, client_prefix + names[3].encode()) == moved_one.token
+    assert int(src.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot)) == 3  # only the held ones
+    assert client.try_acquire(names[0], TTL) is None  # still held, on the source
+    keys = [client_prefix + name.encode() for name in names[:3]]
+    src.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
+    for node in (src, dst):
+        node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+    # After: the client's map still says "source"; MOVED corrects it, for one key and for many.
+    assert client.try_acquire(names[1], TTL) is None
+    result = client.acquire_many(names, TTL)
+    assert sorted(result.not_acquired) == sorted(names[:4])
+    assert len(result.acquired) == 2
+    assert all(dst.get(client_prefix + lease.key) == lease.token for lease in result.acquired)
+    leases = [lease for lease in held if lease is not None] + [moved_one] + result.acquired
+    assert client.release_many(leases) == [True] * 6
+    assert dst.dbsize() == 0 and src.dbsize() == 0
+
+
+def test_a_killed_master_fails_calls_in_time_then_its_replica_serves(
+        own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
+        key_prefix: str) -> None:
+    cluster = own_cluster(masters=3, replicas=1, node_timeout=1000)
+    timeout = 0.5
+    client = make_cluster_client(cluster, timeout=timeout, connect_timeout=timeout)
+    names = [f"acct:{i}" for i in range(30)]
+    leases = client.acquire_many(names, TTL).acquired
+    assert len(leases) == 30
+    raw = redis.Redis(host=cluster.nodes[0].host, port=cluster.nodes[0].port)
+    try:
+        assert int(raw.execute_command("WAIT", 1, 2000)) == 1  # its replica has the locks before the crash
+    finally:
+        raw.close()
+    victim = cluster.nodes[0]
+    on_victim = [lease for lease in leases
+                 if cluster.master_of(key_slot(key_prefix.encode() + lease.key)).port == victim.port]
+    assert on_victim
+    victim.kill()
+    failures = 0
+    recovered_after = None
+    started = time.monotonic()
+    while time.monotonic() - started < 20:
+        call_started = time.monotonic()
+        try:
+            left = client.check(on_victim[0])
+        except ConnectionError:
+            failures += 1
+            elapsed = time.monotonic() - call_started
+            assert elapsed < timeout * 2 + 0.3, f"a call took {elapsed:.2f}s with a {timeout}s timeout"
+            time.sleep(0.1)
+            continue
+        recovered_after = time.monotonic() - started
+        assert left is not None and left > 0, "the promoted replica lost an acknowledged lock"
+        break
+    assert recovered_after is not None, "the client never reached the promoted replica"
+    assert failures >= 1
+    assert all(client.check(lease) is not None for lease in on_victim)
+    assert client.release_many(leases) == [True] * 30
