@@ -167,6 +167,9 @@ def main() -> int:
     parser.add_argument("--only", help="workloads, comma-separated: " + ",".join(w.name for w in WORKLOADS))
     parser.add_argument("--cores", default="c,py")
     parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--after", default=before_after.AFTER_SRC,
+                        help="the src/ of the code now (default this checkout's; a copy keeps a long run "
+                             "apart from edits made meanwhile)")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         print("valgrind is not installed: apt-get install valgrind", file=sys.stderr)
@@ -174,7 +177,7 @@ def main() -> int:
     chosen = [w for w in WORKLOADS if args.only is None or w.name in args.only.split(",")]
     cores = args.cores.split(",")
     before_sha = before_after.prepare_before(before_after.BEFORE_DIR, before_after.BEFORE_COMMIT)
-    sides = (("before", os.path.join(before_after.BEFORE_DIR, "src")), ("after", before_after.AFTER_SRC))
+    sides = (("before", os.path.join(before_after.BEFORE_DIR, "src")), ("after", os.path.abspath(args.after)))
     servers = before_after.Servers(3)
     rows = []
     try:
@@ -192,7 +195,7 @@ def main() -> int:
         servers.stop()
     if args.json:
         with open(args.json, "w") as out:
-            fingerprint = before_after.tree_fingerprint(before_after.AFTER_SRC)
+            fingerprint = before_after.tree_fingerprint(os.path.abspath(args.after))
             json.dump({"before": before_sha, "after_head": before_after.git("rev-parse", "HEAD"),
                        "after_fingerprint": fingerprint, "rows": rows}, out, indent=1)
     return 0

@@ -48,27 +48,19 @@ class Executor:
 
     def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
         """PTTL of one lock key. Transport errors propagate."""
-        if deadline is None:
-            deadline = time.monotonic() + self.timeout
-        pool = self.pool
-        conn = pool.get(deadline)
-        try:
-            buf = conn.buffer
-            buf.append_pttl(key)
-            reply = conn.request(buf.take(), deadline)
-        except BaseException:
-            pool.discard(conn)
-            raise
-        pool.put(conn)
-        return reply
+        return self._read_one(lambda buf: buf.append_pttl(key),
+                              time.monotonic() + self.timeout if deadline is None else deadline)
 
     def command_one(self, args: tuple[bytes, ...], deadline: float) -> object:
-        """Any one command (``CLUSTER SHARDS``...). Transport errors propagate."""
+        """Any one command that changes nothing (``CLUSTER SHARDS``...). Transport errors propagate."""
+        return self._read_one(lambda buf: buf.append_command(args), deadline)
+
+    def _read_one(self, append: Callable[[Any], None], deadline: float) -> object:
         pool = self.pool
         conn = pool.get(deadline)
         try:
             buf = conn.buffer
-            buf.append_command(args)
+            append(buf)
             reply = conn.request(buf.take(), deadline)
         except BaseException:
             pool.discard(conn)
