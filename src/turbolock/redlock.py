@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -39,13 +40,10 @@ from turbolock._flows.redlock_result import (
 )
 from turbolock._flows.redlock_rules import DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_DELAY
 from turbolock._flows.renewal_book import AutoRenew, OnLost
-from turbolock._flows.steps import OnChunk, OneEncoder, Outcome
 from turbolock._redlock.fanout import fan_out, fan_out_one
 from turbolock._redlock.links import Links
 from turbolock._redlock.masters import take_masters
 from turbolock._sync.drive import run
-from turbolock._wire.outcomes import Encoder, Reencoder
-from turbolock._wire.scripts import Script
 from turbolock._wire.validate import Seconds
 from turbolock.client import LockClient
 from turbolock.lease import LockInfo
@@ -79,6 +77,10 @@ class RedlockClient(RedlockFlows):
         self._configure(node_timeout, retry_count, retry_delay, drift_factor)
         take_masters(self, masters, key_prefix, core, chunk_size, LockClient, connection)
         self._links = Links(self.masters)
+        # The flows' fan-outs (``_flows/steps``), on blocking sockets; partials, not methods:
+        # one Python frame less per fan-out (measured on Redlock pairs).
+        self._fan_one = partial(fan_out_one, self._links)
+        self._fan_many = partial(fan_out, self._links)
         self._renewer_instance: RedlockRenewer | None = None
         self._renewer_lock = threading.Lock()
         self._closed = False
@@ -89,16 +91,6 @@ class RedlockClient(RedlockFlows):
         self._renewer_lock = threading.Lock()
         if self._renewer_instance is not None:
             self._renewer_instance.forget_after_fork()
-
-    # The flows' fan-outs (``_flows/steps``), on blocking sockets.
-    def _fan_one(self, encode: OneEncoder, timeout: float, script: Script | None = None,
-                 only: Sequence[int] | None = None) -> tuple[list[object], list[str | None]]:
-        return fan_out_one(self._links, encode, timeout, script, only)
-
-    def _fan_many(self, items: int, encode: Encoder, timeout: float, chunk_size: int,
-                  script: Script | None = None, reencode: Reencoder | None = None,
-                  on_chunk: OnChunk | None = None, only: Sequence[int] | None = None) -> Outcome:
-        return fan_out(self._links, items, encode, timeout, chunk_size, script, reencode, on_chunk, only)
 
     # -- single locks ---------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -24,10 +25,7 @@ from turbolock._flows.redlock_flows import RedlockFlows
 from turbolock._flows.redlock_result import RedlockLease, RedlockManyResult, RedlockResult
 from turbolock._flows.redlock_rules import DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_DELAY
 from turbolock._flows.renewal_book import AutoRenew, OnLost
-from turbolock._flows.steps import OnChunk, OneEncoder, Outcome
 from turbolock._redlock.masters import take_masters
-from turbolock._wire.outcomes import Encoder, Reencoder
-from turbolock._wire.scripts import Script
 from turbolock._wire.validate import Seconds
 from turbolock.asyncio.client import AsyncLockClient
 from turbolock.asyncio.lock import AsyncLockCalls
@@ -50,19 +48,11 @@ class AsyncRedlockClient(RedlockFlows):
         self._configure(node_timeout, retry_count, retry_delay, drift_factor)
         take_masters(self, masters, key_prefix, core, chunk_size, AsyncLockClient, connection)
         self._buffer: Any = self.core.CommandBuffer(self.key_prefix)  # one batch, encoded once for all
+        # The flows' fan-outs (``_flows/steps``), on the masters' asyncio connections.
+        self._fan_one = partial(fan_out_one, self.masters, self._buffer)
+        self._fan_many = partial(fan_out, self.masters, self._buffer)
         self._renewer_instance: AsyncRedlockRenewer | None = None
         self._closed = False
-
-    # The flows' fan-outs (``_flows/steps``), on the masters' asyncio connections.
-    def _fan_one(self, encode: OneEncoder, timeout: float, script: Script | None = None,
-                 only: Sequence[int] | None = None) -> Awaitable[tuple[list[object], list[str | None]]]:
-        return fan_out_one(self.masters, self._buffer, encode, timeout, script, only)
-
-    def _fan_many(self, items: int, encode: Encoder, timeout: float, chunk_size: int,
-                  script: Script | None = None, reencode: Reencoder | None = None,
-                  on_chunk: OnChunk | None = None, only: Sequence[int] | None = None) -> Awaitable[Outcome]:
-        return fan_out(self.masters, self._buffer, items, encode, timeout, chunk_size, script, reencode,
-                       on_chunk, only)
 
     # -- single locks ---------------------------------------------------------------------------
 
