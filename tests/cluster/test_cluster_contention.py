@@ -18,7 +18,8 @@ NAMES = [f"stock:{i}" for i in range(1500)]
 
 def _grants(cluster: RedisCluster, core_name: str, key_prefix: str, unsafe: bool) -> Counter[str]:
     start = CTX.Barrier(WORKERS)
-    reports = run_workers(bulk_contender, [(cluster.url, core_name, key_prefix, NAMES, start, unsafe)] * WORKERS)
+    args = (cluster.url, core_name, key_prefix, NAMES, start, unsafe)
+    reports = run_workers(bulk_contender, [args] * WORKERS)
     assert {report["implementation"] for report in reports} == {core_name}
     return Counter(name for report in reports for name in report["got"])
 
