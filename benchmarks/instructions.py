@@ -68,18 +68,22 @@ for _ in range(ROUNDS):
 names = [f"l{i}" for i in range(2000)]
 for _ in range(ROUNDS):
     for name in names:
-        with client.lock(name, 10, blocking=False):
+        with client.lock(name, 10, blocking=False):  # raises if not taken
             pass
 """),
     Workload("bulk", "acquire_many + release_many of 20,000, per lock", 20000, SINGLE + """
 names = [f"b{i}" for i in range(20000)]
 for _ in range(ROUNDS):
-    client.release_many(client.acquire_many(names, 10).acquired)
+    taken = client.acquire_many(names, 10).acquired
+    assert len(taken) == 20000 and all(client.release_many(taken))
 """),
     Workload("extend", "extend_many of 20,000 held, per lock", 20000, SINGLE + """
 leases = client.acquire_many([f"e{i}" for i in range(20000)], 60).acquired
+assert len(leases) == 20000, "locks left held by an earlier run"
+client.extend_many(leases[:10], 60)  # loads the script, which the first run would load alone
 for _ in range(ROUNDS):
-    client.extend_many(leases, 60)
+    assert all(client.extend_many(leases, 60))
+client.release_many(leases)
 """),
     Workload("async_pairs", "asyncio try_acquire + release, 64 tasks", 6400, """
 import asyncio
@@ -118,7 +122,7 @@ asyncio.run(main())
 """),
     Workload("redlock_pairs", "Redlock try_acquire + release over 3 masters", 1000, """
 from turbolock import RedlockClient
-client = RedlockClient(URLS[:3], core=CORE, key_prefix="ins:", node_timeout=30)
+client = RedlockClient(URLS[:3], core=CORE, key_prefix="ins:", node_timeout=2)
 client.release(client.try_acquire("warm", 10))
 names = [f"r{i}" for i in range(1000)]
 for _ in range(ROUNDS):
@@ -128,11 +132,12 @@ client.close()
 """),
     Workload("redlock_bulk", "Redlock acquire_many + release_many of 5,000, 3 masters, per lock", 5000, """
 from turbolock import RedlockClient
-client = RedlockClient(URLS[:3], core=CORE, key_prefix="ins:", node_timeout=30)
+client = RedlockClient(URLS[:3], core=CORE, key_prefix="ins:", node_timeout=2)
 names = [f"rb{i}" for i in range(5000)]
 client.release_many(client.acquire_many(names[:100], 10).acquired)
 for _ in range(ROUNDS):
-    client.release_many(client.acquire_many(names, 10).acquired)
+    taken = client.acquire_many(names, 10).acquired
+    assert len(taken) == 5000 and all(client.release_many(taken))
 client.close()
 """),
 ]

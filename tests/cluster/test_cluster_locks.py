@@ -4,6 +4,7 @@ the bulk calls; what is not supported yet is refused before anything is sent."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -148,3 +149,16 @@ def test_start_up_nodes_stand_in_for_a_node_that_is_down(cluster: RedisCluster, 
                            connect_timeout=0.5) as client:
         lease = client.try_acquire("failover-start", TTL)
         assert lease is not None and client.release(lease)
+
+
+def test_no_reachable_node_is_a_typed_error_within_the_deadline(key_prefix: str, core_name: str) -> None:
+    from turbolock import ClusterError
+    from turbolock.redis_server import free_port
+
+    with ClusterLockClient("127.0.0.1", free_port(), startup_nodes=[("127.0.0.1", free_port())],
+                           key_prefix=key_prefix, core=core_name, timeout=0.5, connect_timeout=0.5) as client:
+        started = time.monotonic()
+        with pytest.raises(ClusterError, match="no cluster node gave a slot map") as info:
+            client.try_acquire("nobody-home", TTL)
+        assert time.monotonic() - started < 1.5
+        assert "Connection refused" in str(info.value) or "connect" in str(info.value)

@@ -119,3 +119,28 @@ def test_a_killed_master_fails_calls_in_time_then_its_replica_serves(
     assert failures >= 1
     assert all(client.check(lease) is not None for lease in on_victim)
     assert client.release_many(leases) == [True] * 30
+
+
+def test_a_manual_failover_is_followed_and_keeps_the_locks(
+        own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
+        key_prefix: str, raws: Raws) -> None:
+    # CLUSTER FAILOVER TAKEOVER on a replica in sync: it becomes the master of its slots at once;
+    # the client's map is wrong afterwards and MOVED (or a refused write) sets it right.
+    cluster = own_cluster(masters=3, replicas=1)
+    client = make_cluster_client(cluster)
+    names = [f"invoice:{i}" for i in range(40)]
+    leases = client.acquire_many(names, TTL).acquired
+    assert len(leases) == 40
+    old_master = cluster.nodes[0]
+    replica = next(node for node in cluster.nodes[cluster.masters:]
+                   if f"master_port:{old_master.port}" in cluster.cli(node, "info", "replication"))
+    assert "OK" in cluster.cli(replica, "cluster", "failover", "takeover")
+    deadline = time.monotonic() + 15
+    while "role:master" not in cluster.cli(replica, "info", "replication"):
+        assert time.monotonic() < deadline, "the replica did not take over"
+        time.sleep(0.1)
+    cluster.wait_ok()
+    assert all(client.check(lease) is not None for lease in leases), "a lock was lost in a manual failover"
+    assert client.acquire_many(names, TTL).acquired == []
+    assert client.release_many(leases) == [True] * 40
+    assert int(raws(replica).dbsize()) == 0
