@@ -126,6 +126,9 @@ def test_bad_cluster_settings_are_refused(cluster: RedisCluster, redis_server: R
     with pytest.raises(InvalidArgumentError) as info:
         ClusterLockClient.from_url(cluster.url.replace("/0", "/2"))
     assert info.value.argument == "db"
+    with pytest.raises(InvalidArgumentError) as info:
+        ClusterLockClient.from_url("unix:///tmp/redis.sock")
+    assert info.value.argument == "unix_socket_path"
     with pytest.raises(InvalidArgumentTypeError) as type_info:
         ClusterLockClient(startup_nodes="redis://127.0.0.1:7000")
     assert type_info.value.argument == "startup_nodes"

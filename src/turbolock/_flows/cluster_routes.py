@@ -46,11 +46,20 @@ class ClusterRoutes:
         self.use_tls = use_tls
         self.map: SlotMap | None = None
         self.stale = True
+        self.suspects: set[Address] = set()
+        """Nodes whose last call failed: asked for the map last, so one stopped master does not
+        spend every later call's deadline (the map is read again after each such failure)."""
 
     def candidates(self) -> list[Address]:
-        """Whom to ask for the map: the masters known, then the start-up nodes."""
+        """Whom to ask for the map: the masters known, then the start-up nodes; suspects last."""
         known = self.map.masters if self.map is not None else []
-        return list(dict.fromkeys([*known, *self.startup]))
+        everyone = list(dict.fromkeys([*known, *self.startup]))
+        return [a for a in everyone if a not in self.suspects] + [a for a in everyone if a in self.suspects]
+
+    def failed(self, address: Address) -> None:
+        """A call to ``address`` failed: the map may be wrong (a failover), and that node is suspect."""
+        self.suspects.add(address)
+        self.stale = True
 
     def install(self, reply: object, fallback: object, address: Address) -> SlotMap:
         """The map from a ``CLUSTER SHARDS`` reply (or, when the server did not know that
@@ -70,6 +79,7 @@ class ClusterRoutes:
             raise ProtocolError(f"{host}:{address[1]} serves no slots (is the cluster created?)")
         self.map = fresh
         self.stale = False
+        self.suspects.discard(address)
         return fresh
 
     def moved(self, redirect: Redirect) -> None:
@@ -112,6 +122,7 @@ def refresh_flow(routes: ClusterRoutes, nodes: Any, deadline: float) -> Flow[Slo
                 fallback = yield Call(node.command_one, ((b"CLUSTER", b"SLOTS"), deadline))
             return routes.install(reply, fallback, address)
         except (ConnectionError, ProtocolError) as exc:
+            routes.suspects.add(address)
             errors.append(f"{address[0]}:{address[1]}: {exc}")
     not_cluster = [error for error in errors if "not a Redis Cluster node" in error]
     if not_cluster and len(not_cluster) == len(errors):
@@ -139,7 +150,7 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
         try:
             reply = yield send(nodes.node(address), deadline)
         except BaseException:
-            routes.stale = True  # a failover, perhaps: the map is read again before the next call
+            routes.failed(address)  # a failover, perhaps: the map is read again before the next call
             raise
         redirect = redirect_of(reply, address[0])
         if redirect is not None:
@@ -247,7 +258,7 @@ def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: li
         replies: list[object] = yield Call(node.many, (len(indices), encode_share, script,
                                                        None if reencode is None else reencode_share), options)
     except BaseException:
-        routes.stale = True
+        routes.failed(address)
         raise
     return replies
 

@@ -1,0 +1,73 @@
+"""Every ClusterLockClient call keeps its deadline when one master stops answering (SIGSTOP: its
+port accepts, nothing replies), and locks on the other masters keep working meanwhile: a call
+that timed out on the stopped master must not make the next calls spend their own deadline
+asking it for the slot map.
+
+The cluster's own failure detection is set far beyond the test (``cluster-node-timeout`` 60 s),
+so no failover changes the picture while it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from _netfaults import Stopwatch
+from turbolock import ConnectionError
+from turbolock._wire.slots import key_slot
+from turbolock.cluster import ClusterLockClient
+from turbolock.redis_cluster import RedisCluster
+
+T = 0.3
+"""The client's call timeout (and connect timeout) here."""
+TTL = 30
+
+
+def _names_on(cluster: RedisCluster, prefix: str, port: int, count: int, stem: str) -> list[str]:
+    names: list[str] = []
+    i = 0
+    while len(names) < count:
+        name = f"{stem}:{i}"
+        if cluster.master_of(key_slot((prefix + name).encode())).port == port:
+            names.append(name)
+        i += 1
+    return names
+
+
+def test_calls_keep_their_deadline_when_a_master_stops_answering(
+        own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
+        key_prefix: str) -> None:
+    cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
+    client = make_cluster_client(cluster, timeout=T, connect_timeout=T)
+    # The master asked first for the map (the lowest address) is the one that stops.
+    stopped, healthy = sorted(cluster.nodes[:cluster.masters], key=lambda node: node.port)[:2]
+    on_stopped = _names_on(cluster, key_prefix, stopped.port, 6, "s")
+    fresh, fresh_bulk = on_stopped.pop(), on_stopped.pop()
+    on_healthy = _names_on(cluster, key_prefix, healthy.port, 6, "h")
+    held = {name: client.try_acquire(name, TTL) for name in on_stopped}  # warm: a connection to each
+    assert all(held.values())
+    watch = Stopwatch()
+    stopped.pause()
+    try:
+        def fails(label: str, call: Callable[[], object]) -> None:
+            outcome = watch.run(label, T, call)
+            watch.expect_raises(outcome, ConnectionError)
+
+        def works(label: str, call: Callable[[], object]) -> None:
+            outcome = watch.run(label, T, call)
+            watch.expect(outcome, outcome.error is None and bool(outcome.result), "succeeded")
+
+        fails("try_acquire on the stopped master", lambda: client.try_acquire(fresh, TTL))
+        works("try_acquire on a healthy master, right after", lambda: client.try_acquire(on_healthy[0], TTL))
+        fails("release on the stopped master", lambda: client.release(held[on_stopped[0]]))
+        works("query on a healthy master, right after", lambda: client.query(on_healthy[0]))
+        fails("extend on the stopped master", lambda: client.extend(held[on_stopped[1]], TTL))
+        fails("check on the stopped master", lambda: client.check(held[on_stopped[2]]))
+        fails("query on the stopped master", lambda: client.query(on_stopped[3]))
+        mixed = [*on_healthy[1:4], fresh_bulk]
+        fails("acquire_many over every master", lambda: client.acquire_many(mixed, TTL))
+        works("acquire_many on healthy masters only, right after",
+              lambda: client.acquire_many(on_healthy[4:], TTL).acquired)
+        fails("query_many over every master", lambda: client.query_many(on_healthy + on_stopped))
+    finally:
+        stopped.resume()
+    watch.check()
