@@ -57,6 +57,24 @@ client = LockClient.from_url(URLS[0], core=CORE, key_prefix="ins:", timeout=60, 
 client.release(client.try_acquire("warm", 10))
 """
 
+ASYNC_TASKS = """
+import asyncio
+from turbolock.asyncio import AsyncLockClient
+
+async def main():
+    client = AsyncLockClient.from_url(URLS[0], core=CORE, key_prefix="ins:", timeout=60)
+    names = [[f"a{{t}}:{{i}}" for i in range(100)] for t in range(64)]
+    async def task(mine):
+        for name in mine:{pair}
+    await asyncio.gather(*(task(mine) for mine in names))
+    for _ in range(ROUNDS):
+        await asyncio.gather(*(task(mine) for mine in names))
+    await client.close()
+
+asyncio.run(main())
+"""
+"""64 tasks, each doing ``pair`` (indented code using ``client`` and ``name``) over its own names."""
+
 WORKLOADS = [
     Workload("pairs", "try_acquire + release, one connection", 2000, SINGLE + """
 names = [f"p{i}" for i in range(2000)]
@@ -85,41 +103,12 @@ for _ in range(ROUNDS):
     assert all(client.extend_many(leases, 60))
 client.release_many(leases)
 """),
-    Workload("async_pairs", "asyncio try_acquire + release, 64 tasks", 6400, """
-import asyncio
-from turbolock.asyncio import AsyncLockClient
-
-async def main():
-    client = AsyncLockClient.from_url(URLS[0], core=CORE, key_prefix="ins:", timeout=60)
-    names = [[f"a{t}:{i}" for i in range(100)] for t in range(64)]
-    async def task(mine):
-        for name in mine:
-            await client.release(await client.try_acquire(name, 10))
-    await asyncio.gather(*(task(mine) for mine in names))
-    for _ in range(ROUNDS):
-        await asyncio.gather(*(task(mine) for mine in names))
-    await client.close()
-
-asyncio.run(main())
-"""),
-    Workload("async_lock", "asyncio async with client.lock(name, ttl, blocking=False), 64 tasks", 6400, """
-import asyncio
-from turbolock.asyncio import AsyncLockClient
-
-async def main():
-    client = AsyncLockClient.from_url(URLS[0], core=CORE, key_prefix="ins:", timeout=60)
-    names = [[f"al{t}:{i}" for i in range(100)] for t in range(64)]
-    async def task(mine):
-        for name in mine:
+    Workload("async_pairs", "asyncio try_acquire + release, 64 tasks", 6400, ASYNC_TASKS.format(pair="""
+            await client.release(await client.try_acquire(name, 10))""")),
+    Workload("async_lock", "asyncio async with client.lock(name, ttl, blocking=False), 64 tasks", 6400,
+             ASYNC_TASKS.format(pair="""
             async with client.lock(name, 10, blocking=False):
-                pass
-    await asyncio.gather(*(task(mine) for mine in names))
-    for _ in range(ROUNDS):
-        await asyncio.gather(*(task(mine) for mine in names))
-    await client.close()
-
-asyncio.run(main())
-"""),
+                pass""")),
     Workload("redlock_pairs", "Redlock try_acquire + release over 3 masters", 1000, """
 from turbolock import RedlockClient
 client = RedlockClient(URLS[:3], core=CORE, key_prefix="ins:", node_timeout=2)
