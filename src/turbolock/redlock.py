@@ -38,12 +38,18 @@ from turbolock._flows.redlock_result import (
     RedlockResult,
     RedlockStatus,
 )
-from turbolock._flows.redlock_rules import DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_DELAY
+from turbolock._flows.redlock_rules import (
+    CLEANUP_GRACE,
+    DEFAULT_DRIFT_FACTOR,
+    DEFAULT_NODE_TIMEOUT,
+    DEFAULT_RETRY_DELAY,
+)
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._redlock.fanout import fan_out, fan_out_one
 from turbolock._redlock.links import Links
 from turbolock._redlock.masters import take_masters
 from turbolock._sync.drive import run
+from turbolock._wire import scripts as _scripts
 from turbolock._wire.validate import Seconds
 from turbolock.client import LockClient
 from turbolock.lease import LockInfo
@@ -118,8 +124,21 @@ class RedlockClient(RedlockFlows):
         ``QuorumError`` (with ``.result``) when too many masters failed to answer to decide
         (NoQuorum); what was taken is released again first.
         """
-        flow = self._acquire_flow(name, ttl, False, None, token, auto_renew, on_lost, max_extensions)
-        return self._tried(run(flow))
+        attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions)
+        key, tok, ms, _, node_timeout, _, policy = attempt
+        started = time.monotonic()
+        try:
+            replies, failures = self._fan_one(self._set_nx(key, tok, ms), node_timeout)
+        except BaseException:  # interrupted: it may have taken the lock anywhere
+            self._abandoned(key, tok, started + ms / 1000.0 + CLEANUP_GRACE)
+            raise
+        result, maybe_held = self._attempted(name, attempt, started, replies, failures, 1)
+        if maybe_held:
+            run(self._release_keys_flow(maybe_held, key, tok, started + ms / 1000.0 + CLEANUP_GRACE,
+                                        node_timeout))
+        lease = self._tried(result)
+        self._taken(result, policy, on_lost)
+        return lease
 
     def query(self, name: str | bytes) -> LockInfo:
         """Whether a quorum of masters holds ``name``, and for how long at least a quorum still
@@ -139,7 +158,14 @@ class RedlockClient(RedlockFlows):
         ``QuorumError`` when too many masters failed to answer to tell; the release is retried
         on them when they answer again.
         """
-        return run(self._release_flow(lease))
+        lease, node_timeout, forget_at = self._releasing(lease)
+        try:
+            replies, _ = self._fan_one(self._compare_delete(lease.key, lease.token), node_timeout,
+                                       _scripts.RELEASE)
+        except BaseException:  # interrupted: the release is still owed everywhere
+            self._release_owed(None, None, lease.key, lease.token, forget_at)
+            raise
+        return self._released(lease, replies, forget_at)
 
     def extend(self, lease: RedlockLease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now on every master where it is ours (and again where

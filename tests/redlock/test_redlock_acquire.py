@@ -320,3 +320,41 @@ def test_a_forked_child_cannot_use_its_parents_leases(three: list[RedisServer],
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert client.release(lease)  # the parent's connections and lease still work
+
+
+@pytest.mark.parametrize("control", [False, True], ids=["cleaned", "control"])
+@pytest.mark.parametrize("call", ["try_acquire", "release"])
+def test_an_interrupted_call_leaves_no_lock_behind(call: str, control: bool, three: list[RedisServer],
+                                                   make_redlock: MakeRedlock, raws: Raws, key_prefix: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C in the middle of the call: after the attempt took the lock on every master (whose
+    token the caller never learns), or before a release went out. Either way the lock is
+    released in the background. The control forgets the owed releases and must find it held."""
+    client = make_redlock(three)
+    lease = client.try_acquire("interrupted", 30) if call == "release" else None
+    if control:
+        monkeypatch.setattr(client, "_abandoned", lambda *args: None)
+        monkeypatch.setattr(client, "_release_owed", lambda *args: None)
+    fan_one = client._fan_one
+
+    def interrupted(*args: object) -> object:
+        if lease is None:
+            fan_one(*args)
+        raise KeyboardInterrupt
+
+    client._fan_one = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        if lease is None:
+            client.try_acquire("interrupted", 30)
+        else:
+            client.release(lease)
+    client._fan_one = fan_one
+    assert client.try_acquire("another", TTL) is not None  # owed releases also ride in front of a call
+    deadline = time.monotonic() + (0.5 if control else 2.0)
+    while None not in values(raws(three), key_prefix + "interrupted") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    left = values(raws(three), key_prefix + "interrupted")
+    if control:
+        assert None not in left and len(set(left)) == 1, "the control must leave the lock held"
+    else:
+        assert left == [None, None, None]

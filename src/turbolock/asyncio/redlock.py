@@ -23,9 +23,15 @@ from turbolock._flows.lock_rules import lock_ttl
 from turbolock._flows.redlock_bulk import extend_many_flow, release_many_flow
 from turbolock._flows.redlock_flows import RedlockFlows
 from turbolock._flows.redlock_result import RedlockLease, RedlockManyResult, RedlockResult
-from turbolock._flows.redlock_rules import DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_DELAY
+from turbolock._flows.redlock_rules import (
+    CLEANUP_GRACE,
+    DEFAULT_DRIFT_FACTOR,
+    DEFAULT_NODE_TIMEOUT,
+    DEFAULT_RETRY_DELAY,
+)
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._redlock.masters import take_masters
+from turbolock._wire import scripts as _scripts
 from turbolock._wire.validate import Seconds
 from turbolock.asyncio.client import AsyncLockClient
 from turbolock.asyncio.lock import AsyncLockCalls
@@ -70,8 +76,21 @@ class AsyncRedlockClient(RedlockFlows):
                           max_extensions: int | None = None) -> RedlockLease | None:
         """One attempt: a ``RedlockLease``, or None (Conflicted or Expired); ``QuorumError`` when
         too many masters failed to answer to decide."""
-        flow = self._acquire_flow(name, ttl, False, None, token, auto_renew, on_lost, max_extensions)
-        return self._tried(await run(flow))
+        attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions)
+        key, tok, ms, _, node_timeout, _, policy = attempt
+        started = time.monotonic()
+        try:
+            replies, failures = await self._fan_one(self._set_nx(key, tok, ms), node_timeout)
+        except BaseException:  # cancelled: it may have taken the lock anywhere
+            self._abandoned(key, tok, started + ms / 1000.0 + CLEANUP_GRACE)
+            raise
+        result, maybe_held = self._attempted(name, attempt, started, replies, failures, 1)
+        if maybe_held:
+            await run(self._release_keys_flow(maybe_held, key, tok, started + ms / 1000.0 + CLEANUP_GRACE,
+                                              node_timeout))
+        lease = self._tried(result)
+        self._taken(result, policy, on_lost)
+        return lease
 
     async def query(self, name: str | bytes) -> LockInfo:
         """Whether a quorum of masters holds ``name``, and for how long at least a quorum still will."""
@@ -83,7 +102,14 @@ class AsyncRedlockClient(RedlockFlows):
 
     async def release(self, lease: RedlockLease) -> bool:
         """Delete the lock on every master where it is still ours: True when that was a majority."""
-        return await run(self._release_flow(lease))
+        lease, node_timeout, forget_at = self._releasing(lease)
+        try:
+            replies, _ = await self._fan_one(self._compare_delete(lease.key, lease.token), node_timeout,
+                                             _scripts.RELEASE)
+        except BaseException:  # cancelled: the release is still owed everywhere
+            self._release_owed(None, None, lease.key, lease.token, forget_at)
+            raise
+        return self._released(lease, replies, forget_at)
 
     async def extend(self, lease: RedlockLease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now on a majority (see ``RedlockClient.extend``)."""
