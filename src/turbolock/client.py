@@ -25,7 +25,7 @@ from turbolock._flows.client_settings import (
 )
 from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
-from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, OnLost
+from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch, OnLost
 from turbolock._flows.single import (
     acquire_result,
     check_flow,
@@ -193,11 +193,11 @@ class LockClient(ClientRules[Lock]):
 
     _abandoned = _remember_cleanup
 
-    def _renew_batches(self, count: int, encode: Encoder, reencode: Reencoder, on_replies: ReplyHandler,
-                       deadline: float) -> list[object]:
+    def _renew_batches(self, batches: list[Batch], encode: Encoder, reencode: Reencoder,
+                       on_replies: ReplyHandler, deadline: float) -> list[object]:
         """A renewal round's scripts, a few per write (the renewer's flow settles the replies)."""
-        return self._exec_renewals.many(count, encode, _scripts.RENEW_MANY, reencode, on_replies=on_replies,
-                                        deadline=deadline)
+        return self._exec_renewals.many(len(batches), encode, _scripts.RENEW_MANY, reencode,
+                                        on_replies=on_replies, deadline=deadline)
 
     def _release_renewed(self, leases: list[Lease], deadline: float) -> list[bool]:
         return run(release_many_flow(self, leases, deadline))

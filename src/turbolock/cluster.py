@@ -2,9 +2,9 @@
 key's slot, bulk calls split per master. Everything else is ``LockClient``'s: the same flows,
 the same Lock objects, the same errors.
 
-Not yet on a cluster (each refused with a typed error naming the argument, before anything is
-sent): auto-renewal (``auto_renew``, ``on_lost``, and so ``lock(name)`` without a ttl) and
-shard claims (``acquire_many(..., limit=k)``).
+Auto-renewal sends one script call per master and per batch of up to 1000 locks of one ttl
+(``_flows/cluster_renewal``). Not yet on a cluster (refused with a typed error naming the
+argument, before anything is sent): shard claims (``acquire_many(..., limit=k)``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.client_settings import CLIENT_KEYWORDS, DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX
-from turbolock._flows.renewal_book import AutoRenew, OnLost
+from turbolock._flows.renewal_book import AutoRenew, Batch, OnLost
 from turbolock._sync.cluster import ClusterExecutor
+from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
 from turbolock._wire.slot_map import Address
 from turbolock._wire.validate import Seconds
 from turbolock.client import DEFAULT_MAX_CONNECTIONS, LockClient
@@ -70,12 +71,11 @@ class ClusterLockClient(LockClient):
     def _close_connections(self) -> None:
         self._cluster.close()
 
-    def _renew_policy(self, auto_renew: bool | AutoRenew, on_lost: OnLost | None,
-                      ms: int) -> AutoRenew | None:
-        if auto_renew is False and on_lost is None:
-            return None
-        raise InvalidArgumentError("on_lost" if auto_renew is False else "auto_renew",
-                                   f"auto-renewal {NOT_YET}; pass a ttl and auto_renew=False")
+    def _renew_batches(self, batches: list[Batch], encode: Encoder, reencode: Reencoder,
+                       on_replies: ReplyHandler, deadline: float) -> list[object]:
+        # The batches themselves, not the encoders: each is split per master and sent in the
+        # form a cluster node accepts.
+        return list(self._cluster.renew(batches, deadline))
 
     def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
                      tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,

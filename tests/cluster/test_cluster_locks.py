@@ -108,14 +108,15 @@ def test_all_or_nothing_takes_nothing_when_one_is_held(cluster_client: ClusterLo
     assert cluster_client.release(blocker)
 
 
-def test_what_a_cluster_does_not_support_yet_is_refused_before_sending(
-        cluster: RedisCluster, cluster_client: ClusterLockClient) -> None:
-    with pytest.raises(InvalidArgumentError) as info:
-        cluster_client.try_acquire("a", TTL, auto_renew=True)
-    assert info.value.argument == "auto_renew"
-    with pytest.raises(InvalidArgumentError) as info:
-        cluster_client.lock("a")  # no ttl: 30 s renewed
-    assert info.value.argument == "auto_renew"
+def test_a_lock_without_a_ttl_is_renewed_until_released(cluster_client: ClusterLockClient) -> None:
+    with cluster_client.lock("nightly-report") as lock:  # 30 s, renewed
+        assert cluster_client.renewing == 1 and lock.owned()
+        left = lock.remaining()
+        assert left is not None and 29 < left <= 30
+    assert cluster_client.renewing == 0 and not cluster_client.query("nightly-report").held
+
+
+def test_claims_are_refused_before_sending(cluster: RedisCluster, cluster_client: ClusterLockClient) -> None:
     with pytest.raises(InvalidArgumentError) as info:
         cluster_client.acquire_many(["a", "b"], TTL, limit=1)
     assert info.value.argument == "limit"

@@ -17,38 +17,10 @@ from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
+from ._helpers import asking_get, node_id, other_master, replicated
+
 TTL = 30
 Raws = Callable[[RedisServer], redis.Redis]
-
-
-def _node_id(raw: redis.Redis) -> str:
-    node_id = raw.execute_command("CLUSTER", "MYID")
-    return node_id.decode() if isinstance(node_id, bytes) else str(node_id)
-
-
-def _asking_get(raw: redis.Redis, key: bytes) -> object:
-    """GET on a node importing the key's slot (it redirects a GET without ASKING)."""
-    pipe = raw.pipeline(transaction=False)
-    pipe.execute_command("ASKING")
-    pipe.get(key)
-    return pipe.execute()[1]
-
-
-def _replicated(cluster: RedisCluster, node: RedisServer, raw: redis.Redis) -> int:
-    """Replicas that have every write ``node`` took so far: WAIT counts the writes of its own
-    connection, so this one writes a key of ``node``'s slots first (replication is in order)."""
-    i = 0
-    while cluster.master_of(key_slot(f"sync:{i}".encode())).port != node.port:
-        i += 1
-    raw.set(f"sync:{i}", 1, px=1000)
-    return int(raw.execute_command("WAIT", 1, 2000))
-
-
-def _other_master(cluster: RedisCluster, source: RedisServer) -> RedisServer:
-    for node in cluster.nodes[: cluster.masters]:
-        if node.port != source.port:
-            return node
-    raise AssertionError("no other master")
 
 
 def test_a_slot_moving_answers_ask_then_moved_and_nothing_is_lost(
@@ -64,15 +36,15 @@ def test_a_slot_moving_answers_ask_then_moved_and_nothing_is_lost(
     held = [client.try_acquire(name, TTL) for name in names[:3]]  # on the source before the move
     assert all(lease is not None for lease in held)
     source = cluster.master_of(slot)
-    target = _other_master(cluster, source)
+    target = other_master(cluster, source)
     src, dst = raws(source), raws(target)
-    source_id, target_id = _node_id(src), _node_id(dst)
+    source_id, target_id = node_id(src), node_id(dst)
     dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
     src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
     # Half-way: the held keys are still on the source; a new name there is not: ASK sends it on.
     moved_one = client.try_acquire(names[3], TTL)
     assert moved_one is not None
-    assert _asking_get(dst, client_prefix + names[3].encode()) == moved_one.token
+    assert asking_get(dst, client_prefix + names[3].encode()) == moved_one.token
     assert int(src.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot)) == 3  # only the held ones
     assert client.try_acquire(names[0], TTL) is None  # still held, on the source
     keys = [client_prefix + name.encode() for name in names[:3]]
@@ -101,7 +73,7 @@ def test_a_killed_master_fails_calls_in_time_then_its_replica_serves(
     assert len(leases) == 30
     raw = redis.Redis(host=cluster.nodes[0].host, port=cluster.nodes[0].port)
     try:
-        assert _replicated(cluster, cluster.nodes[0], raw) == 1  # its replica has the locks before the crash
+        assert replicated(cluster, cluster.nodes[0], raw) == 1  # its replica has the locks before the crash
     finally:
         raw.close()
     victim = cluster.nodes[0]
@@ -146,7 +118,7 @@ def test_a_manual_failover_is_followed_and_keeps_the_locks(
                    if f"master_port:{old_master.port}" in cluster.cli(node, "info", "replication"))
     # TAKEOVER does not wait for the replica to catch up: WAIT first, or the last locks may be
     # lost as in any asynchronous failover (what this test checks is the client following it).
-    assert _replicated(cluster, old_master, raws(old_master)) == 1
+    assert replicated(cluster, old_master, raws(old_master)) == 1
     assert "OK" in cluster.cli(replica, "cluster", "failover", "takeover")
     deadline = time.monotonic() + 15
     while "role:master" not in cluster.cli(replica, "info", "replication"):

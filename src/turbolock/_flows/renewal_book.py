@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder
+from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder, item_encoders
 from turbolock._wire.validate import timeout_seconds
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 from turbolock.lease import (
@@ -170,15 +170,7 @@ def batch_encoders(batches: list[Batch], sha: bytes) -> tuple[Encoder, Reencoder
         buf.append_evalsha_multikey(sha, [lease.key for lease in batch], [lease.token for lease in batch],
                                     ttl_ms)
 
-    def encode(buf: Any, start: int, stop: int) -> None:
-        for index in range(start, stop):
-            append(buf, index)
-
-    def reencode(buf: Any, indices: Sequence[int]) -> None:
-        for index in indices:
-            append(buf, index)
-
-    return encode, reencode
+    return item_encoders(append)
 
 
 def describe_reply(reply: object) -> str:
@@ -331,17 +323,25 @@ class RenewalBook:
                 wheel.schedule(state.id, lease.expires_at - state.renew_before)
 
     def settle(self, batch: list[Lease], outcomes: list[object], sent_at: float,
-               ttl_ms: int) -> list[Lease]:
-        """A batch's per-key outcomes (1 renewed, anything else not ours): the lost leases."""
+               ttl_ms: int) -> tuple[list[Lease], list[tuple[Lease, object]]]:
+        """A batch's per-key outcomes (1 renewed, 0 not ours; anything else, such as a Redis
+        Cluster node that did not answer for some of the keys, undecided): the lost leases, and
+        the undecided ones with their outcomes."""
         renewed: list[Lease] = []
         lost: list[Lease] = []
+        undecided: list[tuple[Lease, object]] = []
         for lease, outcome in zip(batch, outcomes, strict=True):
-            (renewed if outcome == 1 else lost).append(lease)
+            if outcome == 1:
+                renewed.append(lease)
+            elif type(outcome) is int:
+                lost.append(lease)
+            else:
+                undecided.append((lease, outcome))
         if lost:
             commands_refused(lost, sent_at)
         if renewed:
             self.renewed(renewed, sent_at, ttl_ms)
-        return lost
+        return lost, undecided
 
     def failed(self, batch: Sequence[Lease], sent_at: float | None, now: float,
                sent: bool = True) -> list[Lease]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from turbolock._flows.renewal_book import batch_encoders, describe_reply, no_reply, split_batches
 from turbolock._flows.steps import Call, Flow
-from turbolock._wire.outcomes import NOT_SENT
+from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
 from turbolock._wire.scripts import RENEW_MANY
 from turbolock.errors import ReplyError
 from turbolock.lease import Lease
@@ -25,7 +25,8 @@ log = logging.getLogger("turbolock.renewal")
 
 def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[None]:
     """Renew ``leases`` (due now); ``renewer`` is the thread's or the task's, whose book,
-    ``_failed`` and ``_lost`` settle each lease. ``client._renew_batches`` sends the scripts."""
+    ``_failed`` and ``_lost`` settle each lease. ``client._renew_batches`` sends the scripts
+    (a Redis Cluster client reads the batches themselves, to split them per master)."""
     book = renewer.book
     batches = split_batches(leases)
     encode, reencode = batch_encoders(batches, RENEW_MANY.sha)
@@ -35,8 +36,16 @@ def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[Non
         ttl_ms, batch = batches[index]
         settled[index] = True
         if type(reply) is list and len(reply) == len(batch):
-            for lease in book.settle(batch, reply, sent_at, ttl_ms):
+            lost, undecided = book.settle(batch, reply, sent_at, ttl_ms)
+            for lease in lost:
                 renewer._lost(lease, "its key was gone or held by another token at renewal")
+            if undecided:
+                unknown = [lease for lease, outcome in undecided if outcome is UNKNOWN]
+                if unknown:
+                    renewer._failed(unknown, sent_at, sent=True)
+                if len(unknown) < len(undecided):
+                    renewer._failed([lease for lease, outcome in undecided if outcome is not UNKNOWN],
+                                    sent_at, sent=False)
             return
         if no_reply(reply):
             renewer._failed(batch, sent_at, sent=reply is not NOT_SENT)
@@ -55,7 +64,7 @@ def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[Non
         book.sending(batch, ttl_ms, sent_at)
     deadline = book.round_deadline(leases, sent_at, client.options.timeout)
     try:
-        replies = yield Call(client._renew_batches, (len(batches), encode, reencode, on_replies, deadline))
+        replies = yield Call(client._renew_batches, (batches, encode, reencode, on_replies, deadline))
     except Exception as exc:  # no connection at all: nothing was sent
         log.warning("turbolock: renewal of %d locks could not be sent: %s", len(leases), exc)
         replies = [NOT_SENT] * len(batches)

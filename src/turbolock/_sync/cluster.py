@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from turbolock._flows.cluster_renewal import renew_flow
 from turbolock._flows.cluster_routes import (
     ClusterRoutes,
     many_flow,
@@ -19,6 +20,7 @@ from turbolock._flows.cluster_routes import (
     script_flow,
     set_nx_flow,
 )
+from turbolock._flows.renewal_book import Batch
 from turbolock._sync.drive import run
 from turbolock._sync.executor import Executor
 from turbolock._sync.pool import ConnectionPool
@@ -87,6 +89,10 @@ class ClusterExecutor:
         if on_replies is not None and count:
             on_replies(0, results)
         return results
+
+    def renew(self, batches: list[Batch], deadline: float) -> list[list[object]]:
+        """A renewal round's batches, split per master (``_flows/cluster_renewal``)."""
+        return run(renew_flow(self.routes, self, batches, self.timeout, self.chunk_size, deadline))
 
     def close(self) -> None:
         with self._nodes_lock:

@@ -51,6 +51,20 @@ NOT_SENT = _Marker("NOT_SENT")
 """Never sent: the connection failed before this item's chunk went out."""
 
 
+def item_encoders(append: Callable[[Any, int], None]) -> tuple[Encoder, Reencoder]:
+    """The ``Encoder`` and ``Reencoder`` of items that ``append(buf, index)`` writes one by one."""
+
+    def encode(buf: Any, start: int, stop: int) -> None:
+        for index in range(start, stop):
+            append(buf, index)
+
+    def reencode(buf: Any, indices: Sequence[int]) -> None:
+        for index in indices:
+            append(buf, index)
+
+    return encode, reencode
+
+
 def check_loaded(head: list[object], script: _scripts.Script) -> None:
     if head and type(head[0]) is ReplyError:
         error = head[0]

@@ -65,5 +65,24 @@ end
 return out
 """)
 
-ALL = (RELEASE, EXTEND, CHECK, RENEW_MANY)
+# RENEW_MANY for Redis Cluster, keys in ARGV: ARGV[1] = ttl in ms, ARGV[2i] = a key, ARGV[2i + 1]
+# its token. Declared KEYS of different slots fail with CROSSSLOT even on one node; undeclared
+# keys work across the slots a node serves (and fail mid-script, "non local key", on a slot it
+# does not: the caller redoes that batch key by key). Replies as RENEW_MANY.
+RENEW_MANY_ARGV = Script("renew_many_argv", b"""\
+local call = redis.call
+local ttl = ARGV[1]
+local out = {}
+for i = 1, (#ARGV - 1) / 2 do
+  local key = ARGV[2 * i]
+  if call('get', key) == ARGV[2 * i + 1] then
+    out[i] = call('pexpire', key, ttl)
+  else
+    out[i] = 0
+  end
+end
+return out
+""")
+
+ALL = (RELEASE, EXTEND, CHECK, RENEW_MANY, RENEW_MANY_ARGV)
 BY_SHA = {script.sha: script for script in ALL}

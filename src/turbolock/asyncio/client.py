@@ -36,7 +36,7 @@ from turbolock._flows.client_settings import (
     DEFAULT_KEY_PREFIX,
 )
 from turbolock._flows.closing import stop_renewing_flow
-from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew
+from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch
 from turbolock._flows.single import (
     acquire_result,
     check_flow,
@@ -204,19 +204,20 @@ class AsyncLockClient(ClientRules[AsyncLock]):
 
     # -- maybe-held cleanup ---------------------------------------------------------------------
 
-    async def _renew_batches(self, count: int, encode: Encoder, reencode: Reencoder, on_replies: ReplyHandler,
-                             deadline: float) -> list[object]:
+    async def _renew_batches(self, batches: list[Batch], encode: Encoder, reencode: Reencoder,
+                             on_replies: ReplyHandler, deadline: float) -> list[object]:
         """A renewal round's scripts, a few per write; what got no reply by ``deadline`` may have run.
         The replies are settled once all are in (``on_replies`` is not used): on the connection
         every task shares, settling a thousand leases between two replies would hold up the rest
         of the round past its deadline."""
         try:
             return await asyncio.wait_for(
-                self._exec.many(count, encode, _scripts.RENEW_MANY, reencode, chunk_size=COMMANDS_PER_WRITE),
+                self._exec.many(len(batches), encode, _scripts.RENEW_MANY, reencode,
+                                chunk_size=COMMANDS_PER_WRITE),
                 max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:
-            log.warning("turbolock: renewal of %d batches got no answer in time", count)
-            return [UNKNOWN] * count
+            log.warning("turbolock: renewal of %d batches got no answer in time", len(batches))
+            return [UNKNOWN] * len(batches)
 
     async def _release_renewed(self, leases: list[Lease], deadline: float) -> list[bool]:
         return await self.release_many(leases)

@@ -1,0 +1,129 @@
+"""A renewal round's scripts on Redis Cluster, written once for threads and asyncio.
+
+Each batch of the round (up to ``RENEW_CHUNK`` leases of one ttl) is split by master, and each
+master gets its parts pipelined: one ``RENEW_MANY_ARGV`` call per part, keys in ARGV (declared
+keys of several slots fail with CROSSSLOT, even on one node). A part the node refuses (a slot
+that moved away mid-script, TRYAGAIN, CLUSTERDOWN) is redone key by key with declared keys,
+following redirects (``many_flow``); renewing a key twice is harmless. A master that cannot be
+reached leaves its leases undecided (``NOT_SENT``, or ``UNKNOWN`` when the connection broke
+after the write) and the renewer retries them; the other masters' leases are renewed all the
+same.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from turbolock._flows.cluster_routes import ClusterRoutes, many_flow
+from turbolock._flows.steps import Call, Flow
+from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, item_encoders
+from turbolock._wire.scripts import RENEW_MANY, RENEW_MANY_ARGV
+from turbolock._wire.slot_map import Address
+from turbolock._wire.slots import key_slot
+from turbolock.errors import LockError
+from turbolock.lease import Lease
+
+log = logging.getLogger("turbolock.renewal")
+
+Part = tuple[int, list[int]]
+"""A batch's leases served by one master: (batch index, positions in the batch)."""
+
+
+def renew_flow(routes: ClusterRoutes, nodes: Any, batches: Sequence[tuple[int, list[Lease]]], timeout: float,
+               chunk_size: int, deadline: float) -> Flow[list[list[object]]]:
+    """Per batch, each lease's outcome: 1 renewed, 0 not ours, else undecided."""
+    outcomes: list[list[object]] = [[NOT_SENT] * len(leases) for _, leases in batches]
+    if routes.map is None or routes.stale:
+        try:
+            yield Call(nodes.refresh, (deadline,))
+        except LockError as exc:
+            log.warning("turbolock: no slot map for the renewal round: %s", exc)
+            return outcomes
+    redo: list[tuple[int, int]] = []
+    for address, parts in _parts(routes, batches).items():
+        replies = yield from _node_flow(routes, nodes, address, parts, batches, deadline)
+        for (b, positions), reply in zip(parts, replies, strict=True):
+            if type(reply) is list and len(reply) == len(positions):
+                for position, outcome in zip(positions, reply, strict=True):
+                    outcomes[b][position] = outcome
+            elif reply is UNKNOWN or reply is NOT_SENT:
+                for position in positions:
+                    outcomes[b][position] = reply
+            else:  # refused as a whole: a slot moved, or the cluster is changing
+                routes.stale = True
+                redo.extend((b, position) for position in positions)
+    if redo:
+        redone = yield from _key_by_key_flow(routes, nodes, redo, batches, timeout, chunk_size, deadline)
+        for (b, position), outcome in zip(redo, redone, strict=True):
+            outcomes[b][position] = outcome
+    return outcomes
+
+
+def _parts(routes: ClusterRoutes, batches: Sequence[tuple[int, list[Lease]]]) -> dict[Address, list[Part]]:
+    """Each master's parts of the batches; leases of a slot no master serves are left out (undecided)."""
+    slot_map = routes.map
+    assert slot_map is not None
+    prefix = routes.key_prefix
+    parts: dict[Address, list[Part]] = {}
+    for b, (_, leases) in enumerate(batches):
+        by_node: dict[Address, list[int]] = {}
+        for position, lease in enumerate(leases):
+            address = slot_map.node_of(key_slot(prefix + lease.key))
+            if address is not None:
+                by_node.setdefault(address, []).append(position)
+        for address, positions in by_node.items():
+            parts.setdefault(address, []).append((b, positions))
+    return parts
+
+
+def _node_flow(routes: ClusterRoutes, nodes: Any, address: Address, parts: list[Part],
+               batches: Sequence[tuple[int, list[Lease]]], deadline: float) -> Flow[list[object]]:
+    prefix = routes.key_prefix
+
+    def append(buf: Any, index: int) -> None:
+        b, positions = parts[index]
+        ttl_ms, leases = batches[b]
+        args = [b"EVALSHA", RENEW_MANY_ARGV.sha, b"0", b"%d" % ttl_ms]
+        for position in positions:
+            lease = leases[position]
+            args.append(prefix + lease.key)
+            args.append(lease.token)
+        buf.append_command(tuple(args))
+
+    encode, reencode = item_encoders(append)
+
+    try:
+        replies: list[object] = yield Call(nodes.node(address).many, (len(parts), encode, RENEW_MANY_ARGV,
+                                                                      reencode), {"deadline": deadline})
+    except Exception as exc:  # no connection: nothing was sent to this master
+        routes.failed(address)
+        log.warning("turbolock: renewal on %s:%d could not be sent: %s", address[0], address[1], exc)
+        return [NOT_SENT] * len(parts)
+    except BaseException:
+        routes.failed(address)
+        raise
+    if any(reply is UNKNOWN for reply in replies):
+        routes.failed(address)  # a failover, perhaps: read the map again before the next call
+    return replies
+
+
+def _key_by_key_flow(routes: ClusterRoutes, nodes: Any, items: list[tuple[int, int]],
+                     batches: Sequence[tuple[int, list[Lease]]], timeout: float, chunk_size: int,
+                     deadline: float) -> Flow[list[object]]:
+    leases = [batches[b][1][position] for b, position in items]
+
+    def append(buf: Any, index: int) -> None:
+        lease = leases[index]
+        buf.append_evalsha_multikey(RENEW_MANY.sha, [lease.key], [lease.token], batches[items[index][0]][0])
+
+    encode, reencode = item_encoders(append)
+
+    try:
+        replies = yield from many_flow(routes, nodes, len(items), encode, RENEW_MANY, reencode,
+                                       [lease.key for lease in leases], timeout, chunk_size, deadline)
+    except LockError as exc:
+        log.warning("turbolock: renewal of %d locks key by key failed: %s", len(items), exc)
+        return [NOT_SENT] * len(items)
+    return [reply[0] if type(reply) is list and len(reply) == 1 else reply for reply in replies]

@@ -1,0 +1,39 @@
+"""What cluster tests do by hand on the nodes themselves (redis-py on one node, no redirects)."""
+
+from __future__ import annotations
+
+import redis
+
+from turbolock._wire.slots import key_slot
+from turbolock.redis_cluster import RedisCluster
+from turbolock.redis_server import RedisServer
+
+
+def node_id(raw: redis.Redis) -> str:
+    found = raw.execute_command("CLUSTER", "MYID")
+    return found.decode() if isinstance(found, bytes) else str(found)
+
+
+def asking_get(raw: redis.Redis, key: bytes) -> object:
+    """GET on a node importing the key's slot (it redirects a GET without ASKING)."""
+    pipe = raw.pipeline(transaction=False)
+    pipe.execute_command("ASKING")
+    pipe.get(key)
+    return pipe.execute()[1]
+
+
+def replicated(cluster: RedisCluster, node: RedisServer, raw: redis.Redis) -> int:
+    """Replicas that have every write ``node`` took so far: WAIT counts the writes of its own
+    connection, so this one writes a key of ``node``'s slots first (replication is in order)."""
+    i = 0
+    while cluster.master_of(key_slot(f"sync:{i}".encode())).port != node.port:
+        i += 1
+    raw.set(f"sync:{i}", 1, px=1000)
+    return int(raw.execute_command("WAIT", 1, 2000))
+
+
+def other_master(cluster: RedisCluster, source: RedisServer) -> RedisServer:
+    for node in cluster.nodes[: cluster.masters]:
+        if node.port != source.port:
+            return node
+    raise AssertionError("no other master")
