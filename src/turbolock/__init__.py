@@ -47,6 +47,7 @@ from turbolock.redlock import (
     RedlockResult,
     RedlockStatus,
 )
+from turbolock.sentinel import SentinelLockClient
 
 implementation: str = str(_core.default_core.IMPLEMENTATION)
 """The core in use by default: "c" (compiled, over hiredis) or "py" (pure Python)."""
@@ -93,6 +94,7 @@ __all__ = [
     "RedlockResult",
     "RedlockStatus",
     "ResponseError",
+    "SentinelLockClient",
     "TimeoutError",
     "implementation",
 ]

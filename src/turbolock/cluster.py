@@ -17,24 +17,12 @@ from turbolock._flows.client_settings import CLIENT_KEYWORDS, DEFAULT_CHUNK_SIZE
 from turbolock._flows.renewal_book import AutoRenew, Batch, OnLost
 from turbolock._sync.cluster import ClusterExecutor
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
-from turbolock._wire.slot_map import Address
 from turbolock._wire.validate import Seconds
 from turbolock.client import DEFAULT_MAX_CONNECTIONS, LockClient
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
-from turbolock.options import options_from_url
+from turbolock.options import node_address
 
 NOT_YET = "is not supported on Redis Cluster yet"
-
-
-def _startup_address(node: object) -> Address:
-    if isinstance(node, str):
-        options = options_from_url(node)
-        return options.host, options.port
-    if (isinstance(node, tuple) and len(node) == 2 and isinstance(node[0], str)
-            and type(node[1]) is int and 0 < node[1] < 65536):
-        return node[0], node[1]
-    raise InvalidArgumentTypeError("startup_nodes",
-                                   f"items must be URLs or (host, port) pairs, not {node!r:.60}")
 
 
 class ClusterLockClient(LockClient):
@@ -53,7 +41,7 @@ class ClusterLockClient(LockClient):
                  chunk_size: int = DEFAULT_CHUNK_SIZE, core: str | None = None, **connection: Any) -> None:
         if isinstance(startup_nodes, str | bytes) or not isinstance(startup_nodes, Sequence):
             raise InvalidArgumentTypeError("startup_nodes", "must be a list of URLs or (host, port) pairs")
-        self._startup = [_startup_address(node) for node in startup_nodes]
+        self._startup = [node_address(node, "startup_nodes") for node in startup_nodes]
         super().__init__(host, port, key_prefix=key_prefix, max_connections=max_connections,
                          chunk_size=chunk_size, core=core, **connection)
 

@@ -309,3 +309,15 @@ def options_from_redis(client: Any, **overrides: Any) -> ConnectionOptions:
                 kwargs[key] = source[key]
         kwargs["ssl_cert_reqs"] = source.get("ssl_cert_reqs", "required")
     return _build(kwargs, overrides)
+
+
+def node_address(node: object, argument: str) -> tuple[str, int]:
+    """(host, port) of one node given as a URL or a (host, port) pair (cluster start-up nodes,
+    Sentinels); ``argument`` names the list in the error."""
+    if isinstance(node, str):
+        options = options_from_url(node)
+        return options.host, options.port
+    if (isinstance(node, tuple) and len(node) == 2 and isinstance(node[0], str)
+            and type(node[1]) is int and 0 < node[1] < 65536):
+        return node[0], node[1]
+    raise InvalidArgumentTypeError(argument, f"items must be URLs or (host, port) pairs, not {node!r:.60}")

@@ -38,16 +38,19 @@ class RedisServer:
     """One ``redis-server`` process.
 
     ``extra_config`` lines are appended to the generated config (for TLS, ACL users,
-    persistence...). ``restart()`` stops and starts the same server on the same port, so
+    persistence...); ``arguments`` follow the config file on the command line (``--sentinel``
+    runs a Sentinel). ``restart()`` stops and starts the same server on the same port, so
     clients see a real restart; ``pause()``/``resume()`` send SIGSTOP/SIGCONT.
     """
 
     def __init__(self, *, port: int | None = None, extra_config: Sequence[str] = (),
-                 executable: str = "redis-server", startup_timeout: float = 10.0) -> None:
+                 executable: str = "redis-server", startup_timeout: float = 10.0,
+                 arguments: Sequence[str] = ()) -> None:
         self.port = port if port is not None else free_port()
         self.host = "127.0.0.1"
         self.extra_config = list(extra_config)
         self.executable = executable
+        self.arguments = list(arguments)
         self.startup_timeout = startup_timeout
         self.directory = tempfile.mkdtemp(prefix="turbolock-redis-")
         self.process: subprocess.Popen[bytes] | None = None
@@ -81,10 +84,13 @@ class RedisServer:
         if shutil.which(self.executable) is None:
             raise RedisServerError(f"{self.executable} is not installed (apt-get install redis-server)")
         config_path = os.path.join(self.directory, "redis.conf")
-        with open(config_path, "w") as config:
-            config.write(self._config())
-        self.process = subprocess.Popen([self.executable, config_path], stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE, start_new_session=True)
+        if "--sentinel" not in self.arguments or not os.path.exists(config_path):
+            # (a Sentinel rewrites its config with what it learnt: kept across restarts)
+            with open(config_path, "w") as config:
+                config.write(self._config())
+        command = [self.executable, config_path, *self.arguments]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        start_new_session=True)
         self._wait_ready()
         return self
 

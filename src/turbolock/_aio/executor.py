@@ -67,6 +67,16 @@ class Executor:
         except NotSent as exc:
             raise exc.cause from None
 
+    async def command_one(self, args: tuple[bytes, ...], deadline: float | None = None) -> object:
+        """Any one command that changes nothing (``SENTINEL ...``), within the connection's
+        timeout (``deadline`` is the blocking twin's). Transport errors propagate."""
+        conn = self.pool.ready() or await self.pool.connect()
+        conn.buffer.append_command(args)
+        try:
+            return await conn.submit(1)
+        except NotSent as exc:
+            raise exc.cause from None
+
     async def script_one(self, script: _scripts.Script, key: bytes, token: bytes,
                          ttl_ms: int | None) -> object:
         """EVALSHA of a single-key script; on NOSCRIPT, SCRIPT LOAD and the retry go out together.

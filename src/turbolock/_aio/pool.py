@@ -92,7 +92,7 @@ class ConnectionPool:
             raise
 
     async def _connect_one(self) -> RedisProtocol:
-        conn = await open_connection(self.options, self.core, self.key_prefix, self.on_orphan)
+        conn = await self._open_connection()
         if conn.loop is not self._loop:  # opened for a loop the pool has since left
             conn.close(ConnectionError("the event loop this connection was opened in is gone"))
             raise ConnectionError("the event loop this connection was opened in is gone")
@@ -102,6 +102,18 @@ class ConnectionPool:
         conn.on_close = self._dropped
         self._open.append(conn)
         return conn
+
+    async def _open_connection(self) -> RedisProtocol:
+        return await open_connection(self.options, self.core, self.key_prefix, self.on_orphan)
+
+    def drop_all(self) -> None:
+        """Close every connection (the server they go to is no longer the one to use): calls in
+        flight on them fail, and the next call opens a new one."""
+        conns, self._open = self._open, []
+        self._next = 0
+        for conn in conns:
+            conn.on_close = None
+            conn.abort(ConnectionError(f"{self.options.address}: the connection was dropped (a failover)"))
 
     def adopt_running_loop(self) -> None:
         """Make the running loop the pool's: another loop's connections are dropped if that loop

@@ -24,7 +24,9 @@ from turbolock._flows.ownership import Owner, check_lease
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.single import adopted_lease, check_flow, extend_flow, query_flow
 from turbolock._wire import core as _core
+from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import Seconds, check_key_prefix
+from turbolock.errors import LockError
 from turbolock.lease import Lease
 from turbolock.options import ConnectionOptions, options_from_keywords, options_from_redis, options_from_url
 
@@ -78,6 +80,11 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
         if auto_renew is False and on_lost is None:  # most acquires: nothing to check
             return None
         return renew_policy(auto_renew, on_lost, ms)
+
+    def _refused(self, reply: object, name: str | bytes) -> LockError:
+        """The error for an acquire's error reply (a Sentinel client also drops its master on
+        READONLY)."""
+        return reply_error(reply, name)
 
     def lease(self, name: str | bytes, token: bytes) -> Lease:
         """A lease for a lock taken elsewhere (another process, another object) with ``token``,

@@ -22,7 +22,7 @@ from typing import Any
 
 from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder, Unconfirmed
+from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder, Unconfirmed, subset_encoders
 from turbolock._wire.slot_map import Address, Redirect, SlotMap, map_from_shards, map_from_slots, redirect_of
 from turbolock._wire.slots import key_slot
 from turbolock.errors import ClusterError, ConnectionError, ProtocolError, ReplyError
@@ -244,19 +244,12 @@ def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: li
                 script: _scripts.Script | None, reencode: Reencoder | None,
                 deadline: float) -> Flow[list[object]]:
     """Items ``indices`` to one master, pipelined; their replies in that order."""
-    def encode_share(buf: Any, start: int, stop: int) -> None:
-        for i in indices[start:stop]:
-            encode(buf, i, i + 1)
-
-    def reencode_share(buf: Any, positions: Sequence[int]) -> None:
-        assert reencode is not None
-        reencode(buf, [indices[p] for p in positions])
-
+    encode_share, reencode_share = subset_encoders(encode, reencode, indices)
     node = nodes.node(address)
     options: dict[str, Any] = {} if deadline == math.inf else {"deadline": deadline}
     try:
-        replies: list[object] = yield Call(node.many, (len(indices), encode_share, script,
-                                                       None if reencode is None else reencode_share), options)
+        replies: list[object] = yield Call(node.many, (len(indices), encode_share, script, reencode_share),
+                                           options)
     except BaseException:
         routes.failed(address)
         raise

@@ -36,7 +36,7 @@ def acquire_result(client: Any, reply: object, name: str | bytes, key: bytes, to
         if policy is not None:
             client._renewer().add((lease,), policy, on_lost)
         return lease
-    raise reply_error(reply, name)
+    raise client._refused(reply, name)
 
 
 def release_result(reply: object, lease: Lease) -> bool:

@@ -15,8 +15,9 @@ Redis Cluster fits the first shape: a ``Server`` (``_sync.cluster.ClusterExecuto
 sends each key's command to the master of its slot and whose ``many`` groups the items by
 their ``keys`` (which the flows pass), sends each master its share and puts the replies back
 in input order, so the single-server flows run on it unchanged; the routing and the redirects
-are written once (``cluster_routes``). Sentinel will be a ``Server`` whose connections are
-opened to the master Sentinel names.
+are written once (``cluster_routes``). Sentinel is a ``Server`` too (``_sync.sentinel``,
+``_aio.sentinel``): its connections are opened to the master the Sentinels name, and a call
+that fails or is refused as READONLY sends it back to them (``sentinel_routes``).
 """
 
 from __future__ import annotations

@@ -63,6 +63,18 @@ class ConnectionPool:
         self._cond = threading.Condition(self._lock)
         self._generation += 1
 
+    def drop_all(self) -> None:
+        """Close the idle connections, and the busy ones when they come back (the server they
+        go to is no longer the one to use)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._in_use = 0
+            self._generation += 1
+            if self._waiters:
+                self._cond.notify_all()
+        for conn in idle:
+            conn.close()
+
     def get(self, deadline: float, finish: bool = True) -> Connection:
         """An idle connection, or a new one (with ``finish=False``, its handshake sent but not
         yet read: see ``Connection.finish_connect``)."""
@@ -77,17 +89,23 @@ class ConnectionPool:
                 self._in_use += 1
             else:
                 conn = self._wait_for_idle(deadline)
+            generation = self._generation  # the slot's: ``drop_all`` may start a new one meanwhile
         try:
             if conn is not None and time.monotonic() - conn.last_used > STALE_CHECK_AFTER and conn.is_stale():
                 conn.close()
                 conn = None
             if conn is None:
-                conn = Connection(self.options, self.core, self.key_prefix)
-                conn.generation = self._generation
-                conn.connect(deadline, finish)
+                conn = self._new_connection(deadline, finish, generation)
         except BaseException:
-            self._release_slot()
+            if generation == self._generation:  # else ``drop_all`` gave the slot back already
+                self._release_slot()
             raise
+        return conn
+
+    def _new_connection(self, deadline: float, finish: bool, generation: int) -> Connection:
+        conn = Connection(self.options, self.core, self.key_prefix)
+        conn.generation = generation
+        conn.connect(deadline, finish)
         return conn
 
     def _wait_for_idle(self, deadline: float) -> Connection | None:

@@ -65,6 +65,23 @@ def item_encoders(append: Callable[[Any, int], None]) -> tuple[Encoder, Reencode
     return encode, reencode
 
 
+def subset_encoders(encode: Encoder, reencode: Reencoder | None,
+                    indices: Sequence[int]) -> tuple[Encoder, Reencoder | None]:
+    """Encoders of the items ``indices`` of a call, as items 0..len(indices)-1 of another."""
+
+    def encode_subset(buf: Any, start: int, stop: int) -> None:
+        for i in indices[start:stop]:
+            encode(buf, i, i + 1)
+
+    if reencode is None:
+        return encode_subset, None
+
+    def reencode_subset(buf: Any, positions: Sequence[int]) -> None:
+        reencode(buf, [indices[p] for p in positions])
+
+    return encode_subset, reencode_subset
+
+
 def check_loaded(head: list[object], script: _scripts.Script) -> None:
     if head and type(head[0]) is ReplyError:
         error = head[0]

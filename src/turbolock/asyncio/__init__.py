@@ -1,5 +1,6 @@
 """turbolock for asyncio: ``AsyncLockClient`` and ``AsyncLock`` for one server,
-``AsyncRedlockClient`` and ``AsyncRedlockLock`` for a majority of masters.
+``AsyncSentinelLockClient`` for a master Sentinel names, ``AsyncRedlockClient`` and
+``AsyncRedlockLock`` for a majority of masters.
 
 The whole API of the threaded clients as coroutines, on the same sans-IO core and the same
 flows, with automatic pipelining: the commands of every task issued in one loop iteration leave
@@ -12,6 +13,7 @@ from __future__ import annotations
 from turbolock.asyncio.client import DEFAULT_MAX_CONNECTIONS, AsyncLockClient
 from turbolock.asyncio.lock import AsyncLock
 from turbolock.asyncio.redlock import AsyncRedlockClient, AsyncRedlockLock
+from turbolock.asyncio.sentinel import AsyncSentinelLockClient
 
 __all__ = ["DEFAULT_MAX_CONNECTIONS", "AsyncLock", "AsyncLockClient", "AsyncRedlockClient",
-           "AsyncRedlockLock"]
+           "AsyncRedlockLock", "AsyncSentinelLockClient"]

@@ -82,11 +82,15 @@ class AsyncLockClient(ClientRules[AsyncLock]):
                  key_prefix: str | bytes = DEFAULT_KEY_PREFIX, max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, core: str | None = None, **connection: Any) -> None:
         self._configure(host, port, key_prefix, max_connections, chunk_size, core, connection)
+        self._open(max_connections)
+        self._tokens = TokenSource()
+        self._cleanup_runner: asyncio.Task[None] | None = None
+
+    def _open(self, max_connections: int) -> None:
+        """The server side: the pipelining connections and the executor over them."""
         self._pool = ConnectionPool(self.options, self.core, self.key_prefix, max_connections,
                                     self._on_orphan)
         self._exec: AsyncServer = Executor(self._pool, self._chunk_size)
-        self._tokens = TokenSource()
-        self._cleanup_runner: asyncio.Task[None] | None = None
 
     @property
     def max_connections(self) -> int:
@@ -304,6 +308,9 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         if runner is not None and not runner.done() and runner.get_loop() is asyncio.get_running_loop():
             runner.cancel()
             await asyncio.wait([runner])
+        await self._close_connections()
+
+    async def _close_connections(self) -> None:
         await self._pool.close()
 
     @property

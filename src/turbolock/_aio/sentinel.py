@@ -1,0 +1,162 @@
+"""Redis Sentinel for asyncio: a pool whose new connections go to the master the Sentinels name
+(``_flows/sentinel_routes``), and the ``AsyncServer`` over it, which forgets that master when a
+call to it fails or is refused with ``READONLY`` (and sends a refused write once more, to the
+new one: it did not run). The blocking twin is ``_sync/sentinel``; the logic is the flows'."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from typing import Any
+
+from turbolock._aio.connect import open_connection
+from turbolock._aio.drive import run
+from turbolock._aio.executor import Executor, OrphanTags
+from turbolock._aio.pool import ConnectionPool
+from turbolock._aio.protocol import NotSent, OrphanHandler, RedisProtocol
+from turbolock._flows.sentinel_routes import (
+    CHECK_INTERVAL,
+    SentinelRoutes,
+    ask_flow,
+    check_role,
+    guarded_flow,
+    guarded_many_flow,
+    master_flow,
+)
+from turbolock._flows.steps import Call, CallStep
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
+from turbolock._wire.slot_map import Address
+from turbolock.errors import ConnectionError, LockError
+from turbolock.options import ConnectionOptions
+
+log = logging.getLogger("turbolock")
+
+
+def _no_orphans(tag: Any, reply: object) -> None:
+    """A Sentinel is only asked questions: nothing to clean up after a lost reply."""
+
+
+class SentinelNodes:
+    """One connection per Sentinel, opened when first asked."""
+
+    def __init__(self, options: ConnectionOptions, core: Any) -> None:
+        self._options = options
+        self._core = core
+        self._nodes: dict[Address, Executor] = {}
+
+    def node(self, address: Address) -> Executor:
+        executor = self._nodes.get(address)
+        if executor is None:
+            options = dataclasses.replace(self._options, host=address[0], port=address[1])
+            pool = ConnectionPool(options, self._core, b"", 1, _no_orphans)
+            executor = self._nodes[address] = Executor(pool, 1)
+        return executor
+
+    async def close(self) -> None:
+        nodes, self._nodes = list(self._nodes.values()), {}
+        for node in nodes:
+            await node.pool.close()
+
+
+class SentinelPool(ConnectionPool):
+    """Connections to the master of ``routes.service``, checked with ``ROLE`` when opened."""
+
+    def __init__(self, options: ConnectionOptions, core: Any, key_prefix: bytes, size: int,
+                 on_orphan: OrphanHandler, routes: SentinelRoutes, sentinels: SentinelNodes) -> None:
+        super().__init__(options, core, key_prefix, size, on_orphan)
+        self.routes = routes
+        self.sentinels = sentinels
+        self._watcher: asyncio.Task[None] | None = None
+
+    async def _open_connection(self) -> RedisProtocol:
+        watcher = self._watcher
+        if watcher is None or watcher.done() or watcher.get_loop() is not asyncio.get_running_loop():
+            self._watcher = asyncio.get_running_loop().create_task(self._watch())
+        address = self.routes.master
+        if address is None:  # one connect at a time (the pool's): one question to the Sentinels
+            deadline = time.monotonic() + self.options.timeout
+            address = await run(master_flow(self.routes, self.sentinels, deadline))
+        options = dataclasses.replace(self.options, host=address[0], port=address[1])
+        try:
+            conn = await open_connection(options, self.core, self.key_prefix, self.on_orphan)
+        except BaseException:
+            self.master_failed()
+            raise
+        try:
+            conn.buffer.append_command((b"ROLE",))
+            try:
+                reply = await conn.submit(1)
+            except NotSent as exc:
+                raise exc.cause from None
+            check_role(reply, address, self.routes.service)
+        except BaseException:
+            conn.close(ConnectionError(f"connection to {options.address} is closed"))
+            self.master_failed()
+            raise
+        return conn
+
+    async def _watch(self) -> None:
+        """Ask the Sentinels every ``CHECK_INTERVAL``; when they name another master, drop the
+        connections to the old one (see ``CHECK_INTERVAL``)."""
+        while True:
+            await asyncio.sleep(CHECK_INTERVAL)
+            known = self.routes.master
+            deadline = time.monotonic() + self.options.timeout
+            try:
+                named = await run(ask_flow(self.routes, self.sentinels, deadline))
+            except LockError as exc:  # the next call finds out for itself
+                log.debug("turbolock: the Sentinels could not be asked: %s", exc)
+                continue
+            if known is not None and named != known:
+                log.warning("turbolock: the Sentinels name %s:%d the master of %r now", named[0], named[1],
+                            self.routes.service)
+                self.drop_all()
+
+    async def close(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None and not watcher.done() and watcher.get_loop() is asyncio.get_running_loop():
+            watcher.cancel()
+            await asyncio.wait([watcher])
+        await super().close()
+
+    def master_failed(self) -> None:
+        """A call to the master failed or was refused: ask the Sentinels again, and drop every
+        connection to it."""
+        self.routes.forget()
+        self.drop_all()
+
+
+class SentinelExecutor(Executor):
+    """The ``AsyncServer`` of a Sentinel-managed master (``_flows/topology``); every call guarded
+    by ``_flows/sentinel_routes``."""
+
+    pool: SentinelPool
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.pool.options.timeout
+
+    async def pttl_one(self, key: bytes) -> object:
+        return await run(guarded_flow(self.pool, Call(Executor.pttl_one, (self, key)), self._deadline()))
+
+    async def script_one(self, script: _scripts.Script, key: bytes, token: bytes,
+                         ttl_ms: int | None) -> object:
+        step = Call(Executor.script_one, (self, script, key, token, ttl_ms))
+        return await run(guarded_flow(self.pool, step, self._deadline()))
+
+    async def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
+                   reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
+                   orphans: OrphanTags | None = None, chunk_size: int | None = None,
+                   keys: Any = None) -> list[object]:
+        """As ``Executor.many``; items refused with ``READONLY`` go once more to the master the
+        Sentinels name next (``on_replies`` sees every reply at the end)."""
+        def send(n: int, enc: Encoder, reenc: Reencoder | None) -> CallStep:
+            tags = orphans if n == count else None  # a resent subset's acquires were refused: no orphans
+            return Call(Executor.many, (self, n, enc, script, reenc, None, tags, chunk_size))
+
+        results = await run(guarded_many_flow(self.pool, send, count, encode, reencode))
+        if on_replies is not None and count:
+            on_replies(0, results)
+        return results

@@ -1,0 +1,200 @@
+"""Redis Sentinel, written once for threads and asyncio: which server is the master of a service
+now, as the Sentinels say, and when to ask them again.
+
+The master's address is asked of the Sentinels in turn (``SENTINEL get-master-addr-by-name``;
+the one that answered last is asked first) when a connection is to be opened and none is known,
+and forgotten when a call to it fails or it answers ``READONLY`` (a failover demoted it). A new
+connection asks ``ROLE`` before it is used, so a Sentinel that has not yet seen a failover
+cannot send the client to a replica.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from turbolock._flows.steps import Call, CallStep, Flow
+from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, subset_encoders
+from turbolock._wire.replies import reply_error
+from turbolock._wire.slot_map import Address
+from turbolock.errors import (
+    ConnectionError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    LockError,
+    ReplyError,
+)
+from turbolock.options import ConnectionOptions, node_address
+
+GET_MASTER = b"get-master-addr-by-name"
+
+
+def readonly(reply: object) -> bool:
+    """A write refused by a replica: the server the client took for the master no longer is."""
+    return type(reply) is ReplyError and reply.code == "READONLY"
+
+
+def check_role(reply: object, address: Address, service: str) -> None:
+    """Raise unless ``reply`` (to ``ROLE``) says master. A user not allowed ``ROLE`` (NOPERM) is
+    trusted to have been sent to the master."""
+    if type(reply) is ReplyError and reply.code == "NOPERM":
+        return
+    if type(reply) is list and reply and reply[0] == b"master":
+        return
+    role = reply[0].decode(errors="replace") if type(reply) is list and reply and type(reply[0]) is bytes \
+        else "no answer to ROLE"
+    raise ConnectionError(f"{address[0]}:{address[1]} is not the master of {service!r} ({role}); "
+                          "a failover is under way")
+
+
+CHECK_INTERVAL = 1.0
+"""Seconds between two questions to the Sentinels while connections are open. A failover the
+client does not see fail (``SENTINEL FAILOVER``, or a partition) leaves the old master taking
+writes until the Sentinels demote it, about 10 s later: locks taken there meanwhile are lost
+and may be granted on the new master too. Asking every second narrows that to about a second."""
+
+
+class SentinelRoutes:
+    """The master a client believes, and the Sentinels to ask when it has none."""
+
+    def __init__(self, service: str, sentinels: Sequence[Address]) -> None:
+        self.service = service
+        self.sentinels = list(sentinels)
+        self.master: Address | None = None
+
+    def forget(self) -> None:
+        """The master failed or refused a write: ask the Sentinels before the next connection."""
+        self.master = None
+
+    def answered(self, sentinel: Address, reply: object) -> Address | None:
+        """The master from one Sentinel's reply (None when it does not know the service); that
+        Sentinel is asked first next time."""
+        if type(reply) is not list or len(reply) != 2:
+            return None
+        host, port = reply
+        if type(host) is not bytes or type(port) is not bytes or not port.isdigit():
+            return None
+        self.sentinels.remove(sentinel)
+        self.sentinels.insert(0, sentinel)
+        self.master = (host.decode(), int(port))
+        return self.master
+
+
+def master_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Address]:
+    """The master's address: the one known, or ``ask_flow``'s."""
+    if routes.master is not None:
+        return routes.master
+    return (yield from ask_flow(routes, sentinels, deadline))
+
+
+def ask_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Address]:
+    """The master's address, asked of the Sentinels in turn (``sentinels.node(address)`` is a
+    Sentinel's ``Server``) until one knows it."""
+    errors: list[str] = []
+    for sentinel in list(routes.sentinels):
+        try:
+            reply = yield Call(sentinels.node(sentinel).command_one,
+                               ((b"SENTINEL", GET_MASTER, routes.service.encode()), deadline))
+        except LockError as exc:
+            errors.append(f"{sentinel[0]}:{sentinel[1]}: {exc}")
+            continue
+        address = routes.answered(sentinel, reply)
+        if address is not None:
+            return address
+        errors.append(f"{sentinel[0]}:{sentinel[1]} knows no master named {routes.service!r}"
+                      + (f" ({reply})" if type(reply) is ReplyError else ""))
+    raise ConnectionError(f"no Sentinel gave the master of {routes.service!r}: {'; '.join(errors)}")
+
+
+def refused_write(service: str) -> ConnectionError:
+    return ConnectionError(f"the master of {service!r} refused a write (READONLY): a failover is under way")
+
+
+def guarded_flow(pool: Any, step: CallStep, deadline: float) -> Flow[object]:
+    """One call to the master (``step``). A failure makes ``pool`` forget the master and drop its
+    connections; a write refused with READONLY (it did not run) goes once more, to the master
+    the Sentinels name next."""
+    for _ in range(2):
+        try:
+            reply = yield step
+        except BaseException:
+            pool.master_failed()
+            raise
+        if not readonly(reply):
+            return reply
+        pool.master_failed()
+        if time.monotonic() >= deadline:
+            break
+    raise refused_write(pool.routes.service)
+
+
+Send = Callable[[int, Encoder, "Reencoder | None"], CallStep]
+"""``send(count, encode, reencode)``: the step of a pipelined call of ``count`` items to the master."""
+
+
+def guarded_many_flow(pool: Any, send: Send, count: int, encode: Encoder,
+                      reencode: Reencoder | None) -> Flow[list[object]]:
+    """A pipelined call to the master; items refused with READONLY go once more, to the master
+    the Sentinels name next."""
+    try:
+        results: list[object] = yield send(count, encode, reencode)
+        refused = [i for i, reply in enumerate(results) if readonly(reply)]
+        if refused or UNKNOWN in results:
+            pool.master_failed()
+        if refused:
+            again: list[object] = yield send(len(refused), *subset_encoders(encode, reencode, refused))
+            for position, i in enumerate(refused):
+                results[i] = again[position]
+    except BaseException:
+        pool.master_failed()
+        raise
+    return results
+
+
+def check_sentinels(sentinels: object, service_name: object) -> list[Address]:
+    """The Sentinels' addresses, refusing bad arguments before anything is sent."""
+    if isinstance(sentinels, str | bytes) or not isinstance(sentinels, Sequence):
+        raise InvalidArgumentTypeError("sentinels", "must be a list of URLs or (host, port) pairs")
+    if not sentinels:
+        raise InvalidArgumentError("sentinels", "must name at least one Sentinel")
+    if not isinstance(service_name, str):
+        raise InvalidArgumentTypeError("service_name", "must be a str (the name Sentinels monitor)")
+    if not service_name.strip():
+        raise InvalidArgumentError("service_name", "must not be empty")
+    return [node_address(node, "sentinels") for node in sentinels]
+
+
+class SentinelRules:
+    """What the threaded and the asyncio Sentinel clients add to their single-server bases."""
+
+    _service: str
+    _sentinel_addresses: list[Address]
+    _pool: Any
+    key_prefix: bytes
+    implementation: str
+    options: ConnectionOptions
+
+    def _sentinel_options(self, username: str | None, password: str | None) -> ConnectionOptions:
+        """The Sentinels' connection options: the master's, with the Sentinels' credentials."""
+        options = self.options
+        if options.unix_socket_path is not None:
+            raise InvalidArgumentError("unix_socket_path", "a master Sentinel names is reached over TCP")
+        return dataclasses.replace(options, username=username, password=password, db=0)
+
+    def _refused(self, reply: object, name: str | bytes) -> LockError:
+        if readonly(reply):  # an acquire sent to a master a failover demoted
+            self._pool.master_failed()
+            return refused_write(self._service)
+        return reply_error(reply, name)
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> Any:
+        raise InvalidArgumentError("url", "a Sentinel client is made from its Sentinels: "
+                                          f"{cls.__name__}(sentinels, service_name, ...)")
+
+    def __repr__(self) -> str:
+        sentinels = ", ".join(f"{host}:{port}" for host, port in self._sentinel_addresses)
+        return (f"{type(self).__name__}({self._service!r} via [{sentinels}], db={self.options.db}, "
+                f"key_prefix={self.key_prefix!r}, core={self.implementation!r})")
