@@ -6,6 +6,7 @@ connection) on asyncio, where a cancelled caller is one more way for a reply to 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -58,8 +59,9 @@ class Executor:
         self.pool = pool
         self.chunk_size = chunk_size
 
-    async def pttl_one(self, key: bytes) -> object:
-        """PTTL of one lock key. Transport errors propagate."""
+    async def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
+        """PTTL of one lock key. Transport errors propagate. Every call here is bounded by the
+        connection's timeout; ``deadline`` is the blocking twin's (a Redis Cluster's flows pass it)."""
         conn = self.pool.ready() or await self.pool.connect()
         conn.buffer.append_pttl(key)
         try:
@@ -77,8 +79,54 @@ class Executor:
         except NotSent as exc:
             raise exc.cause from None
 
+    async def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int,
+                         deadline: float | None = None) -> object:
+        """``SET key token NX PX ttl_ms``; ``Unconfirmed`` when it was written and no reply came. A
+        cancelled caller's lock is released once its reply comes (the pool's ``on_orphan``)."""
+        conn = self.pool.ready() or await self.pool.connect()
+        conn.buffer.append_set_nx_px(key, token, ttl_ms)
+        tag = (key, token, ttl_ms)
+        try:
+            fut = conn.submit(1, tag)
+        except NotSent as exc:
+            raise exc.cause from None
+        try:
+            return await fut
+        except NotSent as exc:
+            raise exc.cause from None
+        except asyncio.CancelledError:
+            abandon(fut, tag, self.pool.on_orphan)
+            raise
+        except BaseException as exc:
+            raise Unconfirmed(exc) from None
+
+    async def asking_one(self, append: Callable[[Any], None], deadline: float | None = None,
+                         script: _scripts.Script | None = None) -> object:
+        """``ASKING`` and the command ``append(buf)`` writes (a Redis Cluster slot being migrated
+        here); a script this node does not know yet is loaded and run again. ``Unconfirmed``
+        when the command was written and no reply came."""
+        conn = self.pool.ready() or await self.pool.connect()
+        buf = conn.buffer
+        buf.append_command((b"ASKING",))
+        append(buf)
+        loaded: object = None
+        try:
+            reply = (await conn.submit(2))[1]
+            if script is not None and type(reply) is ReplyError and reply.code == "NOSCRIPT":
+                _script_load(conn, script)
+                buf.append_command((b"ASKING",))
+                append(buf)
+                loaded, _, reply = await conn.submit(3)
+        except NotSent as exc:
+            raise exc.cause from None
+        except BaseException as exc:
+            raise Unconfirmed(exc) from None
+        if script is not None:
+            check_loaded([loaded], script)
+        return reply
+
     async def script_one(self, script: _scripts.Script, key: bytes, token: bytes,
-                         ttl_ms: int | None) -> object:
+                         ttl_ms: int | None, deadline: float | None = None) -> object:
         """EVALSHA of a single-key script; on NOSCRIPT, SCRIPT LOAD and the retry go out together.
 
         A failure after the command was written (a broken connection, a deadline, a cancelled
@@ -104,7 +152,7 @@ class Executor:
     async def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
                    orphans: OrphanTags | None = None, chunk_size: int | None = None,
-                   keys: Any = None) -> list[object]:
+                   keys: Any = None, deadline: float = math.inf) -> list[object]:
         """Replies for ``count`` items in input order; an item whose outcome the connection lost
         is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import time
 from typing import Any
 
@@ -135,21 +136,22 @@ class SentinelExecutor(Executor):
 
     pool: SentinelPool
 
-    def _deadline(self) -> float:
-        return time.monotonic() + self.pool.options.timeout
+    def _deadline(self, deadline: float | None) -> float:
+        return time.monotonic() + self.pool.options.timeout if deadline is None else deadline
 
-    async def pttl_one(self, key: bytes) -> object:
-        return await run(guarded_flow(self.pool, Call(Executor.pttl_one, (self, key)), self._deadline()))
+    async def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
+        step = Call(Executor.pttl_one, (self, key))
+        return await run(guarded_flow(self.pool, step, self._deadline(deadline)))
 
     async def script_one(self, script: _scripts.Script, key: bytes, token: bytes,
-                         ttl_ms: int | None) -> object:
+                         ttl_ms: int | None, deadline: float | None = None) -> object:
         step = Call(Executor.script_one, (self, script, key, token, ttl_ms))
-        return await run(guarded_flow(self.pool, step, self._deadline()))
+        return await run(guarded_flow(self.pool, step, self._deadline(deadline)))
 
     async def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
                    orphans: OrphanTags | None = None, chunk_size: int | None = None,
-                   keys: Any = None) -> list[object]:
+                   keys: Any = None, deadline: float = math.inf) -> list[object]:
         """As ``Executor.many``; items refused with ``READONLY`` go once more to the master the
         Sentinels name next (``on_replies`` sees every reply at the end)."""
         def send(n: int, enc: Encoder, reenc: Reencoder | None) -> CallStep:

@@ -200,9 +200,10 @@ def pttl_flow(routes: ClusterRoutes, nodes: Any, key: bytes, deadline: float) ->
 
 def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, script: _scripts.Script | None,
               reencode: Reencoder | None, keys: Sequence[bytes], timeout: float, chunk_size: int,
-              deadline: float) -> Flow[list[object]]:
+              deadline: float, orphans: Any = None) -> Flow[list[object]]:
     """A reply per item in input order: each master gets its items pipelined in chunks (a
-    chunk's timeout each); items redirected or told to wait go again while time is left."""
+    chunk's timeout each); items redirected or told to wait go again while time is left.
+    ``orphans`` (asyncio: the tags of a cancelled caller's acquires) go with each master's share."""
     if len(keys) != count:
         raise ProtocolError("a cluster bulk call needs each item's key")
     results: list[object] = [NOT_SENT] * count
@@ -218,7 +219,7 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
         again: list[int] = []
         for address, indices in groups.items():
             replies = yield from _share_flow(routes, nodes, address, indices, encode, script, reencode,
-                                             deadline)
+                                             deadline, orphans)
             for position, i in enumerate(indices):
                 reply = replies[position]
                 redirect = redirect_of(reply, address[0])
@@ -242,11 +243,13 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
 
 def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: list[int], encode: Encoder,
                 script: _scripts.Script | None, reencode: Reencoder | None,
-                deadline: float) -> Flow[list[object]]:
+                deadline: float, orphans: Any = None) -> Flow[list[object]]:
     """Items ``indices`` to one master, pipelined; their replies in that order."""
     encode_share, reencode_share = subset_encoders(encode, reencode, indices)
     node = nodes.node(address)
     options: dict[str, Any] = {} if deadline == math.inf else {"deadline": deadline}
+    if orphans is not None:
+        options["orphans"] = _share_orphans(orphans, indices)
     try:
         replies: list[object] = yield Call(node.many, (len(indices), encode_share, script, reencode_share),
                                            options)
@@ -254,6 +257,15 @@ def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: li
         routes.failed(address)
         raise
     return replies
+
+
+def _share_orphans(orphans: Callable[[int, int], Any], indices: list[int]) -> Callable[[int, int], Any]:
+    """The orphan tags of a master's share, from the call's: a bulk acquire's tag of items
+    ``start``..``stop`` is (their keys, their tokens, the ttl)."""
+    def tags(start: int, stop: int) -> Any:
+        picked = [orphans(i, i + 1) for i in indices[start:stop]]
+        return [tag[0][0] for tag in picked], [tag[1][0] for tag in picked], picked[0][2]
+    return tags
 
 
 def _ask_item_flow(nodes: Any, address: Address, encode: Encoder, i: int, script: _scripts.Script | None,

@@ -1,5 +1,6 @@
 """turbolock for asyncio: ``AsyncLockClient`` and ``AsyncLock`` for one server,
-``AsyncSentinelLockClient`` for a master Sentinel names, ``AsyncRedlockClient`` and
+``AsyncSentinelLockClient`` for a master Sentinel names, ``AsyncClusterLockClient`` for Redis
+Cluster, ``AsyncRedlockClient`` and
 ``AsyncRedlockLock`` for a majority of masters.
 
 The whole API of the threaded clients as coroutines, on the same sans-IO core and the same
@@ -11,9 +12,10 @@ in one write. Leases, results and errors are the threaded clients' own types
 from __future__ import annotations
 
 from turbolock.asyncio.client import DEFAULT_MAX_CONNECTIONS, AsyncLockClient
+from turbolock.asyncio.cluster import AsyncClusterLockClient
 from turbolock.asyncio.lock import AsyncLock
 from turbolock.asyncio.redlock import AsyncRedlockClient, AsyncRedlockLock
 from turbolock.asyncio.sentinel import AsyncSentinelLockClient
 
-__all__ = ["DEFAULT_MAX_CONNECTIONS", "AsyncLock", "AsyncLockClient", "AsyncRedlockClient",
-           "AsyncRedlockLock", "AsyncSentinelLockClient"]
+__all__ = ["DEFAULT_MAX_CONNECTIONS", "AsyncClusterLockClient", "AsyncLock", "AsyncLockClient",
+           "AsyncRedlockClient", "AsyncRedlockLock", "AsyncSentinelLockClient"]

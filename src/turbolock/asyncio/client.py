@@ -296,7 +296,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         ``deadline``."""
         if self._closed:
             return
-        self._pool.adopt_running_loop()  # LockUsageError before anything is touched, if it must
+        self._adopt_running_loop()  # LockUsageError before anything is touched, if it must
         await run(stop_renewing_flow(self))
         if self._cleanup:
             try:
@@ -312,6 +312,9 @@ class AsyncLockClient(ClientRules[AsyncLock]):
 
     async def _close_connections(self) -> None:
         await self._pool.close()
+
+    def _adopt_running_loop(self) -> None:
+        self._pool.adopt_running_loop()
 
     @property
     def closed(self) -> bool:

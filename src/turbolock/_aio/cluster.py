@@ -1,0 +1,107 @@
+"""Redis Cluster for asyncio: the ``AsyncServer`` of the flows (``_flows/topology``) over one
+pipelining ``Executor`` per node; the routing, the redirects and the renewal rounds are the
+flows' (``_flows/cluster_routes``, ``_flows/cluster_renewal``), the same as the threaded
+client's (``_sync/cluster``)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from turbolock._aio.drive import run
+from turbolock._aio.executor import Executor, OrphanTags
+from turbolock._aio.pool import ConnectionPool
+from turbolock._aio.protocol import OrphanHandler
+from turbolock._flows.cluster_renewal import renew_flow
+from turbolock._flows.cluster_routes import (
+    ClusterRoutes,
+    many_flow,
+    pttl_flow,
+    refresh_flow,
+    script_flow,
+    set_nx_flow,
+)
+from turbolock._flows.renewal_book import Batch
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
+from turbolock._wire.slot_map import Address, SlotMap
+from turbolock.options import ConnectionOptions
+
+
+class ClusterExecutor:
+    """The executors of the cluster's nodes (made on first use) and the routes between them."""
+
+    def __init__(self, options: ConnectionOptions, core: Any, key_prefix: bytes, size: int,
+                 on_orphan: OrphanHandler, chunk_size: int, startup: Sequence[Address]) -> None:
+        self._options = options
+        self._core = core
+        self._key_prefix = key_prefix
+        self._size = size
+        self._on_orphan = on_orphan
+        self.timeout = options.timeout
+        self.chunk_size = chunk_size
+        self.routes = ClusterRoutes(key_prefix, startup, options.ssl)
+        self._nodes: dict[Address, Executor] = {}
+        self._refreshing: asyncio.Task[SlotMap] | None = None
+
+    def node(self, address: Address) -> Executor:
+        executor = self._nodes.get(address)
+        if executor is None:
+            options = dataclasses.replace(self._options, host=address[0], port=address[1])
+            pool = ConnectionPool(options, self._core, self._key_prefix, self._size, self._on_orphan)
+            executor = self._nodes[address] = Executor(pool, self.chunk_size)
+        return executor
+
+    async def refresh(self, deadline: float) -> SlotMap:
+        """Read the slot map, one refresh at a time: a task that finds one under way waits for it."""
+        task = self._refreshing
+        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+            task = asyncio.get_running_loop().create_task(run(refresh_flow(self.routes, self, deadline)))
+            self._refreshing = task
+        # Shielded: a caller cancelled while waiting must not cancel the refresh others wait on.
+        return await asyncio.shield(task)
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.timeout
+
+    async def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int, deadline: float) -> object:
+        return await run(set_nx_flow(self.routes, self, key, token, ttl_ms, deadline))
+
+    async def script_one(self, script: _scripts.Script, key: bytes, token: bytes, ttl_ms: int | None,
+                         deadline: float | None = None) -> object:
+        end = self._deadline() if deadline is None else deadline
+        return await run(script_flow(self.routes, self, script, key, token, ttl_ms, end))
+
+    async def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
+        end = self._deadline() if deadline is None else deadline
+        return await run(pttl_flow(self.routes, self, key, end))
+
+    async def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
+                   reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
+                   orphans: OrphanTags | None = None, chunk_size: int | None = None,
+                   keys: Sequence[bytes] = (), deadline: float = math.inf) -> list[object]:
+        """Each master's items pipelined to it; replies in input order (``on_replies`` sees them
+        all at the end). ``keys[i]`` is item i's key: the flows pass them for routing. A
+        cancelled caller's acquires are released through ``orphans``, node by node."""
+        results = await run(many_flow(self.routes, self, count, encode, script, reencode, keys, self.timeout,
+                                      chunk_size or self.chunk_size, deadline, orphans))
+        if on_replies is not None and count:
+            on_replies(0, results)
+        return results
+
+    async def renew(self, batches: list[Batch], deadline: float) -> list[list[object]]:
+        """A renewal round's batches, split per master (``_flows/cluster_renewal``)."""
+        return await run(renew_flow(self.routes, self, batches, self.timeout, self.chunk_size, deadline))
+
+    async def close(self) -> None:
+        task, self._refreshing = self._refreshing, None
+        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
+            task.cancel()
+            await asyncio.wait([task])
+        nodes, self._nodes = list(self._nodes.values()), {}
+        for node in nodes:
+            await node.pool.close()

@@ -1,0 +1,91 @@
+"""``AsyncClusterLockClient``: ``ClusterLockClient`` for asyncio. Each lock's commands go to the
+master of its key's slot over that node's pipelining connection, bulk calls are split per master,
+and auto-renewal sends each master its batches; the routing is the flows', the same as the
+threaded client's. Everything else is ``AsyncLockClient``'s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from turbolock._aio.cluster import ClusterExecutor
+from turbolock._flows.bulk_result import AcquireManyResult
+from turbolock._flows.client_settings import CLIENT_KEYWORDS, DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX
+from turbolock._flows.renewal_book import AutoRenew, Batch, OnLost
+from turbolock._flows.single import acquire_result
+from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler, Unconfirmed
+from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
+from turbolock.asyncio.client import DEFAULT_MAX_CONNECTIONS, AsyncLockClient
+from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
+from turbolock.lease import Lease
+from turbolock.options import node_address
+
+CLAIMS_NOT_YET = "claiming (limit=k) is not supported on Redis Cluster yet"
+
+
+class AsyncClusterLockClient(AsyncLockClient):
+    """A lock client for Redis Cluster, for asyncio; share one per event loop. Arguments as
+    ``ClusterLockClient``'s; ``max_connections`` pipelining connections per master."""
+
+    _own_keywords = (*CLIENT_KEYWORDS, "startup_nodes")
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 6379, *, startup_nodes: Sequence[Any] = (),
+                 key_prefix: str | bytes = DEFAULT_KEY_PREFIX, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, core: str | None = None, **connection: Any) -> None:
+        if isinstance(startup_nodes, str | bytes) or not isinstance(startup_nodes, Sequence):
+            raise InvalidArgumentTypeError("startup_nodes", "must be a list of URLs or (host, port) pairs")
+        self._startup = [node_address(node, "startup_nodes") for node in startup_nodes]
+        super().__init__(host, port, key_prefix=key_prefix, max_connections=max_connections,
+                         chunk_size=chunk_size, core=core, **connection)
+
+    def _open(self, max_connections: int) -> None:
+        options = self.options
+        if options.unix_socket_path is not None:
+            raise InvalidArgumentError("unix_socket_path", "a Redis Cluster is reached over TCP")
+        if options.db != 0:
+            raise InvalidArgumentError("db", "Redis Cluster has database 0 only")
+        startup = [(options.host, options.port), *self._startup]
+        self._size = max_connections
+        self._exec = self._cluster = ClusterExecutor(options, self.core, self.key_prefix, max_connections,
+                                                     self._on_orphan, self._chunk_size, startup)
+
+    @property
+    def max_connections(self) -> int:
+        return self._size
+
+    def _adopt_running_loop(self) -> None:
+        for node in self._cluster._nodes.values():
+            node.pool.adopt_running_loop()
+
+    async def _close_connections(self) -> None:
+        await self._cluster.close()
+
+    async def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
+                          auto_renew: bool | AutoRenew = False,
+                          on_lost: OnLost | None = None) -> Lease | None:
+        """One attempt, on the master of the name's slot (see ``AsyncLockClient.try_acquire``)."""
+        key = encode_name(name)
+        ms = ttl_ms(ttl)
+        tok = self._tokens.take() if token is None else check_token(token)
+        policy = self._renew_policy(auto_renew, on_lost, ms)
+        sent_at = time.monotonic()
+        try:  # a cancelled caller: the node's executor releases what its command took
+            reply = await self._cluster.set_nx_one(key, tok, ms, sent_at + self.options.timeout)
+        except Unconfirmed as exc:
+            raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc.cause) from None
+        return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
+
+    async def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
+                           tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
+                           on_lost: OnLost | None = None, limit: int | None = None) -> AcquireManyResult:
+        if limit is not None:
+            raise InvalidArgumentError("limit", CLAIMS_NOT_YET)
+        return await super().acquire_many(names, ttl, all_or_nothing=all_or_nothing, tokens=tokens,
+                                          auto_renew=auto_renew, on_lost=on_lost)
+
+    async def _renew_batches(self, batches: list[Batch], encode: Encoder, reencode: Reencoder,
+                             on_replies: ReplyHandler, deadline: float) -> list[object]:
+        # The batches themselves: each is split per master and sent in the form a node accepts.
+        return list(await self._cluster.renew(batches, deadline))
