@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from types import TracebackType
 
-from turbolock.redis_server import RedisServer, RedisServerError
+from turbolock.redis_server import RedisServer, RedisServerError, redis_cli
 
 BUS_OFFSET = 10000
 LOWEST_PORT = 20000
@@ -101,9 +101,7 @@ class RedisCluster:
 
     def cli(self, node: RedisServer, *args: str, timeout: float = 10.0) -> str:
         """``redis-cli`` against one node; its output."""
-        done = subprocess.run(["redis-cli", "-h", node.host, "-p", str(node.port), *args],
-                              capture_output=True, text=True, timeout=timeout)
-        return done.stdout
+        return redis_cli(node, *args, timeout=timeout)
 
     def wait_ok(self, timeout: float | None = None) -> None:
         """Until every running node says ``cluster_state:ok`` and knows every other node, and

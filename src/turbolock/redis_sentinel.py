@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from types import TracebackType
 
-from turbolock.redis_server import RedisServer, RedisServerError
+from turbolock.redis_server import RedisServer, RedisServerError, redis_cli
 
 
 class RedisSentinel:
@@ -62,9 +62,8 @@ class RedisSentinel:
         return self
 
     def cli(self, node: RedisServer, *args: str, timeout: float = 10.0) -> str:
-        done = subprocess.run(["redis-cli", "-h", node.host, "-p", str(node.port), *args],
-                              capture_output=True, text=True, timeout=timeout)
-        return done.stdout
+        """``redis-cli`` against one node; its output."""
+        return redis_cli(node, *args, timeout=timeout)
 
     def master_port(self) -> int:
         """The master's port as the first running Sentinel says."""

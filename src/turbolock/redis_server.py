@@ -24,6 +24,13 @@ class RedisServerError(LockError):
     """The throwaway redis-server could not be started."""
 
 
+def redis_cli(node: RedisServer, *args: str, timeout: float = 10.0) -> str:
+    """``redis-cli`` against one server; its output."""
+    done = subprocess.run(["redis-cli", "-h", node.host, "-p", str(node.port), *args],
+                          capture_output=True, text=True, timeout=timeout)
+    return done.stdout
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now (never 6379)."""
     while True:

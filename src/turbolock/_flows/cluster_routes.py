@@ -25,12 +25,36 @@ from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder, Unconfirmed, subset_encoders
 from turbolock._wire.slot_map import Address, Redirect, SlotMap, map_from_shards, map_from_slots, redirect_of
 from turbolock._wire.slots import key_slot
-from turbolock.errors import ClusterError, ConnectionError, ProtocolError, ReplyError
+from turbolock.errors import (
+    ClusterError,
+    ConnectionError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    ProtocolError,
+    ReplyError,
+)
+from turbolock.options import ConnectionOptions, node_address
 
 MAX_REDIRECTS = 5
 """Redirects one command follows before the call fails (a map changing faster is a broken cluster)."""
 RETRY_PAUSE = 0.02
 """Pause before sending again after TRYAGAIN or CLUSTERDOWN."""
+
+
+def startup_addresses(startup_nodes: object) -> list[Address]:
+    """A cluster client's extra start-up nodes, checked before anything is sent."""
+    if isinstance(startup_nodes, str | bytes) or not isinstance(startup_nodes, Sequence):
+        raise InvalidArgumentTypeError("startup_nodes", "must be a list of URLs or (host, port) pairs")
+    return [node_address(node, "startup_nodes") for node in startup_nodes]
+
+
+def cluster_startup(options: ConnectionOptions, startup: Sequence[Address]) -> list[Address]:
+    """Every start-up node (the client's own host first), refusing settings a cluster cannot have."""
+    if options.unix_socket_path is not None:
+        raise InvalidArgumentError("unix_socket_path", "a Redis Cluster is reached over TCP")
+    if options.db != 0:
+        raise InvalidArgumentError("db", "Redis Cluster has database 0 only")
+    return [(options.host, options.port), *startup]
 
 
 def retry_later(reply: object) -> bool:

@@ -171,13 +171,25 @@ class SentinelRules:
 
     _service: str
     _sentinel_addresses: list[Address]
+    _sentinel_credentials: tuple[str | None, str | None]
     _pool: Any
     key_prefix: bytes
     implementation: str
     options: ConnectionOptions
 
-    def _sentinel_options(self, username: str | None, password: str | None) -> ConnectionOptions:
+    def _take_sentinels(self, sentinels: object, service_name: object, username: str | None,
+                        password: str | None) -> Address:
+        """Check and keep the Sentinel arguments (before anything is sent); the address the
+        client's own options carry until a Sentinel names the master."""
+        self._sentinel_addresses = check_sentinels(sentinels, service_name)
+        assert isinstance(service_name, str)
+        self._service = service_name
+        self._sentinel_credentials = (username, password)
+        return self._sentinel_addresses[0]
+
+    def _sentinel_options(self) -> ConnectionOptions:
         """The Sentinels' connection options: the master's, with the Sentinels' credentials."""
+        username, password = self._sentinel_credentials
         options = self.options
         if options.unix_socket_path is not None:
             raise InvalidArgumentError("unix_socket_path", "a master Sentinel names is reached over TCP")

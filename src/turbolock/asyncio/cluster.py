@@ -13,14 +13,14 @@ from typing import Any
 from turbolock._aio.cluster import ClusterExecutor
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.client_settings import CLIENT_KEYWORDS, DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX
+from turbolock._flows.cluster_routes import cluster_startup, startup_addresses
 from turbolock._flows.renewal_book import AutoRenew, Batch, OnLost
 from turbolock._flows.single import acquire_result
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler, Unconfirmed
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
 from turbolock.asyncio.client import DEFAULT_MAX_CONNECTIONS, AsyncLockClient
-from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
+from turbolock.errors import InvalidArgumentError
 from turbolock.lease import Lease
-from turbolock.options import node_address
 
 CLAIMS_NOT_YET = "claiming (limit=k) is not supported on Redis Cluster yet"
 
@@ -34,19 +34,13 @@ class AsyncClusterLockClient(AsyncLockClient):
     def __init__(self, host: str = "127.0.0.1", port: int = 6379, *, startup_nodes: Sequence[Any] = (),
                  key_prefix: str | bytes = DEFAULT_KEY_PREFIX, max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, core: str | None = None, **connection: Any) -> None:
-        if isinstance(startup_nodes, str | bytes) or not isinstance(startup_nodes, Sequence):
-            raise InvalidArgumentTypeError("startup_nodes", "must be a list of URLs or (host, port) pairs")
-        self._startup = [node_address(node, "startup_nodes") for node in startup_nodes]
+        self._startup = startup_addresses(startup_nodes)
         super().__init__(host, port, key_prefix=key_prefix, max_connections=max_connections,
                          chunk_size=chunk_size, core=core, **connection)
 
     def _open(self, max_connections: int) -> None:
         options = self.options
-        if options.unix_socket_path is not None:
-            raise InvalidArgumentError("unix_socket_path", "a Redis Cluster is reached over TCP")
-        if options.db != 0:
-            raise InvalidArgumentError("db", "Redis Cluster has database 0 only")
-        startup = [(options.host, options.port), *self._startup]
+        startup = cluster_startup(options, self._startup)
         self._size = max_connections
         self._exec = self._cluster = ClusterExecutor(options, self.core, self.key_prefix, max_connections,
                                                      self._on_orphan, self._chunk_size, startup)

@@ -8,7 +8,7 @@ from typing import Any
 
 from turbolock._aio.sentinel import SentinelExecutor, SentinelNodes, SentinelPool
 from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX
-from turbolock._flows.sentinel_routes import SentinelRoutes, SentinelRules, check_sentinels
+from turbolock._flows.sentinel_routes import SentinelRoutes, SentinelRules
 from turbolock.asyncio.client import DEFAULT_MAX_CONNECTIONS, AsyncLockClient
 
 
@@ -20,16 +20,13 @@ class AsyncSentinelLockClient(SentinelRules, AsyncLockClient):
                  sentinel_username: str | None = None, sentinel_password: str | None = None,
                  key_prefix: str | bytes = DEFAULT_KEY_PREFIX, max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, core: str | None = None, **connection: Any) -> None:
-        self._sentinel_addresses = check_sentinels(sentinels, service_name)
-        self._service = service_name
-        self._sentinel_credentials = (sentinel_username, sentinel_password)
-        host, port = self._sentinel_addresses[0]  # the master's options, until a Sentinel names it
+        host, port = self._take_sentinels(sentinels, service_name, sentinel_username, sentinel_password)
         super().__init__(host, port, key_prefix=key_prefix, max_connections=max_connections,
                          chunk_size=chunk_size, core=core, **connection)
 
     def _open(self, max_connections: int) -> None:
         routes = SentinelRoutes(self._service, self._sentinel_addresses)
-        self._sentinels = SentinelNodes(self._sentinel_options(*self._sentinel_credentials), self.core)
+        self._sentinels = SentinelNodes(self._sentinel_options(), self.core)
         self._pool = SentinelPool(self.options, self.core, self.key_prefix, max_connections, self._on_orphan,
                                   routes, self._sentinels)
         self._exec = SentinelExecutor(self._pool, self._chunk_size)
