@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import redis
 
 from turbolock.cluster import ClusterLockClient
+from turbolock.errors import LockError
 
 
 def bulk_contender(index: int, url: str, core: str, key_prefix: str, names: list[str], start: Any,
@@ -30,3 +32,29 @@ def bulk_contender(index: int, url: str, core: str, key_prefix: str, names: list
             result = client.acquire_many(names[offset:offset + 250], 30)
             got += [str(lease.name) for lease in result.acquired]
         return {"index": index, "got": got, "implementation": client.implementation}
+
+
+def reshard_contender(index: int, url: str, core: str, key_prefix: str, held: list[str], start: Any,
+                      done: Any) -> dict[str, Any]:
+    """Until ``done``: bulk acquire and release names of its own (each round must get all of
+    them), and try to take slices of ``held`` (another client's locks: it must get none)."""
+    start.wait(30)
+    got_held: list[str] = []
+    rounds = short_rounds = 0
+    errors: list[str] = []
+    mine = [f"churn:{index}:{i}" for i in range(500)]
+    with ClusterLockClient.from_url(url, core=core, key_prefix=key_prefix, timeout=2.0) as client:
+        deadline = time.monotonic() + 40
+        while not done.is_set() and time.monotonic() < deadline:
+            try:
+                result = client.acquire_many(mine, 10)
+                short_rounds += len(result.acquired) != len(mine)
+                client.release_many(result.acquired)
+                offset = (rounds * 250) % len(held)
+                taken = client.acquire_many(held[offset:offset + 250], 10).acquired
+                got_held += [str(lease.name) for lease in taken]
+                client.release_many(taken)
+            except LockError as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+            rounds += 1
+    return {"got_held": got_held, "rounds": rounds, "short_rounds": short_rounds, "errors": errors}
