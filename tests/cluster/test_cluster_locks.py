@@ -12,6 +12,7 @@ import redis
 
 from turbolock import (
     AcquireManyResult,
+    ClusterError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
     LockNotAcquiredError,
@@ -166,3 +167,22 @@ def test_no_reachable_node_is_a_typed_error_within_the_deadline(key_prefix: str,
             client.try_acquire("nobody-home", TTL)
         assert time.monotonic() - started < 1.5
         assert "Connection refused" in str(info.value) or "connect" in str(info.value)
+
+
+def test_start_up_nodes_of_two_clusters_are_refused_before_anything_is_written(
+        cluster: RedisCluster, own_cluster: Callable[..., RedisCluster], redis_server: RedisServer,
+        key_prefix: str, core_name: str) -> None:
+    other = own_cluster(masters=3, replicas=0)
+    for startup, message in ((other.nodes[1].url, "belongs to another cluster"),
+                             (redis_server.url, "is not a Redis Cluster node")):
+        with ClusterLockClient.from_url(cluster.url, startup_nodes=[startup], key_prefix=key_prefix,
+                                        core=core_name) as client:
+            for _ in range(2):  # refused again on the next call: the map is not kept
+                with pytest.raises(ClusterError, match=message):
+                    client.try_acquire("two-clusters", TTL)
+    with ClusterLockClient.from_url(cluster.url, key_prefix=key_prefix, core=core_name) as client:
+        assert not client.query("two-clusters").held
+    with ClusterLockClient.from_url(cluster.url, startup_nodes=[cluster.nodes[4].url],  # a replica of it
+                                    key_prefix=key_prefix, core=core_name) as client:
+        lease = client.try_acquire("one-cluster", TTL)
+        assert lease is not None and client.release(lease)

@@ -133,7 +133,37 @@ class ClusterRoutes:
 
 
 def refresh_flow(routes: ClusterRoutes, nodes: Any, deadline: float) -> Flow[SlotMap]:
-    """Read the map from the first node that gives one."""
+    """Read the map from the first node that gives one (the first time, check that the other
+    start-up nodes belong to that cluster)."""
+    first = routes.map is None
+    fresh = yield from _read_map_flow(routes, nodes, deadline)
+    if first and len(routes.startup) > 1:
+        yield from _same_cluster_flow(routes, nodes, fresh, deadline)
+    return fresh
+
+
+def _same_cluster_flow(routes: ClusterRoutes, nodes: Any, fresh: SlotMap, deadline: float) -> Flow[None]:
+    """Each start-up node that answers must be a node of the cluster the map came from: two
+    clusters' nodes given to one client would split its locks between them."""
+    for address in routes.startup:
+        if not fresh.ids or address in fresh.masters:
+            continue
+        try:
+            reply = yield Call(nodes.node(address).command_one, ((b"CLUSTER", b"MYID"), deadline))
+        except (ConnectionError, ProtocolError):
+            continue  # down now: it is checked if it ever gives the map
+        if type(reply) is bytes and reply.decode() in fresh.ids:
+            continue
+        routes.map, routes.stale = None, True
+        node = f"start-up node {address[0]}:{address[1]}"
+        if type(reply) is ReplyError:
+            raise ClusterError(f"{node} is not a Redis Cluster node ({reply.code})")
+        other = fresh.masters[0]
+        raise ClusterError(f"{node} belongs to another cluster than {other[0]}:{other[1]}; give the "
+                           "nodes of one cluster")
+
+
+def _read_map_flow(routes: ClusterRoutes, nodes: Any, deadline: float) -> Flow[SlotMap]:
     errors: list[str] = []
     for address in routes.candidates():
         if time.monotonic() >= deadline:

@@ -17,13 +17,16 @@ Address = tuple[str, int]
 class SlotMap:
     """Slot -> the master's address, for all 16384 slots (None where no master serves one)."""
 
-    __slots__ = ("masters", "_owner", "epoch")
+    __slots__ = ("masters", "_owner", "epoch", "ids")
 
-    def __init__(self, owner: list[Address | None], epoch: int = 0) -> None:
+    def __init__(self, owner: list[Address | None], epoch: int = 0,
+                 ids: frozenset[str] = frozenset()) -> None:
         self._owner = owner
         self.masters: list[Address] = sorted({address for address in owner if address is not None})
         self.epoch = epoch
         """Bumped on every change, so a caller can tell whether the map it used is still current."""
+        self.ids = ids
+        """The node IDs of the cluster the map came from (masters and replicas)."""
 
     def node_of(self, slot: int) -> Address | None:
         return self._owner[slot]
@@ -32,7 +35,7 @@ class SlotMap:
         """The map after a ``MOVED slot address``: that slot only (the next refresh fixes the rest)."""
         owner = list(self._owner)
         owner[slot] = address
-        return SlotMap(owner, self.epoch + 1)
+        return SlotMap(owner, self.epoch + 1, self.ids)
 
     @property
     def complete(self) -> bool:
@@ -70,6 +73,7 @@ def map_from_shards(reply: object, contacted_host: str, use_tls: bool = False) -
     if not isinstance(reply, list):
         raise ProtocolError(f"unexpected CLUSTER SHARDS reply {reply!r:.200}")
     owner: list[Address | None] = [None] * SLOTS
+    ids: set[str] = set()
     for shard in reply:
         fields = _pairs(shard)
         slots = fields.get("slots")
@@ -79,6 +83,8 @@ def map_from_shards(reply: object, contacted_host: str, use_tls: bool = False) -
         master: Address | None = None
         for node in nodes:
             info = _pairs(node)
+            if info.get("id") is not None:
+                ids.add(_text(info["id"]))
             if _text(info.get("role", b"")) != "master" or _text(info.get("health", b"online")) != "online":
                 continue
             port = info.get("tls-port") if use_tls else info.get("port")
@@ -94,7 +100,7 @@ def map_from_shards(reply: object, contacted_host: str, use_tls: bool = False) -
             if not (isinstance(low, int) and isinstance(high, int) and 0 <= low <= high < SLOTS):
                 raise ProtocolError(f"bad slot range in CLUSTER SHARDS: {low!r}-{high!r}")
             owner[low:high + 1] = [master] * (high - low + 1)
-    return SlotMap(owner)
+    return SlotMap(owner, ids=frozenset(ids))
 
 
 def map_from_slots(reply: object, contacted_host: str) -> SlotMap:
@@ -102,6 +108,7 @@ def map_from_slots(reply: object, contacted_host: str) -> SlotMap:
     if not isinstance(reply, list):
         raise ProtocolError(f"unexpected CLUSTER SLOTS reply {reply!r:.200}")
     owner: list[Address | None] = [None] * SLOTS
+    ids: set[str] = set()
     for entry in reply:
         if not (isinstance(entry, list) and len(entry) >= 3 and isinstance(entry[2], list)):
             raise ProtocolError(f"unexpected entry in CLUSTER SLOTS: {entry!r:.200}")
@@ -113,7 +120,8 @@ def map_from_slots(reply: object, contacted_host: str) -> SlotMap:
         if not isinstance(port, int):
             raise ProtocolError(f"no port in CLUSTER SLOTS entry {entry!r:.200}")
         owner[low:high + 1] = [(host, port)] * (high - low + 1)
-    return SlotMap(owner)
+        ids.update(_text(node[2]) for node in entry[2:] if isinstance(node, list) and len(node) > 2)
+    return SlotMap(owner, ids=frozenset(ids))
 
 
 class Redirect(NamedTuple):
