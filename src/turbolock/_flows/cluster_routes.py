@@ -26,6 +26,7 @@ from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder, Unco
 from turbolock._wire.slot_map import Address, Redirect, SlotMap, map_from_shards, map_from_slots, redirect_of
 from turbolock._wire.slots import key_slot
 from turbolock.errors import (
+    AuthenticationError,
     ClusterError,
     ConnectionError,
     InvalidArgumentError,
@@ -165,6 +166,7 @@ def _same_cluster_flow(routes: ClusterRoutes, nodes: Any, fresh: SlotMap, deadli
 
 def _read_map_flow(routes: ClusterRoutes, nodes: Any, deadline: float) -> Flow[SlotMap]:
     errors: list[str] = []
+    refused: AuthenticationError | None = None
     for address in routes.candidates():
         if time.monotonic() >= deadline:
             break
@@ -178,6 +180,10 @@ def _read_map_flow(routes: ClusterRoutes, nodes: Any, deadline: float) -> Flow[S
         except (ConnectionError, ProtocolError) as exc:
             routes.suspects.add(address)
             errors.append(f"{address[0]}:{address[1]}: {exc}")
+            if isinstance(exc, AuthenticationError):
+                refused = exc
+    if refused is not None:  # the credentials, not the cluster: say so
+        raise refused
     not_cluster = [error for error in errors if "not a Redis Cluster node" in error]
     if not_cluster and len(not_cluster) == len(errors):
         raise ProtocolError("; ".join(not_cluster))
