@@ -3,8 +3,8 @@ key's slot, bulk calls split per master. Everything else is ``LockClient``'s: th
 the same Lock objects, the same errors.
 
 Auto-renewal sends one script call per master and per batch of up to 1000 locks of one ttl
-(``_flows/cluster_renewal``). Not yet on a cluster (refused with a typed error naming the
-argument, before anything is sent): shard claims (``acquire_many(..., limit=k)``).
+(``_flows/cluster_renewal``); claims (``acquire_many(..., limit=k)``) take from the masters in
+turn (``_flows/cluster_claim``).
 """
 
 from __future__ import annotations
@@ -12,15 +12,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from turbolock._flows.bulk_result import AcquireManyResult
+from turbolock._flows.claim import ClaimResult
 from turbolock._flows.client_settings import CLIENT_KEYWORDS, DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX
+from turbolock._flows.cluster_claim import cluster_claim_flow
 from turbolock._flows.cluster_routes import cluster_startup, startup_addresses
-from turbolock._flows.renewal_book import AutoRenew, Batch, OnLost
+from turbolock._flows.renewal_book import Batch
+from turbolock._flows.steps import Flow
 from turbolock._sync.cluster import ClusterExecutor
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
 from turbolock._wire.validate import Seconds
 from turbolock.client import DEFAULT_MAX_CONNECTIONS, LockClient
-from turbolock.errors import InvalidArgumentError
 
 NOT_YET = "is not supported on Redis Cluster yet"
 
@@ -59,10 +60,6 @@ class ClusterLockClient(LockClient):
         # form a cluster node accepts.
         return list(self._cluster.renew(batches, deadline))
 
-    def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
-                     tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
-                     on_lost: OnLost | None = None, limit: int | None = None) -> AcquireManyResult:
-        if limit is not None:
-            raise InvalidArgumentError("limit", f"claiming (limit=k) {NOT_YET}")
-        return super().acquire_many(names, ttl, all_or_nothing=all_or_nothing, tokens=tokens,
-                                    auto_renew=auto_renew, on_lost=on_lost)
+    def _claim_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, limit: int,
+                         tokens: Sequence[bytes] | None) -> Flow[ClaimResult]:
+        return cluster_claim_flow(self, names, ttl, limit, tokens)

@@ -58,3 +58,13 @@ def reshard_contender(index: int, url: str, core: str, key_prefix: str, held: li
                 errors.append(f"{type(exc).__name__}: {exc}")
             rounds += 1
     return {"got_held": got_held, "rounds": rounds, "short_rounds": short_rounds, "errors": errors}
+
+
+def claim_contender(index: int, url: str, core: str, key_prefix: str, names: list[str], k: int,
+                    start: Any) -> dict[str, Any]:
+    """Claim ``k`` of ``names`` at the same moment as the others; report which it got."""
+    start.wait(30)
+    with ClusterLockClient.from_url(url, core=core, key_prefix=key_prefix) as client:
+        result = client.acquire_many(names, 30, limit=k)
+        got = [str(lease.name) for lease in result.acquired]
+        return {"got": got, "implementation": client.implementation}

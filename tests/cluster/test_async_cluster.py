@@ -140,15 +140,25 @@ def test_a_cancelled_acquire_never_leaves_a_lock(cluster: RedisCluster, core_nam
     _run(body)
 
 
+def test_a_claim_takes_k_free_names_across_masters(cluster: RedisCluster, core_name: str,
+                                                   key_prefix: str) -> None:
+    names = [f"shard:{i}" for i in range(600)]
+
+    async def body() -> None:
+        async with _client(cluster, core_name, key_prefix) as client:
+            blocked = (await client.acquire_many(names[::3], 30)).acquired
+            first = await client.acquire_many(names, 30, limit=40)
+            second = await client.acquire_many(names, 30, limit=40)
+            got = [lease.name for lease in first.acquired] + [lease.name for lease in second.acquired]
+            assert len(got) == 80 and len(set(got)) == 80
+            assert not set(got) & set(names[::3]), "a claim took a name held by another"
+            assert await client.release_many([*blocked, *first.acquired, *second.acquired]) == [True] * 280
+
+    _run(body)
+
+
 def test_bad_settings_are_refused(cluster: RedisCluster) -> None:
     with pytest.raises(InvalidArgumentError) as info:
         AsyncClusterLockClient.from_url(cluster.url.replace("/0", "/2"))
     assert info.value.argument == "db"
 
-    async def body() -> None:
-        async with AsyncClusterLockClient.from_url(cluster.url) as client:
-            with pytest.raises(InvalidArgumentError) as info:
-                await client.acquire_many(["a", "b"], 10, limit=1)
-            assert info.value.argument == "limit"
-
-    _run(body)

@@ -117,13 +117,6 @@ def test_a_lock_without_a_ttl_is_renewed_until_released(cluster_client: ClusterL
     assert cluster_client.renewing == 0 and not cluster_client.query("nightly-report").held
 
 
-def test_claims_are_refused_before_sending(cluster: RedisCluster, cluster_client: ClusterLockClient) -> None:
-    with pytest.raises(InvalidArgumentError) as info:
-        cluster_client.acquire_many(["a", "b"], TTL, limit=1)
-    assert info.value.argument == "limit"
-    assert not cluster_client.query("a").held
-
-
 def test_bad_cluster_settings_are_refused(cluster: RedisCluster, redis_server: RedisServer) -> None:
     with pytest.raises(InvalidArgumentError) as info:
         ClusterLockClient.from_url(cluster.url.replace("/0", "/2"))

@@ -28,7 +28,7 @@ from turbolock._flows.bulk_plan import (
     settle_release,
 )
 from turbolock._flows.bulk_result import AcquireManyResult
-from turbolock._flows.claim import CLAIM, ClaimPlan, ClaimResult, MaybeHeld, check_claim
+from turbolock._flows.claim import ClaimPlan, ClaimResult, MaybeHeld, check_claim
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
@@ -60,7 +60,7 @@ def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Second
         result: AcquireManyResult = yield from acquire_many_flow(client, names, ttl, all_or_nothing, tokens)
     else:
         check_claim(limit, all_or_nothing)
-        result = yield from claim_many_flow(client, names, ttl, limit, tokens)
+        result = yield from client._claim_many_flow(names, ttl, limit, tokens)
     if policy is not None:
         client._renewer().add(result.acquired, policy, on_lost)
     return result
@@ -110,12 +110,16 @@ def claim_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, lim
     released in the background; a lost reply raises ``AcquireOutcomeUnknownError`` naming every
     lock the call may hold."""
     plan = ClaimPlan(names, ttl_ms(ttl), limit, tokens, client._owner, client.chunk_size)
-    many = client._exec.many
+    return (yield from claim_plan_flow(client, plan, client._exec.many))
+
+
+def claim_plan_flow(client: Any, plan: ClaimPlan, many: Any) -> Flow[ClaimResult]:
+    """Run ``plan``'s chunks through ``many`` (a ``Server``'s) until it is finished."""
     while not plan.finished:
         plan.next_chunk()
         plan.sent_at = time.monotonic()
         try:
-            reply = (yield Call(many, (1, plan.encode, CLAIM, plan.reencode)))[0]
+            reply = (yield Call(many, (1, plan.encode, plan.script, plan.reencode)))[0]
         except Exception:
             _give_back(client, plan.held(time.monotonic()))  # raised before the chunk ran
             raise

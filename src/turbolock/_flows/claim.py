@@ -105,6 +105,8 @@ class ClaimPlan:
     ``encode`` (``reencode`` after NOSCRIPT) as one command, then ``settle(reply)``, until
     ``finished``; a chunk it could not settle goes back with ``held()`` and ``maybe_held()``."""
 
+    script = CLAIM
+
     def __init__(self, names: Sequence[str | bytes], ttl_ms: int, limit: object,
                  tokens: Sequence[bytes] | None, owner: object, chunk_size: int,
                  start: int | None = None) -> None:

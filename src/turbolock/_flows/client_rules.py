@@ -5,10 +5,12 @@ whose outcome was lost or that was found lost. The clients add the connections a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import Any, Generic, TypeVar
 
+from turbolock._flows.bulk_flows import claim_many_flow
+from turbolock._flows.claim import ClaimResult
 from turbolock._flows.cleanup_book import CleanupBook
 from turbolock._flows.client_settings import (
     CLIENT_KEYWORDS,
@@ -23,6 +25,7 @@ from turbolock._flows.lock_rules import lock_ttl
 from turbolock._flows.ownership import Owner, check_lease
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.single import adopted_lease, check_flow, extend_flow, query_flow
+from turbolock._flows.steps import Flow
 from turbolock._wire import core as _core
 from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import Seconds, check_key_prefix
@@ -80,6 +83,11 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
         if auto_renew is False and on_lost is None:  # most acquires: nothing to check
             return None
         return renew_policy(auto_renew, on_lost, ms)
+
+    def _claim_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, limit: int,
+                         tokens: Sequence[bytes] | None) -> Flow[ClaimResult]:
+        """A claim (``acquire_many(..., limit=k)``) on this client's topology."""
+        return claim_many_flow(self, names, ttl, limit, tokens)
 
     def _refused(self, reply: object, name: str | bytes) -> LockError:
         """The error for an acquire's error reply (a Sentinel client also drops its master on

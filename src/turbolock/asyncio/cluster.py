@@ -11,18 +11,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from turbolock._aio.cluster import ClusterExecutor
-from turbolock._flows.bulk_result import AcquireManyResult
+from turbolock._flows.claim import ClaimResult
 from turbolock._flows.client_settings import CLIENT_KEYWORDS, DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX
+from turbolock._flows.cluster_claim import cluster_claim_flow
 from turbolock._flows.cluster_routes import cluster_startup, startup_addresses
 from turbolock._flows.renewal_book import AutoRenew, Batch, OnLost
 from turbolock._flows.single import acquire_result
+from turbolock._flows.steps import Flow
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler, Unconfirmed
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
 from turbolock.asyncio.client import DEFAULT_MAX_CONNECTIONS, AsyncLockClient
-from turbolock.errors import InvalidArgumentError
 from turbolock.lease import Lease
-
-CLAIMS_NOT_YET = "claiming (limit=k) is not supported on Redis Cluster yet"
 
 
 class AsyncClusterLockClient(AsyncLockClient):
@@ -71,13 +70,9 @@ class AsyncClusterLockClient(AsyncLockClient):
             raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc.cause) from None
         return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
 
-    async def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
-                           tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
-                           on_lost: OnLost | None = None, limit: int | None = None) -> AcquireManyResult:
-        if limit is not None:
-            raise InvalidArgumentError("limit", CLAIMS_NOT_YET)
-        return await super().acquire_many(names, ttl, all_or_nothing=all_or_nothing, tokens=tokens,
-                                          auto_renew=auto_renew, on_lost=on_lost)
+    def _claim_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, limit: int,
+                         tokens: Sequence[bytes] | None) -> Flow[ClaimResult]:
+        return cluster_claim_flow(self, names, ttl, limit, tokens)
 
     async def _renew_batches(self, batches: list[Batch], encode: Encoder, reencode: Reencoder,
                              on_replies: ReplyHandler, deadline: float) -> list[object]:

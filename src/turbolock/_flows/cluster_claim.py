@@ -1,0 +1,129 @@
+"""Claims (``acquire_many(..., limit=k)``) on Redis Cluster, written once for threads and asyncio.
+
+The claim script takes free names in order until it has the number wanted; its keys must be
+local to the node that runs it, and declared keys of several slots fail with CROSSSLOT. So the
+names are grouped by master, and the masters are claimed from in turn, from a random one (as a
+claim on one server starts at a random name), each with the standard claim plan over its own
+names, keys in ARGV, for the number still wanted. A claim that fails part-way gives back what
+every master gave it, as on one server; one that meets a slot moving mid-chunk fails with the
+node's error (the caller claims again).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from turbolock._flows.bulk_flows import claim_plan_flow
+from turbolock._flows.bulk_plan import check_tokens, encode_unique_names
+from turbolock._flows.claim import ClaimPlan, ClaimResult, check_limit
+from turbolock._flows.steps import Call, Flow
+from turbolock._wire.scripts import Script
+from turbolock._wire.validate import Seconds, ttl_ms
+from turbolock.errors import ClusterError
+from turbolock.lease import Lease
+
+# CLAIM with keys in ARGV: ARGV[1] = ttl in ms, ARGV[2] = how many to take at most, ARGV[1 + 2i]
+# = a key, ARGV[2 + 2i] its token. Replies the 0-based indices of the keys it took, in order.
+CLAIM_ARGV = Script("claim_argv", b"""\
+local call = redis.call
+local ttl = ARGV[1]
+local want = tonumber(ARGV[2])
+local taken = {}
+for i = 1, (#ARGV - 2) / 2 do
+  if call('set', ARGV[1 + 2 * i], ARGV[2 + 2 * i], 'NX', 'PX', ttl) then
+    taken[#taken + 1] = i - 1
+    if #taken == want then
+      break
+    end
+  end
+end
+return taken
+""")
+
+
+class NodeClaimPlan(ClaimPlan):
+    """A claim plan over one master's names, its chunks in the ARGV form."""
+
+    script = CLAIM_ARGV
+
+    def encode(self, buf: Any, start: int = 0, stop: int = 1) -> None:
+        prefix: bytes = buf.key_prefix
+        keys = self.keys
+        args: list[Any] = [b"EVALSHA", CLAIM_ARGV.sha, b"0", self.ttl_ms, self._wanted]
+        for i, token in zip(self._chunk, self._chunk_tokens, strict=True):
+            args.append(prefix + keys[i])
+            args.append(token)
+        buf.append_command(tuple(args))
+
+
+class ClusterClaimResult(ClaimResult):
+    """A claim's result over several masters: ``not_tried`` is the names of the masters (and
+    the parts of them) the claim did not reach."""
+
+    __slots__ = ("_not_tried",)
+
+    def __init__(self, names: list[str | bytes], leases: list[Lease | None], not_acquired: list[str | bytes],
+                 acquired: list[Lease], not_tried: list[int]) -> None:
+        super().__init__(names, leases, not_acquired, acquired, (0, len(names)))
+        self._not_tried = not_tried
+
+    @property
+    def not_tried(self) -> list[str | bytes]:
+        names = self.names
+        return [names[i] for i in sorted(self._not_tried)]
+
+
+def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, limit: int,
+                       tokens: Sequence[bytes] | None) -> Flow[ClaimResult]:
+    """At most ``limit`` free locks of ``names``, master by master (``client._cluster``)."""
+    keys = encode_unique_names(names)  # every argument checked before anything is sent
+    ms = ttl_ms(ttl)
+    wanted = check_limit(limit)
+    checked = None if tokens is None else check_tokens(tokens, len(keys))
+    cluster = client._cluster
+    routes = cluster.routes
+    groups = routes.groups(range(len(keys)), keys)
+    if groups is None:
+        yield Call(cluster.refresh, (time.monotonic() + cluster.timeout,))
+        groups = routes.groups(range(len(keys)), keys)
+        if groups is None:
+            raise ClusterError("some slots have no master: the cluster is down or being changed")
+    order = list(groups)
+    first = secrets.randbelow(len(order)) if order else 0
+    order = order[first:] + order[:first]
+    leases: list[Lease | None] = [None] * len(keys)
+    acquired: list[Lease] = []
+    not_acquired: list[int] = []
+    not_tried: list[int] = []
+    try:
+        for address in order:
+            indices = groups[address]
+            if len(acquired) >= wanted:
+                not_tried.extend(indices)
+                continue
+            plan = NodeClaimPlan([names[i] for i in indices], ms, wanted - len(acquired),
+                                 None if checked is None else [checked[i] for i in indices], client._owner,
+                                 client.chunk_size)
+            part = yield from claim_plan_flow(client, plan, cluster.node(address).many)
+            for position, lease in enumerate(part.leases):
+                if lease is not None:
+                    leases[indices[position]] = lease
+                    acquired.append(lease)
+            held = set(part.not_acquired)
+            untried = set(part.not_tried)
+            for position, name in enumerate(plan.names):
+                if name in held:
+                    not_acquired.append(indices[position])
+                elif name in untried:
+                    not_tried.append(indices[position])
+    except BaseException:  # what the masters before gave is given back too
+        forget_at = time.monotonic() + ms / 1000.0
+        for lease in acquired:
+            client._remember_cleanup(lease.key, lease.token, forget_at)
+        raise
+    names_list = list(names)
+    return ClusterClaimResult(names_list, leases, [names_list[i] for i in sorted(not_acquired)], acquired,
+                              not_tried)
