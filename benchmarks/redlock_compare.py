@@ -22,7 +22,7 @@ import socket
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +35,7 @@ from turbolock._wire import scripts as _scripts
 from turbolock.redis_server import RedisServer
 
 from .contenders import BenchmarkError, Timing, Turbolock, core_available, timed
-from .report import Comparison, RatioResult, Row, RowResult, Section, SectionResult, key
-from .stats import paired_ratio, summarize
+from .report import Comparison, Row, Section, evaluate, key, to_json
 from .table import render
 from .workload import CHUNK_SIZE, KEY_PREFIX, TOKEN_BYTES, TTL_MS, TTL_SECONDS, names
 
@@ -283,21 +282,6 @@ class Run:
             admin.close()
 
 
-def evaluate(samples: Mapping[str, Sequence[float]]) -> list[SectionResult]:
-    results = []
-    for section in SECTIONS:
-        rows = []
-        for row in section.rows:
-            values = samples.get(key(section.name, row.contender), ())
-            ratios = [RatioResult(c.baseline,
-                                  paired_ratio(values, samples.get(key(section.name, c.baseline), ())),
-                                  c.target)
-                      for c in row.comparisons]
-            rows.append(RowResult(row.contender, summarize(values), ratios))
-        results.append(SectionResult(section, rows))
-    return results
-
-
 def _meta(workload: Workload, server_version: str, started: float, argv: list[str]) -> dict[str, Any]:
     from importlib.metadata import version
 
@@ -347,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for server in servers:
             server.stop()
-    results = evaluate(run.samples)
+    results = evaluate(run.samples, SECTIONS)
     meta = _meta(workload, server_version, started, args_list)
     print(render(results), end="")
     print(f"\n{meta['command']}: {workload.repeats} repeats in {meta['seconds']:.0f} s, load average "
@@ -356,18 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     directory = os.path.dirname(os.path.abspath(args.json))
     os.makedirs(directory, exist_ok=True)
     with open(args.json, "w") as out:
-        json.dump({"meta": meta, "sections": [_section_json(r) for r in results],
-                   "samples": {k: list(v) for k, v in run.samples.items()}}, out, indent=2)
+        json.dump(to_json(results, run.samples, meta), out, indent=2)
     progress(f"wrote {args.json}")
     return 0
-
-
-def _section_json(result: SectionResult) -> dict[str, Any]:
-    return {"name": result.section.name, "title": result.section.title, "unit": result.section.unit,
-            "rows": [{"contender": row.contender, "summary": row.summary.as_dict() if row.summary else None,
-                      "ratios": [{"baseline": r.baseline, "ratio": r.ratio.as_dict() if r.ratio else None,
-                                  "target": r.target, "met": r.met} for r in row.ratios]}
-                     for row in result.rows]}
 
 
 if __name__ == "__main__":

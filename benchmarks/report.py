@@ -127,9 +127,11 @@ class SectionResult:
     rows: list[RowResult]
 
 
-def evaluate(samples: Mapping[str, Sequence[float]]) -> list[SectionResult]:
+def evaluate(samples: Mapping[str, Sequence[float]],
+             sections: Sequence[Section] | None = None) -> list[SectionResult]:
+    """Each section's rows (``SECTIONS`` unless given): summaries and paired ratios."""
     results = []
-    for section in SECTIONS:
+    for section in SECTIONS if sections is None else sections:
         rows = []
         for row in section.rows:
             values = samples.get(key(section.name, row.contender), ())

@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from turbolock._aio.drive import run
@@ -19,6 +19,8 @@ from turbolock._aio.protocol import OrphanHandler
 from turbolock._flows.cluster_renewal import renew_flow
 from turbolock._flows.cluster_routes import (
     ClusterRoutes,
+    First,
+    final,
     many_flow,
     pttl_flow,
     refresh_flow,
@@ -26,6 +28,7 @@ from turbolock._flows.cluster_routes import (
     set_nx_flow,
 )
 from turbolock._flows.renewal_book import Batch
+from turbolock._flows.steps import Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
 from turbolock._wire.slot_map import Address, SlotMap
@@ -68,17 +71,39 @@ class ClusterExecutor:
     def _deadline(self) -> float:
         return time.monotonic() + self.timeout
 
+    async def _one(self, key: bytes, call: Callable[[Executor], Awaitable[object]],
+                   flow: Callable[[First], Flow[object]]) -> object:
+        """A key's command: tried on the master the map names (the common case, no flow), the
+        flow taking over when there is no map or the reply is a redirect or a "try again"."""
+        address = self.routes.master_of(key)
+        first: First = None
+        if address is not None:
+            try:
+                reply = await call(self.node(address))
+            except BaseException:
+                self.routes.failed(address)
+                raise
+            if final(reply):
+                return reply
+            first = (address, reply)
+        return await run(flow(first))
+
     async def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int, deadline: float) -> object:
-        return await run(set_nx_flow(self.routes, self, key, token, ttl_ms, deadline))
+        return await self._one(key, lambda node: node.set_nx_one(key, token, ttl_ms, deadline),
+                               lambda first: set_nx_flow(self.routes, self, key, token, ttl_ms, deadline,
+                                                         first))
 
     async def script_one(self, script: _scripts.Script, key: bytes, token: bytes, ttl_ms: int | None,
                          deadline: float | None = None) -> object:
         end = self._deadline() if deadline is None else deadline
-        return await run(script_flow(self.routes, self, script, key, token, ttl_ms, end))
+        return await self._one(key, lambda node: node.script_one(script, key, token, ttl_ms, end),
+                               lambda first: script_flow(self.routes, self, script, key, token, ttl_ms, end,
+                                                         first))
 
     async def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
         end = self._deadline() if deadline is None else deadline
-        return await run(pttl_flow(self.routes, self, key, end))
+        return await self._one(key, lambda node: node.pttl_one(key, end),
+                               lambda first: pttl_flow(self.routes, self, key, end, first))
 
     async def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,

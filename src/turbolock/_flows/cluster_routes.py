@@ -62,6 +62,14 @@ def retry_later(reply: object) -> bool:
     return type(reply) is ReplyError and reply.code in ("TRYAGAIN", "CLUSTERDOWN")
 
 
+def final(reply: object) -> bool:
+    """Whether a reply is the command's outcome, not a redirect or a "try again" (the drivers'
+    fast path sends a key's command to the master the map names and returns such a reply; any
+    other goes to ``one_key_flow`` as its ``first``)."""
+    return type(reply) is not ReplyError or (reply.code != "MOVED" and reply.code != "ASK"
+                                             and reply.code != "TRYAGAIN" and reply.code != "CLUSTERDOWN")
+
+
 class ClusterRoutes:
     """The slot map a client believes, and whether it must be read again before the next call."""
 
@@ -202,16 +210,22 @@ def _master_flow(routes: ClusterRoutes, nodes: Any, key: bytes, deadline: float)
 
 
 def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[Any, float], Any],
-                 ask: Callable[[Any, float], Any], deadline: float) -> Flow[object]:
+                 ask: Callable[[Any, float], Any], deadline: float,
+                 first: tuple[Address, object] | None = None) -> Flow[object]:
     """One command for one key: ``send(node, deadline)`` is the node's call to yield, ``ask``
-    the same after ``ASKING``. Redirects are followed; any other reply is the result."""
+    the same after ``ASKING``. Redirects are followed; any other reply is the result. ``first``:
+    the (master, reply) of a first try the driver made itself."""
     for _ in range(MAX_REDIRECTS):
-        address = yield from _master_flow(routes, nodes, key, deadline)
-        try:
-            reply = yield send(nodes.node(address), deadline)
-        except BaseException:
-            routes.failed(address)  # a failover, perhaps: the map is read again before the next call
-            raise
+        if first is not None:
+            address, reply = first
+            first = None
+        else:
+            address = yield from _master_flow(routes, nodes, key, deadline)
+            try:
+                reply = yield send(nodes.node(address), deadline)
+            except BaseException:
+                routes.failed(address)  # a failover, perhaps: the map is read again before the next call
+                raise
         redirect = redirect_of(reply, address[0])
         if redirect is not None:
             if redirect.ask:
@@ -226,34 +240,39 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
     raise ClusterError(f"a key was redirected {MAX_REDIRECTS} times; the cluster keeps changing")
 
 
+First = tuple[Address, object] | None
+"""A driver's own first try of a key's command (see ``final``), or None."""
+
+
 def set_nx_flow(routes: ClusterRoutes, nodes: Any, key: bytes, token: bytes, ttl_ms: int,
-                deadline: float) -> Flow[object]:
+                deadline: float, first: First = None) -> Flow[object]:
     def append(buf: Any) -> None:
         buf.append_set_nx_px(key, token, ttl_ms)
 
     return one_key_flow(routes, nodes, key,
                         lambda node, end: Call(node.set_nx_one, (key, token, ttl_ms, end)),
-                        lambda node, end: Call(node.asking_one, (append, end, None)), deadline)
+                        lambda node, end: Call(node.asking_one, (append, end, None)), deadline, first)
 
 
 def script_flow(routes: ClusterRoutes, nodes: Any, script: _scripts.Script, key: bytes, token: bytes,
-                ttl_ms: int | None, deadline: float) -> Flow[object]:
+                ttl_ms: int | None, deadline: float, first: First = None) -> Flow[object]:
     def append(buf: Any) -> None:
         buf.append_evalsha(script.sha, key, token, ttl_ms)
 
     return one_key_flow(routes, nodes, key,
                         lambda node, end: Call(node.script_one, (script, key, token, ttl_ms, end)),
-                        lambda node, end: Call(node.asking_one, (append, end, script)), deadline)
+                        lambda node, end: Call(node.asking_one, (append, end, script)), deadline, first)
 
 
-def pttl_flow(routes: ClusterRoutes, nodes: Any, key: bytes, deadline: float) -> Flow[object]:
+def pttl_flow(routes: ClusterRoutes, nodes: Any, key: bytes, deadline: float,
+              first: First = None) -> Flow[object]:
     def append(buf: Any) -> None:
         buf.append_pttl(key)
 
     try:
         return (yield from one_key_flow(routes, nodes, key, lambda node, end: Call(node.pttl_one, (key, end)),
                                         lambda node, end: Call(node.asking_one, (append, end, None)),
-                                        deadline))
+                                        deadline, first))
     except Unconfirmed as exc:  # a read: what was lost is just an error
         raise exc.cause from None
 

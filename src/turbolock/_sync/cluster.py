@@ -7,13 +7,15 @@ import dataclasses
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
 from turbolock._flows.cluster_renewal import renew_flow
 from turbolock._flows.cluster_routes import (
     ClusterRoutes,
+    First,
+    final,
     many_flow,
     pttl_flow,
     refresh_flow,
@@ -21,6 +23,7 @@ from turbolock._flows.cluster_routes import (
     set_nx_flow,
 )
 from turbolock._flows.renewal_book import Batch
+from turbolock._flows.steps import Flow
 from turbolock._sync.drive import run
 from turbolock._sync.executor import Executor
 from turbolock._sync.pool import ConnectionPool
@@ -69,15 +72,37 @@ class ClusterExecutor:
     def _deadline(self, deadline: float | None) -> float:
         return time.monotonic() + self.timeout if deadline is None else deadline
 
+    def _one(self, key: bytes, call: Callable[[Executor], object],
+             flow: Callable[[First], Flow[object]]) -> object:
+        """A key's command: tried on the master the map names (the common case, no flow), the
+        flow taking over when there is no map or the reply is a redirect or a "try again"."""
+        address = self.routes.master_of(key)
+        first: First = None
+        if address is not None:
+            try:
+                reply = call(self.node(address))
+            except BaseException:
+                self.routes.failed(address)
+                raise
+            if final(reply):
+                return reply
+            first = (address, reply)
+        return run(flow(first))
+
     def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int, deadline: float) -> object:
-        return run(set_nx_flow(self.routes, self, key, token, ttl_ms, deadline))
+        return self._one(key, lambda node: node.set_nx_one(key, token, ttl_ms, deadline),
+                         lambda first: set_nx_flow(self.routes, self, key, token, ttl_ms, deadline, first))
 
     def script_one(self, script: _scripts.Script, key: bytes, token: bytes, ttl_ms: int | None,
                    deadline: float | None = None) -> object:
-        return run(script_flow(self.routes, self, script, key, token, ttl_ms, self._deadline(deadline)))
+        end = self._deadline(deadline)
+        return self._one(key, lambda node: node.script_one(script, key, token, ttl_ms, end),
+                         lambda first: script_flow(self.routes, self, script, key, token, ttl_ms, end, first))
 
     def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
-        return run(pttl_flow(self.routes, self, key, self._deadline(deadline)))
+        end = self._deadline(deadline)
+        return self._one(key, lambda node: node.pttl_one(key, end),
+                         lambda first: pttl_flow(self.routes, self, key, end, first))
 
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,

@@ -1,0 +1,295 @@
+"""Redis Cluster, in one run on one cluster: turbolock's ClusterLockClient (both cores) against
+redis-py's RedisCluster as users run it (with hiredis) and without hiredis, and the server's
+ceiling.
+
+    python -m benchmarks.cluster_compare [--quick] [--json PATH]
+
+Starts a throwaway cluster (3 masters, 1 replica each, as the issue measured). Each repeat runs
+every contender of a section once, the order rotating from repeat to repeat; every master is
+flushed before every measurement; all contenders use the same key names, ttl and chunk size.
+Sections: acquire+release pairs, sequential (redis-py: ``RedisCluster.lock()``); bulk acquire of
+distinct locks (redis-py: its cluster pipeline of ``SET NX PX`` in chunks of 1000, the best it
+offers for many keys); the ceiling is three ``redis-benchmark -c 1 -P 1000`` of the same command,
+one per master, at once. Progress goes to stderr, the table to stdout, samples and ratios to JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis._parsers import _HiredisParser, _RESP2Parser
+
+import turbolock
+from turbolock._wire.slots import key_slot
+from turbolock.cluster import ClusterLockClient
+from turbolock.redis_cluster import RedisCluster
+
+from . import redis_benchmark
+from .contenders import BenchmarkError, Timing, core_available, timed
+from .report import Comparison, Row, Section, evaluate, key, to_json
+from .table import render
+from .workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS, names
+
+DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "cluster_compare.json")
+
+TL_C = "turbolock cluster c"
+TL_PY = "turbolock cluster py"
+RP_HI = "redis-py RedisCluster + hiredis"
+RP_PURE = "redis-py RedisCluster, no hiredis"
+CEILING = "redis-benchmark -P 1000, one per master"
+CORES = {TL_C: "c", TL_PY: "py"}
+PARSERS = {RP_HI: _HiredisParser, RP_PURE: _RESP2Parser}
+
+PAIRS = "cluster-pairs"
+BULK = "cluster-bulk-acquire"
+
+SECTIONS = (
+    Section(PAIRS, "acquire+release pairs on a cluster, sequential (redis-py: RedisCluster.lock())",
+            "pairs/s", (
+        Row(TL_C, (Comparison(RP_HI, 2.5), Comparison(RP_PURE))),
+        Row(TL_PY, (Comparison(RP_HI), Comparison(RP_PURE, 3.0))),
+        Row(RP_HI),
+        Row(RP_PURE),
+    )),
+    Section(BULK, "bulk acquire of distinct locks on a cluster (redis-py: cluster pipeline)", "locks/s", (
+        Row(TL_C, (Comparison(RP_HI, 7.0), Comparison(RP_PURE), Comparison(CEILING, 0.8))),
+        Row(TL_PY, (Comparison(RP_HI), Comparison(RP_PURE, 3.0), Comparison(CEILING))),
+        Row(RP_HI),
+        Row(RP_PURE),
+        Row(CEILING),
+    )),
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    pairs: int
+    bulk: int
+    repeats: int
+
+
+DEFAULT = Workload(pairs=2000, bulk=100_000, repeats=5)
+QUICK = Workload(pairs=500, bulk=20_000, repeats=3)
+
+Step = tuple[str, Callable[[], dict[str, float]]]
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class TurbolockCluster:
+    def __init__(self, url: str, core: str) -> None:
+        self.client = ClusterLockClient.from_url(url, core=core, key_prefix=KEY_PREFIX,
+                                                 chunk_size=CHUNK_SIZE)
+
+    def pairs(self, pair_names: list[str]) -> Timing:
+        acquire, release = self.client.try_acquire, self.client.release
+
+        def run() -> None:
+            for name in pair_names:
+                lease = acquire(name, TTL_SECONDS)
+                if lease is None or not release(lease):
+                    raise BenchmarkError(f"turbolock cluster: {name!r} was not taken and released")
+
+        _, wall, cpu = timed(run)
+        return Timing(len(pair_names), wall, cpu)
+
+    def bulk(self, bulk_names: list[str]) -> Timing:
+        result, wall, cpu = timed(self.client.acquire_many, bulk_names, TTL_SECONDS)
+        if len(result.acquired) != len(bulk_names):
+            missing = len(bulk_names) - len(result.acquired)
+            raise BenchmarkError(f"turbolock cluster: {missing} locks not taken")
+        return Timing(len(bulk_names), wall, cpu)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class RedisPyCluster:
+    """redis-py's ``RedisCluster`` with the given reply parser."""
+
+    def __init__(self, url: str, parser: type) -> None:
+        self.client = redis.RedisCluster.from_url(url, parser_class=parser)
+
+    def pairs(self, pair_names: list[str]) -> Timing:
+        client = self.client
+
+        def run() -> None:
+            for name in pair_names:
+                lock = client.lock(KEY_PREFIX + name, timeout=TTL_SECONDS)
+                if not lock.acquire(blocking=False):
+                    raise BenchmarkError(f"redis-py cluster Lock: {name!r} was not taken")
+                lock.release()
+
+        _, wall, cpu = timed(run)
+        return Timing(len(pair_names), wall, cpu)
+
+    def bulk(self, bulk_names: list[str]) -> Timing:
+        keys = [KEY_PREFIX + name for name in bulk_names]
+
+        def run() -> list[Any]:
+            replies: list[Any] = []
+            pipe = self.client.pipeline()
+            for start in range(0, len(keys), CHUNK_SIZE):
+                for key_name in keys[start:start + CHUNK_SIZE]:
+                    pipe.set(key_name, os.urandom(16), nx=True, px=TTL_MS)
+                replies.extend(pipe.execute())
+            return replies
+
+        replies, wall, cpu = timed(run)
+        if not all(replies):
+            raise BenchmarkError("redis-py cluster pipeline: some locks were not taken")
+        return Timing(len(keys), wall, cpu)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _local_tag(admin: redis.Redis, port: int) -> str:
+    """A hash tag whose slot ``port``'s master serves (its keys are local to it)."""
+    ranges = [(int(low), int(high)) for low, high, master, *_ in admin.execute_command("CLUSTER", "SLOTS")
+              if int(master[1]) == port]
+    i = 0
+    while not any(low <= key_slot(f"n{i}".encode()) <= high for low, high in ranges):
+        i += 1
+    return f"n{i}"
+
+
+def ceiling(cluster: RedisCluster, admin: redis.Redis, requests: int) -> float:
+    """Three ``redis-benchmark -c 1 -P 1000 SET NX PX`` at once, one per master (its keys behind a
+    hash tag of that master's, with random suffixes): their sum."""
+    runs = []
+    for node in cluster.nodes[:cluster.masters]:
+        command = redis_benchmark.set_nx_px("{" + _local_tag(admin, node.port) + "}")
+        argv = ["redis-benchmark", "-h", node.host, "-p", str(node.port), "-c", "1", "-P", "1000",
+                "-n", str(requests), "-r", str(redis_benchmark.KEYSPACE), "--csv", *command]
+        runs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    total = 0.0
+    for run in runs:
+        out, err = run.communicate(timeout=300)
+        if run.returncode != 0:
+            raise BenchmarkError(f"redis-benchmark failed: {err[-300:]}")
+        total += redis_benchmark.parse_csv(out)
+    return total
+
+
+class Run:
+    def __init__(self, cluster: RedisCluster, workload: Workload) -> None:
+        self.cluster = cluster
+        self.workload = workload
+        self.admins = [redis.Redis(host=node.host, port=node.port)
+                       for node in cluster.nodes[:cluster.masters]]
+        self.samples: dict[str, list[float]] = defaultdict(list)
+        self.contenders: dict[str, Any] = {}
+
+    def flush(self) -> None:
+        for admin in self.admins:
+            admin.flushall()
+
+    def steps(self) -> list[tuple[str, list[Step]]]:
+        url = self.cluster.url
+        for label, core in CORES.items():
+            if core_available(core):
+                self.contenders[label] = TurbolockCluster(url, core)
+        for label, parser in PARSERS.items():
+            self.contenders[label] = RedisPyCluster(url, parser)
+        pair_names = names("pair", self.workload.pairs)
+        bulk_names = names("bulk", self.workload.bulk)
+        pairs: list[Step] = []
+        bulk: list[Step] = []
+        for label, contender in self.contenders.items():
+            contender.pairs(["warm:0", "warm:1"])
+
+            def pair_step(contender: Any = contender, label: str = label) -> dict[str, float]:
+                return {key(PAIRS, label): contender.pairs(pair_names).rate}
+
+            def bulk_step(contender: Any = contender, label: str = label) -> dict[str, float]:
+                return {key(BULK, label): contender.bulk(bulk_names).rate}
+
+            pairs.append((label, pair_step))
+            bulk.append((label, bulk_step))
+        if redis_benchmark.available():
+            def ceiling_step() -> dict[str, float]:
+                return {key(BULK, CEILING): ceiling(self.cluster, self.admins[0], self.workload.bulk)}
+
+            bulk.append((CEILING, ceiling_step))
+        return [("pairs", pairs), ("bulk", bulk)]
+
+    def measure(self) -> None:
+        groups = self.steps()
+        repeats = self.workload.repeats
+        for repeat in range(repeats):
+            for group, steps in groups:
+                shift = repeat % len(steps)
+                for label, step in steps[shift:] + steps[:shift]:
+                    self.flush()
+                    for sample_key, value in step().items():
+                        self.samples[sample_key].append(value)
+                        progress(f"[{repeat + 1}/{repeats}] {group:5s} {label:40s} {value:,.0f}/s")
+
+    def close(self) -> None:
+        for contender in self.contenders.values():
+            contender.close()
+        for admin in self.admins:
+            admin.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.cluster_compare",
+                                     description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller batches, 3 repeats")
+    parser.add_argument("--json", default=DEFAULT_JSON, metavar="PATH", help=f"default: {DEFAULT_JSON}")
+    args_list = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(args_list)
+    workload = QUICK if args.quick else DEFAULT
+    started = time.monotonic()
+    progress(f"cluster benchmarks: {workload.pairs} pairs, {workload.bulk:,} bulk locks, {workload.repeats} "
+             "repeats; a throwaway cluster of 3 masters with 1 replica each")
+    with RedisCluster(masters=3, replicas=1) as cluster:
+        run = Run(cluster, workload)
+        try:
+            server_version = str(run.admins[0].info("server")["redis_version"])
+            run.measure()
+        finally:
+            run.close()
+    results = evaluate(run.samples, SECTIONS)
+    meta = {
+        "command": " ".join(["python -m benchmarks.cluster_compare", *args_list]),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "seconds": round(time.monotonic() - started, 1),
+        "workload": dataclasses.asdict(workload),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "redis_server": server_version,
+        "redis_py": redis.__version__,
+        "turbolock": turbolock.__version__,
+        "turbolock_c": core_available("c"),
+    }
+    print(render(results), end="")
+    print(f"\n{meta['command']}: {workload.repeats} repeats in {meta['seconds']:.0f} s, load average "
+          f"{meta['load_average'][0]:.2f}, {meta['cpus']} CPUs; redis-py {redis.__version__}; "
+          f"redis-server {server_version}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as out:
+        json.dump(to_json(results, run.samples, meta), out, indent=2)
+    progress(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
