@@ -30,6 +30,7 @@ from typing import Any
 
 import redis
 from redis._parsers import _HiredisParser, _RESP2Parser
+from redis.utils import HIREDIS_AVAILABLE
 
 import turbolock
 from turbolock._wire.slots import key_slot
@@ -205,6 +206,9 @@ class Run:
             if core_available(core):
                 self.contenders[label] = TurbolockCluster(url, core)
         for label, parser in PARSERS.items():
+            if parser is _HiredisParser and not HIREDIS_AVAILABLE:
+                progress(f"{label}: n/a (pip install hiredis)")
+                continue
             self.contenders[label] = RedisPyCluster(url, parser)
         pair_names = names("pair", self.workload.pairs)
         bulk_names = names("bulk", self.workload.bulk)
