@@ -26,11 +26,12 @@ from turbolock._flows.cluster_routes import (
     refresh_flow,
     script_flow,
     set_nx_flow,
+    settle_answered,
 )
 from turbolock._flows.renewal_book import Batch
 from turbolock._flows.steps import Flow
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
+from turbolock._wire.outcomes import NOT_SENT, Encoder, Reencoder, ReplyHandler
 from turbolock._wire.slot_map import Address, SlotMap
 from turbolock.options import ConnectionOptions
 
@@ -112,8 +113,13 @@ class ClusterExecutor:
         """Each master's items pipelined to it; replies in input order (``on_replies`` sees them
         all at the end). ``keys[i]`` is item i's key: the flows pass them for routing. A
         cancelled caller's acquires are released through ``orphans``, node by node."""
-        results = await run(many_flow(self.routes, self, count, encode, script, reencode, keys, self.timeout,
-                                      chunk_size or self.chunk_size, deadline, orphans))
+        results: list[object] = [NOT_SENT] * count
+        try:
+            await run(many_flow(self.routes, self, count, encode, script, reencode, keys, self.timeout,
+                                chunk_size or self.chunk_size, deadline, orphans, results))
+        except BaseException:
+            settle_answered(results, on_replies)
+            raise
         if on_replies is not None and count:
             on_replies(0, results)
         return results

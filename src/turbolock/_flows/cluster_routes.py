@@ -22,7 +22,15 @@ from typing import Any
 
 from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder, Unconfirmed, subset_encoders
+from turbolock._wire.outcomes import (
+    NOT_SENT,
+    UNKNOWN,
+    Encoder,
+    Reencoder,
+    ReplyHandler,
+    Unconfirmed,
+    subset_encoders,
+)
 from turbolock._wire.slot_map import Address, Redirect, SlotMap, map_from_shards, map_from_slots, redirect_of
 from turbolock._wire.slots import key_slot
 from turbolock.errors import (
@@ -279,13 +287,17 @@ def pttl_flow(routes: ClusterRoutes, nodes: Any, key: bytes, deadline: float,
 
 def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, script: _scripts.Script | None,
               reencode: Reencoder | None, keys: Sequence[bytes], timeout: float, chunk_size: int,
-              deadline: float, orphans: Any = None) -> Flow[list[object]]:
+              deadline: float, orphans: Any = None,
+              results: list[object] | None = None) -> Flow[list[object]]:
     """A reply per item in input order: each master gets its items pipelined in chunks (a
     chunk's timeout each); items redirected or told to wait go again while time is left.
-    ``orphans`` (asyncio: the tags of a cancelled caller's acquires) go with each master's share."""
+    ``orphans`` (asyncio: the tags of a cancelled caller's acquires) go with each master's share.
+    ``results`` (``count`` entries) is filled as replies come, so that a caller whose call fails
+    on one master still sees what the others answered."""
     if len(keys) != count:
         raise ProtocolError("a cluster bulk call needs each item's key")
-    results: list[object] = [NOT_SENT] * count
+    if results is None:
+        results = [NOT_SENT] * count
     pending: list[int] = list(range(count))
     end = min(deadline, time.monotonic() + timeout * max(1, math.ceil(count / chunk_size)))
     for _ in range(MAX_REDIRECTS):
@@ -318,6 +330,15 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
             break
         yield Sleep(RETRY_PAUSE)
     return results
+
+
+def settle_answered(results: list[object], on_replies: ReplyHandler | None) -> None:
+    """A bulk call failed on one master: hand what the others answered to ``on_replies`` (a
+    bulk acquire then gives back the locks it took there instead of leaving them held)."""
+    if on_replies is not None:
+        for i, reply in enumerate(results):
+            if reply is not NOT_SENT:
+                on_replies(i, [reply])
 
 
 def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: list[int], encode: Encoder,

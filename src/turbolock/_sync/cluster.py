@@ -21,6 +21,7 @@ from turbolock._flows.cluster_routes import (
     refresh_flow,
     script_flow,
     set_nx_flow,
+    settle_answered,
 )
 from turbolock._flows.renewal_book import Batch
 from turbolock._flows.steps import Flow
@@ -28,7 +29,7 @@ from turbolock._sync.drive import run
 from turbolock._sync.executor import Executor
 from turbolock._sync.pool import ConnectionPool
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
+from turbolock._wire.outcomes import NOT_SENT, Encoder, Reencoder, ReplyHandler
 from turbolock._wire.slot_map import Address, SlotMap
 from turbolock.options import ConnectionOptions
 
@@ -109,8 +110,13 @@ class ClusterExecutor:
              deadline: float = math.inf, orphans: Any = None, keys: Sequence[bytes] = ()) -> list[object]:
         """Each master's items pipelined to it; replies in input order (``on_replies`` sees them
         all at the end). ``keys[i]`` is item i's key: the flows pass them for routing."""
-        results = run(many_flow(self.routes, self, count, encode, script, reencode, keys, self.timeout,
-                                self.chunk_size, deadline))
+        results: list[object] = [NOT_SENT] * count
+        try:
+            run(many_flow(self.routes, self, count, encode, script, reencode, keys, self.timeout,
+                          self.chunk_size, deadline, None, results))
+        except BaseException:
+            settle_answered(results, on_replies)
+            raise
         if on_replies is not None and count:
             on_replies(0, results)
         return results
