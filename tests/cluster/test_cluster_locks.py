@@ -179,3 +179,9 @@ def test_start_up_nodes_of_two_clusters_are_refused_before_anything_is_written(
                                     key_prefix=key_prefix, core=core_name) as client:
         lease = client.try_acquire("one-cluster", TTL)
         assert lease is not None and client.release(lease)
+
+
+def test_empty_bulk_calls_send_nothing_and_return_nothing(cluster_client: ClusterLockClient) -> None:
+    assert cluster_client.acquire_many([], TTL).acquired == []
+    assert cluster_client.release_many([]) == [] and cluster_client.extend_many([], TTL) == []
+    assert cluster_client.query_many([]) == []

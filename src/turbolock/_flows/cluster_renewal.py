@@ -1,13 +1,13 @@
 """A renewal round's scripts on Redis Cluster, written once for threads and asyncio.
 
-Each batch of the round (up to ``RENEW_CHUNK`` leases of one ttl) is split by master, and each
-master gets its parts pipelined: one ``RENEW_MANY_ARGV`` call per part, keys in ARGV (declared
-keys of several slots fail with CROSSSLOT, even on one node). A part the node refuses (a slot
-that moved away mid-script, TRYAGAIN, CLUSTERDOWN) is redone key by key with declared keys,
-following redirects (``many_flow``); renewing a key twice is harmless. A master that cannot be
-reached leaves its leases undecided (``NOT_SENT``, or ``UNKNOWN`` when the connection broke
-after the write) and the renewer retries them; the other masters' leases are renewed all the
-same.
+Each batch of the round (up to ``RENEW_CHUNK`` leases of one ttl) is split by master, and every
+master gets its parts pipelined, all masters at once: one ``RENEW_MANY_ARGV`` call per part,
+keys in ARGV (declared keys of several slots fail with CROSSSLOT, even on one node). A part the
+node refuses (a slot that moved away mid-script, TRYAGAIN, CLUSTERDOWN) is redone key by key
+with declared keys, following redirects (``many_flow``); renewing a key twice is harmless. A
+master that cannot be reached leaves its leases undecided (``NOT_SENT``, or ``UNKNOWN`` when
+the connection broke after the write) and the renewer retries them; the other masters' leases
+are renewed all the same.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from turbolock._flows.cluster_routes import ClusterRoutes, many_flow
-from turbolock._flows.steps import Call, Flow
+from turbolock._flows.steps import Call, CallStep, Flow, Gather
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, item_encoders
 from turbolock._wire.scripts import RENEW_MANY, RENEW_MANY_ARGV
 from turbolock._wire.slot_map import Address
@@ -42,8 +42,11 @@ def renew_flow(routes: ClusterRoutes, nodes: Any, batches: Sequence[tuple[int, l
             log.warning("turbolock: no slot map for the renewal round: %s", exc)
             return outcomes
     redo: list[tuple[int, int]] = []
-    for address, parts in _parts(routes, batches).items():
-        replies = yield from _node_flow(routes, nodes, address, parts, batches, deadline)
+    per_node = list(_parts(routes, batches).items())
+    sent = yield Gather(tuple(_node_call(routes, nodes, address, parts, batches, deadline)
+                              for address, parts in per_node))  # every master at once
+    for (address, parts), (ok, value) in zip(per_node, sent, strict=True):
+        replies = _node_replies(routes, address, parts, ok, value)
         for (b, positions), reply in zip(parts, replies, strict=True):
             if type(reply) is list and len(reply) == len(positions):
                 for position, outcome in zip(positions, reply, strict=True):
@@ -78,8 +81,8 @@ def _parts(routes: ClusterRoutes, batches: Sequence[tuple[int, list[Lease]]]) ->
     return parts
 
 
-def _node_flow(routes: ClusterRoutes, nodes: Any, address: Address, parts: list[Part],
-               batches: Sequence[tuple[int, list[Lease]]], deadline: float) -> Flow[list[object]]:
+def _node_call(routes: ClusterRoutes, nodes: Any, address: Address, parts: list[Part],
+               batches: Sequence[tuple[int, list[Lease]]], deadline: float) -> CallStep:
     prefix = routes.key_prefix
 
     def append(buf: Any, index: int) -> None:
@@ -93,20 +96,20 @@ def _node_flow(routes: ClusterRoutes, nodes: Any, address: Address, parts: list[
         buf.append_command(tuple(args))
 
     encode, reencode = item_encoders(append)
+    return Call(nodes.node(address).many, (len(parts), encode, RENEW_MANY_ARGV, reencode),
+                {"deadline": deadline})
 
-    try:
-        replies: list[object] = yield Call(nodes.node(address).many, (len(parts), encode, RENEW_MANY_ARGV,
-                                                                      reencode), {"deadline": deadline})
-    except Exception as exc:  # no connection: nothing was sent to this master
+
+def _node_replies(routes: ClusterRoutes, address: Address, parts: list[Part], ok: bool,
+                  value: Any) -> list[object]:
+    """A master's replies to its parts; none sent when it could not be reached."""
+    if not ok:
         routes.failed(address)
-        log.warning("turbolock: renewal on %s:%d could not be sent: %s", address[0], address[1], exc)
+        log.warning("turbolock: renewal on %s:%d could not be sent: %s", address[0], address[1], value)
         return [NOT_SENT] * len(parts)
-    except BaseException:
-        routes.failed(address)
-        raise
-    if any(reply is UNKNOWN for reply in replies):
+    if any(reply is UNKNOWN for reply in value):
         routes.failed(address)  # a failover, perhaps: read the map again before the next call
-    return replies
+    return list(value)
 
 
 def _key_by_key_flow(routes: ClusterRoutes, nodes: Any, items: list[tuple[int, int]],

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from turbolock._flows.steps import Call, Flow, Sleep
+from turbolock._flows.steps import Call, CallStep, Flow, Gather, Sleep
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import (
     NOT_SENT,
@@ -308,9 +308,16 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
             if groups is None:
                 raise ClusterError("some slots have no master: the cluster is down or being changed")
         again: list[int] = []
-        for address, indices in groups.items():
-            replies = yield from _share_flow(routes, nodes, address, indices, encode, script, reencode,
-                                             deadline, orphans)
+        shares = list(groups.items())
+        if len(shares) == 1:
+            address, indices = shares[0]
+            answers = [(yield from _share_flow(routes, nodes, address, indices, encode, script, reencode,
+                                               deadline, orphans))]
+        else:  # every master at once
+            outcomes = yield Gather(tuple(_share_call(nodes, address, indices, encode, script, reencode,
+                                                      deadline, orphans) for address, indices in shares))
+            answers = _answers(routes, shares, outcomes, results)
+        for (address, indices), replies in zip(shares, answers, strict=True):
             for position, i in enumerate(indices):
                 reply = replies[position]
                 redirect = redirect_of(reply, address[0])
@@ -341,22 +348,45 @@ def settle_answered(results: list[object], on_replies: ReplyHandler | None) -> N
                 on_replies(i, [reply])
 
 
-def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: list[int], encode: Encoder,
-                script: _scripts.Script | None, reencode: Reencoder | None,
-                deadline: float, orphans: Any = None) -> Flow[list[object]]:
-    """Items ``indices`` to one master, pipelined; their replies in that order."""
+def _share_call(nodes: Any, address: Address, indices: list[int], encode: Encoder,
+                script: _scripts.Script | None, reencode: Reencoder | None, deadline: float,
+                orphans: Any) -> CallStep:
+    """The call of items ``indices`` to one master, pipelined; their replies in that order."""
     encode_share, reencode_share = subset_encoders(encode, reencode, indices)
-    node = nodes.node(address)
     options: dict[str, Any] = {} if deadline == math.inf else {"deadline": deadline}
     if orphans is not None:
         options["orphans"] = _share_orphans(orphans, indices)
+    return Call(nodes.node(address).many, (len(indices), encode_share, script, reencode_share), options)
+
+
+def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: list[int], encode: Encoder,
+                script: _scripts.Script | None, reencode: Reencoder | None,
+                deadline: float, orphans: Any = None) -> Flow[list[object]]:
     try:
-        replies: list[object] = yield Call(node.many, (len(indices), encode_share, script, reencode_share),
-                                           options)
+        replies: list[object] = yield _share_call(nodes, address, indices, encode, script, reencode, deadline,
+                                                  orphans)
     except BaseException:
         routes.failed(address)
         raise
     return replies
+
+
+def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
+             outcomes: list[tuple[bool, Any]], results: list[object]) -> list[list[object]]:
+    """Each master's replies; when one master failed, what the others answered goes into
+    ``results`` first (see ``settle_answered``) and the first failure is raised."""
+    failure: BaseException | None = None
+    for (address, _), (ok, value) in zip(shares, outcomes, strict=True):
+        if not ok:
+            routes.failed(address)
+            failure = failure or value
+    if failure is None:
+        return [value for _, value in outcomes]
+    for (_, indices), (ok, value) in zip(shares, outcomes, strict=True):
+        if ok:
+            for position, i in enumerate(indices):
+                results[i] = value[position]
+    raise failure
 
 
 def _share_orphans(orphans: Callable[[int, int], Any], indices: list[int]) -> Callable[[int, int], Any]:

@@ -53,5 +53,13 @@ class Outcome:
         """Per chunk: the monotonic time before its first write (validity is counted from it)."""
 
 
-Step = Sleep | CallStep
+class Gather(NamedTuple):
+    """Make every call at once (threads: the first on the caller's thread, the others on a small
+    pool; asyncio: concurrently); the result is each call's ``(True, value)`` or ``(False,
+    exception)``, in order. A Redis Cluster's bulk calls send every master its share this way."""
+
+    calls: tuple[CallStep, ...]
+
+
+Step = Sleep | CallStep | Gather
 Flow = Generator[Step, Any, T]
