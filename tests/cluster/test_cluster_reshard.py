@@ -25,7 +25,7 @@ from ._workers import reshard_contender
 
 WORKERS = 2
 NAMES = [f"shard:{i}" for i in range(3000)]
-TTL = 1.5
+TTL = 3.0
 
 Raws = Callable[[RedisServer], redis.Redis]
 

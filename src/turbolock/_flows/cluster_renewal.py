@@ -2,9 +2,10 @@
 
 Each batch of the round (up to ``RENEW_CHUNK`` leases of one ttl) is split by master, and every
 master gets its parts pipelined, all masters at once: one ``RENEW_MANY_ARGV`` call per part,
-keys in ARGV (declared keys of several slots fail with CROSSSLOT, even on one node). A part the
-node refuses (a slot that moved away mid-script, TRYAGAIN, CLUSTERDOWN) is redone key by key
-with declared keys, following redirects (``many_flow``); renewing a key twice is harmless. A
+keys in ARGV (declared keys of several slots fail with CROSSSLOT, even on one node). A key the
+node does not serve (its slot moving or moved) is answered -1 and redone alone, with a declared
+key, following redirects (``many_flow``); a part the node refuses as a whole (TRYAGAIN,
+CLUSTERDOWN) is redone key by key the same way; renewing a key twice is harmless. A
 master that cannot be reached leaves its leases undecided (``NOT_SENT``, or ``UNKNOWN`` when
 the connection broke after the write) and the renewer retries them; the other masters' leases
 are renewed all the same.
@@ -26,6 +27,9 @@ from turbolock.errors import LockError
 from turbolock.lease import Lease
 
 log = logging.getLogger("turbolock.renewal")
+
+NOT_HERE = -1
+"""``RENEW_MANY_ARGV``'s answer for a key its node does not serve (a slot moving): redone alone."""
 
 Part = tuple[int, list[int]]
 """A batch's leases served by one master: (batch index, positions in the batch)."""
@@ -50,7 +54,10 @@ def renew_flow(routes: ClusterRoutes, nodes: Any, batches: Sequence[tuple[int, l
         for (b, positions), reply in zip(parts, replies, strict=True):
             if type(reply) is list and len(reply) == len(positions):
                 for position, outcome in zip(positions, reply, strict=True):
-                    outcomes[b][position] = outcome
+                    if outcome == NOT_HERE:
+                        redo.append((b, position))
+                    else:
+                        outcomes[b][position] = outcome
             elif reply is UNKNOWN or reply is NOT_SENT:
                 for position in positions:
                     outcomes[b][position] = reply

@@ -67,15 +67,20 @@ return out
 
 # RENEW_MANY for Redis Cluster, keys in ARGV: ARGV[1] = ttl in ms, ARGV[2i] = a key, ARGV[2i + 1]
 # its token. Declared KEYS of different slots fail with CROSSSLOT even on one node; undeclared
-# keys work across the slots a node serves (and fail mid-script, "non local key", on a slot it
-# does not: the caller redoes that batch key by key). Replies as RENEW_MANY.
+# keys work across the slots a node serves. A key this node does not serve (its slot moved, or
+# is moving and the key already went) is an error for redis.call, which would end the script
+# half-way: pcall keeps going and answers -1 for that key, for the caller to redo it alone.
+# Replies as RENEW_MANY, plus -1.
 RENEW_MANY_ARGV = Script("renew_many_argv", b"""\
 local call = redis.call
 local ttl = ARGV[1]
 local out = {}
 for i = 1, (#ARGV - 1) / 2 do
   local key = ARGV[2 * i]
-  if call('get', key) == ARGV[2 * i + 1] then
+  local value = redis.pcall('get', key)
+  if type(value) == 'table' and value.err then
+    out[i] = -1
+  elseif value == ARGV[2 * i + 1] then
     out[i] = call('pexpire', key, ttl)
   else
     out[i] = 0
