@@ -24,9 +24,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from turbolock.redis_server import RedisServer
+
+T = TypeVar("T")
 
 HOST = "127.0.0.1"
 LIFETIME = 120.0
@@ -407,3 +409,23 @@ class Stopwatch:
             timeline = "\n  ".join(outcome.describe() for outcome in self.outcomes)
             raise AssertionError(f"{len(self.problems)} problem(s):\n- " + "\n- ".join(self.problems)
                                  + f"\ncalls, in order:\n  {timeline}")
+
+
+def served_after_failures(call: Callable[[], T], timeout: float, limit: float = 30.0) -> tuple[int, T]:
+    """Call ``call`` until it stops raising ``turbolock.ConnectionError`` (a failover under way),
+    asserting that every failing call returned within twice its ``timeout`` (plus slack); the
+    number of failures and the first answer."""
+    from turbolock import ConnectionError as LockConnectionError
+
+    failures = 0
+    started = time.monotonic()
+    while True:
+        assert time.monotonic() - started < limit, "the client never reached the promoted replica"
+        call_started = time.monotonic()
+        try:
+            return failures, call()
+        except LockConnectionError:
+            failures += 1
+            elapsed = time.monotonic() - call_started
+            assert elapsed < timeout * 2 + 0.3, f"a call took {elapsed:.2f}s with a {timeout}s timeout"
+            time.sleep(0.1)

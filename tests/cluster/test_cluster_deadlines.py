@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
@@ -100,3 +101,46 @@ def test_a_bulk_acquire_that_fails_on_one_master_leaves_no_lock_on_the_others(
     while any(list(raw.scan_iter(match=key_prefix + "bulk:*")) for raw in healthy):
         assert time.monotonic() < deadline, "locks taken on the healthy masters were left held"
         time.sleep(0.05)
+
+
+def test_async_calls_keep_their_deadline_when_a_master_stops_answering(
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str) -> None:
+    import asyncio
+
+    from turbolock.asyncio import AsyncClusterLockClient
+
+    cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
+    stopped, healthy = sorted(cluster.nodes[:cluster.masters], key=lambda node: node.port)[:2]
+    on_stopped = _names_on(cluster, key_prefix, stopped.port, 4, "s")
+    on_healthy = _names_on(cluster, key_prefix, healthy.port, 4, "h")
+    watch = Stopwatch()
+
+    async def body() -> None:
+        async with AsyncClusterLockClient.from_url(cluster.url, core=core_name, key_prefix=key_prefix,
+                                                   timeout=T, connect_timeout=T) as client:
+            held = [await client.try_acquire(name, TTL) for name in on_stopped[:2]]
+            assert all(held)
+            stopped.pause()
+            try:
+                async def fails(label: str, call: Callable[[], Any]) -> None:
+                    watch.expect_raises(await watch.arun(label, T, call), ConnectionError)
+
+                async def works(label: str, call: Callable[[], Any]) -> None:
+                    outcome = await watch.arun(label, T, call)
+                    watch.expect(outcome, outcome.error is None and bool(outcome.result), "succeeded")
+
+                await fails("try_acquire on the stopped master",
+                            lambda: client.try_acquire(on_stopped[2], TTL))
+                await works("try_acquire on a healthy master, right after",
+                            lambda: client.try_acquire(on_healthy[0], TTL))
+                await fails("release on the stopped master", lambda: client.release(held[0]))  # type: ignore[arg-type]
+                await fails("query on the stopped master", lambda: client.query(on_stopped[3]))
+                await fails("acquire_many over every master",
+                            lambda: client.acquire_many([*on_healthy[1:3], on_stopped[3]], TTL))
+                await works("query_many on healthy masters only, right after",
+                            lambda: client.query_many(on_healthy))
+            finally:
+                stopped.resume()
+
+    asyncio.run(body())
+    watch.check()

@@ -5,12 +5,12 @@ lost, while the other masters' locks are never disturbed."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
 import redis
 
+from _lost_locks import LostLocks
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
 from turbolock.lease import Lease
@@ -20,18 +20,6 @@ from turbolock.redis_server import RedisServer
 from ._helpers import asking_get, node_id, other_master, replicated
 
 Raws = Callable[[RedisServer], redis.Redis]
-
-
-class LostLocks:
-    """An ``on_lost`` callback that records the names."""
-
-    def __init__(self) -> None:
-        self.names: list[str | bytes] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, lease: Lease) -> None:
-        with self._lock:
-            self.names.append(lease.name)
 
 
 def _master_port(cluster: RedisCluster, key_prefix: str, lease: Lease) -> int:

@@ -6,7 +6,6 @@ they expire during the run and the contenders do take them, so the check can cat
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,9 +13,9 @@ from typing import Any
 import pytest
 import redis
 
+from _lost_locks import LostLocks
 from scenarios._harness import CTX, Workers
 from turbolock.cluster import ClusterLockClient
-from turbolock.lease import Lease
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
@@ -28,16 +27,6 @@ NAMES = [f"shard:{i}" for i in range(3000)]
 TTL = 3.0
 
 Raws = Callable[[RedisServer], redis.Redis]
-
-
-class LostLocks:
-    def __init__(self) -> None:
-        self.names: list[str | bytes] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, lease: Lease) -> None:
-        with self._lock:
-            self.names.append(lease.name)
 
 
 def _reshard_under_load(cluster: RedisCluster, client: ClusterLockClient, core_name: str, key_prefix: str,
