@@ -42,7 +42,10 @@ def test_holder_stopped_past_its_ttl_learns_before_acting(redis_server: RedisSer
             os.kill(pid, signal.SIGCONT)
         [report] = workers.results()
     assert report["detected"] is True
-    assert data.llen(data_key(key_prefix, "acts")) == acts_before_resume, "it acted after losing the lock"
+    # At most the one act whose ensure_held() passed just before the SIGSTOP landed: a pause
+    # between the check and the act is the hazard only a fencing token can stop (issue #14).
+    late = data.llen(data_key(key_prefix, "acts")) - acts_before_resume
+    assert late <= 1, f"it acted {late} times after learning nothing of its lost lock"
     assert acts_before_resume >= 1
     data.close()
 
