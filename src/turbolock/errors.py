@@ -107,6 +107,12 @@ class AcquireOutcomeUnknownError(OutcomeUnknownError):
         self.not_sent = not_sent if not_sent is not None else []
 
 
+class NotDurableError(LockError):
+    """The master granted the lock, but fewer replicas than ``replicas_ack`` acknowledged it
+    within ``replicas_timeout``: a failover now could lose it and grant it to someone else. It
+    is not yours; it was released with its token (in the background). ``names`` lists the locks."""
+
+
 class ResponseError(LockError):
     """The server answered a command with an error (WRONGTYPE, OOM, READONLY, NOPERM...)."""
 

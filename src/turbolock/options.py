@@ -18,6 +18,7 @@ from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 DEFAULT_CONNECT_TIMEOUT = 5.0
 DEFAULT_TIMEOUT = 5.0
+DEFAULT_REPLICAS_TIMEOUT = 0.1
 
 _CERT_REQS = {"none": _ssl.CERT_NONE, "optional": _ssl.CERT_OPTIONAL, "required": _ssl.CERT_REQUIRED}
 _CERT_REQS_NAMES = {mode: name for name, mode in _CERT_REQS.items()}
@@ -29,7 +30,11 @@ class ConnectionOptions:
 
     ``timeout`` is the deadline of one client call (acquire, release, a whole bulk chunk);
     ``connect_timeout`` bounds opening a connection, AUTH, SELECT and PING included.
-    TLS verifies the certificate and the host name unless ``insecure=True``. Every field is
+    TLS verifies the certificate and the host name unless ``insecure=True``.
+
+    ``replicas_ack=N`` makes every acquire wait (``WAIT N``, at most ``replicas_timeout``) until N
+    replicas have it: a lock fewer replicas acknowledged could vanish in a failover, so it is
+    released again and reported (``NotDurableError``, or ``result.not_durable`` in bulk). Every field is
     checked here (``InvalidArgumentError``/``InvalidArgumentTypeError`` naming it); to build
     options from keywords that may use redis-py's names, use ``options_from_keywords``.
     """
@@ -49,6 +54,8 @@ class ConnectionOptions:
     insecure: bool = False
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     timeout: float = DEFAULT_TIMEOUT
+    replicas_ack: int = 0
+    replicas_timeout: float = DEFAULT_REPLICAS_TIMEOUT
 
     def __post_init__(self) -> None:
         _check_str(self.host, "host")
@@ -77,6 +84,13 @@ class ConnectionOptions:
         object.__setattr__(self, "ssl_cert_reqs", _cert_reqs_name(self.ssl_cert_reqs))
         object.__setattr__(self, "connect_timeout", positive_seconds(self.connect_timeout, "connect_timeout"))
         object.__setattr__(self, "timeout", positive_seconds(self.timeout, "timeout"))
+        _check_int(self.replicas_ack, "replicas_ack")
+        if self.replicas_ack < 0:
+            raise InvalidArgumentError("replicas_ack", "must be an int >= 0 (0: no waiting for replicas)")
+        replicas_timeout = positive_seconds(self.replicas_timeout, "replicas_timeout")
+        if self.replicas_ack and replicas_timeout >= self.timeout:
+            raise InvalidArgumentError("replicas_timeout", "must be shorter than timeout (a call's deadline)")
+        object.__setattr__(self, "replicas_timeout", replicas_timeout)
         if self.ssl and not self.insecure:
             if self.ssl_cert_reqs != "required":
                 raise InvalidArgumentError(
@@ -212,6 +226,8 @@ _URL_KEYS = {
     "ssl_keyfile": "ssl_keyfile",
     "ssl_cert_reqs": "ssl_cert_reqs",
     "ssl_check_hostname": "ssl_check_hostname",
+    "replicas_ack": "replicas_ack",
+    "replicas_timeout": "replicas_timeout",
 }
 
 
@@ -256,7 +272,17 @@ def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:
     for source, target in _URL_KEYS.items():
         if parsed.get(source) is not None:
             kwargs[target] = parsed[source]
+    for name, read in (("replicas_ack", int), ("replicas_timeout", float)):
+        if isinstance(kwargs.get(name), str):
+            kwargs[name] = _number_in_url(kwargs[name], name, read)
     return _build(kwargs, overrides)
+
+
+def _number_in_url(text: str, name: str, read: Any) -> Any:
+    try:
+        return read(text)
+    except ValueError:
+        raise InvalidArgumentError(name, f"the URL's {name} must be a number, not {text[:20]!r}") from None
 
 
 def _db_from_path(path: str) -> int | None:

@@ -37,3 +37,40 @@ def other_master(cluster: RedisCluster, source: RedisServer) -> RedisServer:
         if node.port != source.port:
             return node
     raise AssertionError("no other master")
+
+
+def names_on(cluster: RedisCluster, prefix: str, port: int, count: int, stem: str,
+             elsewhere: bool = False) -> list[str]:
+    """``count`` lock names (``stem:i``) whose keys the master on ``port`` serves (with
+    ``elsewhere``: that another master serves), by one read of the slot map."""
+    owners = _slot_owners(cluster)
+    names: list[str] = []
+    i = 0
+    while len(names) < count:
+        name = f"{stem}:{i}"
+        if (owners[key_slot((prefix + name).encode())] == port) != elsewhere:
+            names.append(name)
+        i += 1
+    return names
+
+
+def _slot_owners(cluster: RedisCluster) -> list[int]:
+    """The port of the master serving each slot, as the first node's CLUSTER SLOTS says."""
+    owners = [0] * 16384
+    raw = redis.Redis(host=cluster.nodes[0].host, port=cluster.nodes[0].port)
+    try:
+        for low, high, master, *_ in raw.execute_command("CLUSTER", "SLOTS"):
+            owners[low:high + 1] = [int(master[1])] * (high - low + 1)
+    finally:
+        raw.close()
+    return owners
+
+
+def replica_of(cluster: RedisCluster, master: RedisServer) -> RedisServer:
+    """The running replica that follows ``master`` (ROLE says whom each node follows)."""
+    for node in cluster.nodes:
+        if node.running:
+            role = cluster.cli(node, "role").split()
+            if role[:1] == ["slave"] and int(role[2]) == master.port:
+                return node
+    raise AssertionError(f"no replica follows {master.port}")

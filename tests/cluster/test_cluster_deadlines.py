@@ -23,20 +23,11 @@ from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
+from ._helpers import names_on
+
 T = 0.3
 """The client's call timeout (and connect timeout) here."""
 TTL = 30
-
-
-def _names_on(cluster: RedisCluster, prefix: str, port: int, count: int, stem: str) -> list[str]:
-    names: list[str] = []
-    i = 0
-    while len(names) < count:
-        name = f"{stem}:{i}"
-        if cluster.master_of(key_slot((prefix + name).encode())).port == port:
-            names.append(name)
-        i += 1
-    return names
 
 
 def test_calls_keep_their_deadline_when_a_master_stops_answering(
@@ -46,9 +37,9 @@ def test_calls_keep_their_deadline_when_a_master_stops_answering(
     client = make_cluster_client(cluster, timeout=T, connect_timeout=T)
     # The master asked first for the map (the lowest address) is the one that stops.
     stopped, healthy = sorted(cluster.nodes[:cluster.masters], key=lambda node: node.port)[:2]
-    on_stopped = _names_on(cluster, key_prefix, stopped.port, 6, "s")
+    on_stopped = names_on(cluster, key_prefix, stopped.port, 6, "s")
     fresh, fresh_bulk = on_stopped.pop(), on_stopped.pop()
-    on_healthy = _names_on(cluster, key_prefix, healthy.port, 6, "h")
+    on_healthy = names_on(cluster, key_prefix, healthy.port, 6, "h")
     held = {name: client.try_acquire(name, TTL) for name in on_stopped}  # warm: a connection to each
     assert all(held.values())
     watch = Stopwatch()
@@ -111,8 +102,8 @@ def test_async_calls_keep_their_deadline_when_a_master_stops_answering(
 
     cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
     stopped, healthy = sorted(cluster.nodes[:cluster.masters], key=lambda node: node.port)[:2]
-    on_stopped = _names_on(cluster, key_prefix, stopped.port, 4, "s")
-    on_healthy = _names_on(cluster, key_prefix, healthy.port, 4, "h")
+    on_stopped = names_on(cluster, key_prefix, stopped.port, 4, "s")
+    on_healthy = names_on(cluster, key_prefix, healthy.port, 4, "h")
     watch = Stopwatch()
 
     async def body() -> None:

@@ -109,14 +109,15 @@ class ClusterExecutor:
     async def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
                    orphans: OrphanTags | None = None, chunk_size: int | None = None,
-                   keys: Sequence[bytes] = (), deadline: float = math.inf) -> list[object]:
+                   keys: Sequence[bytes] = (), deadline: float = math.inf,
+                   durable: bool = False) -> list[object]:
         """Each master's items pipelined to it; replies in input order (``on_replies`` sees them
         all at the end). ``keys[i]`` is item i's key: the flows pass them for routing. A
         cancelled caller's acquires are released through ``orphans``, node by node."""
         results: list[object] = [NOT_SENT] * count
         try:
             await run(many_flow(self.routes, self, count, encode, script, reencode, keys, self.timeout,
-                                chunk_size or self.chunk_size, deadline, orphans, results))
+                                chunk_size or self.chunk_size, deadline, orphans, results, durable))
         except BaseException:
             settle_answered(results, on_replies)
             raise

@@ -23,7 +23,10 @@ from turbolock._wire.outcomes import (
     ReplyHandler,
     Unconfirmed,
     check_loaded,
+    durable_reply,
+    mark_not_durable,
     noscript_indices,
+    wait_command,
 )
 from turbolock.errors import ReplyError
 
@@ -53,11 +56,24 @@ def abandon(fut: asyncio.Future[Any], orphan: Any, on_orphan: OrphanHandler) -> 
 
 
 class Executor:
-    __slots__ = ("pool", "chunk_size")
+    __slots__ = ("pool", "chunk_size", "wait", "replicas")
 
     def __init__(self, pool: ConnectionPool, chunk_size: int) -> None:
         self.pool = pool
         self.chunk_size = chunk_size
+        options = pool.options
+        self.replicas = options.replicas_ack
+        self.wait = wait_command(options.replicas_ack, options.replicas_timeout)
+        """``WAIT`` to send after acquires (``replicas_ack``), or None."""
+
+    async def _acked(self, conn: RedisProtocol) -> object:
+        """How many replicas have this connection's writes (``WAIT``), None when it cannot tell."""
+        assert self.wait is not None
+        conn.buffer.append_command(self.wait)
+        try:
+            return await conn.submit(1)
+        except Exception:
+            return None
 
     async def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
         """PTTL of one lock key. Transport errors propagate. Every call here is bounded by the
@@ -91,7 +107,7 @@ class Executor:
         except NotSent as exc:
             raise exc.cause from None
         try:
-            return await fut
+            reply = await fut
         except NotSent as exc:
             raise exc.cause from None
         except asyncio.CancelledError:
@@ -99,19 +115,41 @@ class Executor:
             raise
         except BaseException as exc:
             raise Unconfirmed(exc) from None
+        if self.wait is None:
+            return reply
+        return await self.confirm(conn, reply, tag)
+
+    async def confirm(self, conn: RedisProtocol, reply: object, tag: Any) -> object:
+        """An acquire's ``reply`` once ``WAIT`` on its connection says whether enough replicas
+        have it (``NOT_DURABLE`` when not); a caller cancelled meanwhile leaves the lock to
+        ``on_orphan`` with ``tag``."""
+        try:
+            acked = await self._acked(conn)
+        except asyncio.CancelledError:
+            self.pool.on_orphan(tag, reply)  # a lock taken that nobody will hold
+            raise
+        return durable_reply(reply, acked, self.replicas)
 
     async def asking_one(self, append: Callable[[Any], None], deadline: float | None = None,
-                         script: _scripts.Script | None = None) -> object:
+                         script: _scripts.Script | None = None, durable: bool = False) -> object:
         """``ASKING`` and the command ``append(buf)`` writes (a Redis Cluster slot being migrated
         here); a script this node does not know yet is loaded and run again. ``Unconfirmed``
-        when the command was written and no reply came."""
+        when the command was written and no reply came. ``durable``: an acquire, followed by
+        ``WAIT`` when the client waits for replicas."""
         conn = self.pool.ready() or await self.pool.connect()
         buf = conn.buffer
         buf.append_command((b"ASKING",))
         append(buf)
+        wait = self.wait if durable else None
+        if wait is not None:
+            buf.append_command(wait)
         loaded: object = None
         try:
-            reply = (await conn.submit(2))[1]
+            if wait is None:
+                reply = (await conn.submit(2))[1]
+            else:
+                _, reply, acked = await conn.submit(3)
+                reply = durable_reply(reply, acked, self.replicas)
             if script is not None and type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 _script_load(conn, script)
                 buf.append_command((b"ASKING",))
@@ -152,7 +190,7 @@ class Executor:
     async def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
                    orphans: OrphanTags | None = None, chunk_size: int | None = None,
-                   keys: Any = None, deadline: float = math.inf) -> list[object]:
+                   keys: Any = None, deadline: float = math.inf, durable: bool = False) -> list[object]:
         """Replies for ``count`` items in input order; an item whose outcome the connection lost
         is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
 
@@ -160,7 +198,8 @@ class Executor:
         after loading the script, encoded by ``reencode(buf, indices)``. ``on_replies(start,
         replies)`` sees each chunk as it arrives. A cancelled caller leaves every chunk's reply
         to the protocol, which hands acquires' replies to ``on_orphan`` with ``orphans(start,
-        stop)`` as the tag.
+        stop)`` as the tag. ``durable`` (acquires): with ``replicas_ack``, ``WAIT`` follows on the
+        same connection and every lock taken becomes ``NOT_DURABLE`` when too few replicas have it.
         """
         results: list[object] = [NOT_SENT] * count
         if not count:
@@ -176,6 +215,8 @@ class Executor:
         await _run_chunks(conn, count, size, encode, store, results, orphans)
         if script is not None and reencode is not None:
             await self._reload_and_retry(script, reencode, results, size)
+        if durable and self.wait is not None:
+            mark_not_durable(results, await self._acked(conn), self.replicas)
         return results
 
     async def _reload_and_retry(self, script: _scripts.Script, reencode: Reencoder, results: list[object],

@@ -151,12 +151,13 @@ class SentinelExecutor(Executor):
     async def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
                    orphans: OrphanTags | None = None, chunk_size: int | None = None,
-                   keys: Any = None, deadline: float = math.inf) -> list[object]:
+                   keys: Any = None, deadline: float = math.inf, durable: bool = False) -> list[object]:
         """As ``Executor.many``; items refused with ``READONLY`` go once more to the master the
         Sentinels name next (``on_replies`` sees every reply at the end)."""
         def send(n: int, enc: Encoder, reenc: Reencoder | None) -> CallStep:
             tags = orphans if n == count else None  # a resent subset's acquires were refused: no orphans
-            return Call(Executor.many, (self, n, enc, script, reenc, None, tags, chunk_size))
+            return Call(Executor.many, (self, n, enc, script, reenc, None, tags, chunk_size),
+                        {"durable": durable})
 
         results = await run(guarded_many_flow(self.pool, send, count, encode, reencode))
         if on_replies is not None and count:

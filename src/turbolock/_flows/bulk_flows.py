@@ -34,7 +34,7 @@ from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
 from turbolock._wire.validate import Seconds, ttl_ms
-from turbolock.errors import AcquireOutcomeUnknownError, ConnectionError
+from turbolock.errors import AcquireOutcomeUnknownError, ConnectionError, InvalidArgumentError
 from turbolock.lease import Lease, LockInfo, commands_unknown
 
 
@@ -60,6 +60,9 @@ def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Second
         result: AcquireManyResult = yield from acquire_many_flow(client, names, ttl, all_or_nothing, tokens)
     else:
         check_claim(limit, all_or_nothing)
+        if client.options.replicas_ack:
+            raise InvalidArgumentError("limit", "claims do not wait for replicas; with replicas_ack, "
+                                                "acquire the names without limit")
         result = yield from client._claim_many_flow(names, ttl, limit, tokens)
     if policy is not None:
         client._renewer().add(result.acquired, policy, on_lost)
@@ -74,13 +77,17 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
         """What a cancelled task's chunk may take, for the protocol to release when its reply comes."""
         return plan.keys[start:stop], plan.tokens[start:stop], plan.ttl_ms
 
+    options: dict[str, Any] = {"on_replies": plan.on_replies, "orphans": orphans, "keys": plan.keys}
+    if client.options.replicas_ack:
+        options["durable"] = True
     plan.sent_at = time.monotonic()
     try:
-        replies = yield Call(client._exec.many, (plan.count, plan.encode),
-                             {"on_replies": plan.on_replies, "orphans": orphans, "keys": plan.keys})
+        replies = yield Call(client._exec.many, (plan.count, plan.encode), options)
     except BaseException:
         _forget(client, plan.taken())  # the leases taken so far will never reach the caller
         raise
+    if "durable" in options:
+        _give_back(client, plan.undurable(replies))
     if plan.handled < plan.count:
         acquired = plan.taken()
         if all_or_nothing:
@@ -97,10 +104,10 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
         if taken:
             yield Call(client.release_many, (taken,))
         raise plan.first_error(replies)
-    if all_or_nothing and plan.not_acquired:
+    if all_or_nothing and (plan.not_acquired or plan.not_durable):
         yield Call(client.release_many, (plan.taken(),))
-        return AcquireManyResult(plan.names, [None] * plan.count, plan.not_acquired)
-    return AcquireManyResult(plan.names, plan.leases, plan.not_acquired)
+        return AcquireManyResult(plan.names, [None] * plan.count, plan.not_acquired, plan.not_durable)
+    return AcquireManyResult(plan.names, plan.leases, plan.not_acquired, plan.not_durable)
 
 
 def claim_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, limit: int,

@@ -14,7 +14,7 @@ from operator import attrgetter
 from typing import Any, Protocol
 
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder
+from turbolock._wire.outcomes import NOT_DURABLE, NOT_SENT, UNKNOWN, Encoder, Reencoder
 from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import TOKEN_BYTES, check_token, encode_names
 from turbolock.errors import (
@@ -215,6 +215,7 @@ class AcquirePlan:
         self.owner = owner
         self.leases: list[Lease | None] = [None] * count
         self.not_acquired: list[str | bytes] = []
+        self.not_durable: list[str | bytes] = []
         self.errors: list[int] = []
         self.handled = 0
         self.sent_at = 0.0
@@ -238,9 +239,20 @@ class AcquirePlan:
                     leases[i] = Lease(names[i], keys[i], tokens[i], self.ttl_ms, self.sent_at, self.owner)
                 elif reply is None:
                     self.not_acquired.append(names[i])
-                else:
+                elif reply is not NOT_DURABLE:  # those are settled by ``undurable``
                     self.errors.append(i)
         self.handled = stop
+
+    def undurable(self, replies: list[object]) -> list[tuple[str | bytes, bytes, bytes, float]]:
+        """The locks granted that too few replicas acknowledged (``replicas_ack``): their leases
+        are taken out of the result, their names listed in ``not_durable``; (name, key, token,
+        forget_at) of each, to release."""
+        indices = [i for i, reply in enumerate(replies) if reply is NOT_DURABLE]
+        forget_at = time.monotonic() + self.ttl_ms / 1000.0
+        for i in indices:
+            self.leases[i] = None
+        self.not_durable = [self.names[i] for i in indices]
+        return [(self.names[i], self.keys[i], self.tokens[i], forget_at) for i in indices]
 
     def taken(self) -> list[Lease]:
         return [lease for lease in self.leases if lease is not None]

@@ -11,18 +11,21 @@ from turbolock.lease import Lease
 class AcquireManyResult(Sequence[Lease | None]):
     """One entry per requested name, in input order: its ``Lease``, or None when not acquired.
 
-    ``not_acquired`` lists the names someone else held. With ``all_or_nothing=True`` and any
-    name held elsewhere, every entry is None (what was taken was released again) and
-    ``all_acquired`` is False.
+    ``not_acquired`` lists the names someone else held. ``not_durable`` (with ``replicas_ack``)
+    those the master granted but too few replicas acknowledged in time: their entries are None,
+    and they were released again. With ``all_or_nothing=True`` and any name held elsewhere or
+    not durable, every entry is None (what was taken was released again) and ``all_acquired``
+    is False.
     """
 
-    __slots__ = ("names", "leases", "not_acquired")
+    __slots__ = ("names", "leases", "not_acquired", "not_durable")
 
     def __init__(self, names: list[str | bytes], leases: list[Lease | None],
-                 not_acquired: list[str | bytes]) -> None:
+                 not_acquired: list[str | bytes], not_durable: list[str | bytes] | None = None) -> None:
         self.names = names
         self.leases = leases
         self.not_acquired = not_acquired
+        self.not_durable = [] if not_durable is None else not_durable
 
     @property
     def acquired(self) -> list[Lease]:

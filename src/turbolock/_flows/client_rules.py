@@ -18,6 +18,7 @@ from turbolock._flows.client_settings import (
     acquire_lost_error,
     check_chunk_size,
     check_max_connections,
+    not_durable_error,
     renew_policy,
     split_keywords,
 )
@@ -136,6 +137,14 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
         if not isinstance(cause, Exception):
             return cause
         return acquire_lost_error([name for name, _, _, _ in attempts], cause)
+
+    def _not_durable(self, locks: Iterable[tuple[str | bytes, bytes, bytes, float]]) -> LockError:
+        """Locks (name, key, token, forget_at) too few replicas acknowledged: released in the
+        background (see ``replicas_ack``); the error."""
+        locks = list(locks)
+        for _, key, token, forget_at in locks:
+            self._remember_cleanup(key, token, forget_at)
+        return not_durable_error([name for name, _, _, _ in locks], self.options.replicas_ack)
 
     @property
     def pending_cleanup(self) -> int:

@@ -7,7 +7,12 @@ from types import ModuleType
 from typing import Any
 
 from turbolock._flows.renewal_book import AutoRenew, OnLost, check_policy
-from turbolock.errors import AcquireOutcomeUnknownError, InvalidArgumentError, InvalidArgumentTypeError
+from turbolock.errors import (
+    AcquireOutcomeUnknownError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    NotDurableError,
+)
 
 DEFAULT_KEY_PREFIX = "turbolock:"
 DEFAULT_CHUNK_SIZE = 1000
@@ -68,6 +73,13 @@ def describe_names(names: list[str | bytes]) -> str:
         return f"lock {names[0]!r}"
     shown = ", ".join(repr(n) for n in names[:5])
     return f"{len(names)} locks ({shown}{', ...' if len(names) > 5 else ''})"
+
+
+def not_durable_error(names: list[str | bytes], replicas: int) -> NotDurableError:
+    return NotDurableError(
+        f"{describe_names(names)} taken on the master but not acknowledged by {replicas} "
+        f"replica{'s' if replicas > 1 else ''} in time; released again, since a failover could lose "
+        f"{'it' if len(names) == 1 else 'them'}", names=names)
 
 
 def acquire_lost_error(names: list[str | bytes], cause: Exception) -> AcquireOutcomeUnknownError:

@@ -259,7 +259,7 @@ def set_nx_flow(routes: ClusterRoutes, nodes: Any, key: bytes, token: bytes, ttl
 
     return one_key_flow(routes, nodes, key,
                         lambda node, end: Call(node.set_nx_one, (key, token, ttl_ms, end)),
-                        lambda node, end: Call(node.asking_one, (append, end, None)), deadline, first)
+                        lambda node, end: Call(node.asking_one, (append, end, None, True)), deadline, first)
 
 
 def script_flow(routes: ClusterRoutes, nodes: Any, script: _scripts.Script, key: bytes, token: bytes,
@@ -287,8 +287,8 @@ def pttl_flow(routes: ClusterRoutes, nodes: Any, key: bytes, deadline: float,
 
 def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, script: _scripts.Script | None,
               reencode: Reencoder | None, keys: Sequence[bytes], timeout: float, chunk_size: int,
-              deadline: float, orphans: Any = None,
-              results: list[object] | None = None) -> Flow[list[object]]:
+              deadline: float, orphans: Any = None, results: list[object] | None = None,
+              durable: bool = False) -> Flow[list[object]]:
     """A reply per item in input order: each master gets its items pipelined in chunks (a
     chunk's timeout each); items redirected or told to wait go again while time is left.
     ``orphans`` (asyncio: the tags of a cancelled caller's acquires) go with each master's share.
@@ -312,10 +312,11 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
         if len(shares) == 1:
             address, indices = shares[0]
             answers = [(yield from _share_flow(routes, nodes, address, indices, encode, script, reencode,
-                                               deadline, orphans))]
+                                               deadline, orphans, durable))]
         else:  # every master at once
             outcomes = yield Gather(tuple(_share_call(nodes, address, indices, encode, script, reencode,
-                                                      deadline, orphans) for address, indices in shares))
+                                                      deadline, orphans, durable)
+                                          for address, indices in shares))
             answers = _answers(routes, shares, outcomes, results)
         for (address, indices), replies in zip(shares, answers, strict=True):
             for position, i in enumerate(indices):
@@ -326,7 +327,7 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
                     again.append(i)
                 elif redirect is not None:  # the slot is being migrated: this key, once, where it goes
                     results[i] = yield from _ask_item_flow(nodes, redirect.address, encode, i, script,
-                                                           deadline)
+                                                           deadline, durable)
                 elif retry_later(reply):
                     routes.stale = True
                     again.append(i)
@@ -350,10 +351,12 @@ def settle_answered(results: list[object], on_replies: ReplyHandler | None) -> N
 
 def _share_call(nodes: Any, address: Address, indices: list[int], encode: Encoder,
                 script: _scripts.Script | None, reencode: Reencoder | None, deadline: float,
-                orphans: Any) -> CallStep:
+                orphans: Any, durable: bool) -> CallStep:
     """The call of items ``indices`` to one master, pipelined; their replies in that order."""
     encode_share, reencode_share = subset_encoders(encode, reencode, indices)
     options: dict[str, Any] = {} if deadline == math.inf else {"deadline": deadline}
+    if durable:
+        options["durable"] = True
     if orphans is not None:
         options["orphans"] = _share_orphans(orphans, indices)
     return Call(nodes.node(address).many, (len(indices), encode_share, script, reencode_share), options)
@@ -361,10 +364,10 @@ def _share_call(nodes: Any, address: Address, indices: list[int], encode: Encode
 
 def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: list[int], encode: Encoder,
                 script: _scripts.Script | None, reencode: Reencoder | None,
-                deadline: float, orphans: Any = None) -> Flow[list[object]]:
+                deadline: float, orphans: Any = None, durable: bool = False) -> Flow[list[object]]:
     try:
         replies: list[object] = yield _share_call(nodes, address, indices, encode, script, reencode, deadline,
-                                                  orphans)
+                                                  orphans, durable)
     except BaseException:
         routes.failed(address)
         raise
@@ -399,11 +402,11 @@ def _share_orphans(orphans: Callable[[int, int], Any], indices: list[int]) -> Ca
 
 
 def _ask_item_flow(nodes: Any, address: Address, encode: Encoder, i: int, script: _scripts.Script | None,
-                   deadline: float) -> Flow[object]:
+                   deadline: float, durable: bool) -> Flow[object]:
     def append(buf: Any) -> None:
         encode(buf, i, i + 1)
 
     try:
-        return (yield Call(nodes.node(address).asking_one, (append, deadline, script)))
+        return (yield Call(nodes.node(address).asking_one, (append, deadline, script, durable)))
     except Unconfirmed:
         return UNKNOWN

@@ -193,7 +193,7 @@ class SentinelRules:
         options = self.options
         if options.unix_socket_path is not None:
             raise InvalidArgumentError("unix_socket_path", "a master Sentinel names is reached over TCP")
-        return dataclasses.replace(options, username=username, password=password, db=0)
+        return dataclasses.replace(options, username=username, password=password, db=0, replicas_ack=0)
 
     def _refused(self, reply: object, name: str | bytes) -> LockError:
         if readonly(reply):  # an acquire sent to a master a failover demoted

@@ -10,7 +10,7 @@ from typing import Any
 
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import Unconfirmed
+from turbolock._wire.outcomes import NOT_DURABLE, Unconfirmed
 from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import MAX_TTL_MS, check_token, encode_name, ttl_ms
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, OutcomeUnknownError
@@ -36,6 +36,8 @@ def acquire_result(client: Any, reply: object, name: str | bytes, key: bytes, to
         if policy is not None:
             client._renewer().add((lease,), policy, on_lost)
         return lease
+    if reply is NOT_DURABLE:
+        raise client._not_durable([(name, key, token, time.monotonic() + ttl_ms / 1000.0)])
     raise client._refused(reply, name)
 
 

@@ -47,8 +47,11 @@ class Server(Protocol):
 
     def many(self, count: int, encode: Encoder, script: Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
-             deadline: float = math.inf, orphans: Any = None, keys: Any = None) -> list[object]:
-        """A reply per item in input order, pipelined in chunks; ``keys[i]`` is item i's key."""
+             deadline: float = math.inf, orphans: Any = None, keys: Any = None,
+             durable: bool = False) -> list[object]:
+        """A reply per item in input order, pipelined in chunks; ``keys[i]`` is item i's key.
+        ``durable`` (acquires): with ``replicas_ack``, an ``OK`` too few replicas acknowledged
+        comes back as ``NOT_DURABLE``, as from ``set_nx_one``."""
 
 
 class AsyncServer(Protocol):
@@ -64,6 +67,7 @@ class AsyncServer(Protocol):
 
     async def many(self, count: int, encode: Encoder, script: Script | None = None,
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
-                   orphans: Any = None, chunk_size: int | None = None) -> list[object]:
+                   orphans: Any = None, chunk_size: int | None = None, *,
+                   durable: bool = False) -> list[object]:
         """A reply per item in input order, pipelined in chunks; a cancelled caller's acquires
         are released through ``orphans``."""

@@ -113,6 +113,9 @@ def open_masters(masters: object, key_prefix: str | bytes | None, client_type: t
     options = [options_from_url(item, **connection) if isinstance(item, str) else item.options
                for item in items]
     _check_distinct(options)
+    if any(opts.replicas_ack for opts in options):
+        raise InvalidArgumentError("replicas_ack", "is not for Redlock: its safety comes from a majority of "
+                                                   "independent masters, not from their replicas")
     clients: list[C] = []
     opened: list[C] = []
     for item, opts in zip(items, options, strict=True):

@@ -107,13 +107,14 @@ class ClusterExecutor:
 
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
-             deadline: float = math.inf, orphans: Any = None, keys: Sequence[bytes] = ()) -> list[object]:
+             deadline: float = math.inf, orphans: Any = None, keys: Sequence[bytes] = (),
+             durable: bool = False) -> list[object]:
         """Each master's items pipelined to it; replies in input order (``on_replies`` sees them
         all at the end). ``keys[i]`` is item i's key: the flows pass them for routing."""
         results: list[object] = [NOT_SENT] * count
         try:
             run(many_flow(self.routes, self, count, encode, script, reencode, keys, self.timeout,
-                          self.chunk_size, deadline, None, results))
+                          self.chunk_size, deadline, None, results, durable))
         except BaseException:
             settle_answered(results, on_replies)
             raise

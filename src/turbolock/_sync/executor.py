@@ -24,27 +24,38 @@ from turbolock._wire.outcomes import (
     ReplyHandler,
     Unconfirmed,
     check_loaded,
+    durable_reply,
+    mark_not_durable,
     noscript_indices,
+    wait_command,
 )
 from turbolock.errors import ReplyError
 
 
-def _script_load(conn: Connection, script: _scripts.Script) -> bytes:
+def _encoded(conn: Connection, command: tuple[bytes, ...]) -> bytes:
     buf = conn.buffer
-    buf.append_command((b"SCRIPT", b"LOAD", script.source))
+    buf.append_command(command)
     data: bytes = buf.take()
     return data
+
+
+def _script_load(conn: Connection, script: _scripts.Script) -> bytes:
+    return _encoded(conn, (b"SCRIPT", b"LOAD", script.source))
 
 
 class Executor:
     """The ``Server`` of one Redis server (``_flows/topology``), over a pool of connections."""
 
-    __slots__ = ("pool", "timeout", "chunk_size")
+    __slots__ = ("pool", "timeout", "chunk_size", "wait", "replicas")
 
     def __init__(self, pool: ConnectionPool, timeout: float, chunk_size: int) -> None:
         self.pool = pool
         self.timeout = timeout
         self.chunk_size = chunk_size
+        options = pool.options
+        self.replicas = options.replicas_ack
+        self.wait = wait_command(options.replicas_ack, options.replicas_timeout)
+        """``WAIT`` to send after acquires (``replicas_ack``), or None."""
 
     def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
         """PTTL of one lock key. Transport errors propagate."""
@@ -75,8 +86,14 @@ class Executor:
         conn = pool.get(deadline)
         buf = conn.buffer
         buf.append_set_nx_px(key, token, ttl_ms)
+        wait = self.wait
         try:
-            reply = conn.request(buf.take(), deadline)
+            if wait is None:
+                reply = conn.request(buf.take(), deadline)
+            else:  # in the same write: WAIT counts the replicas that have this connection's writes
+                buf.append_command(wait)
+                reply, acked = conn.roundtrip(buf.take(), 2, deadline)
+                reply = durable_reply(reply, acked, self.replicas)
         except BaseException as exc:
             pool.discard(conn)
             raise Unconfirmed(exc) from None
@@ -84,17 +101,24 @@ class Executor:
         return reply
 
     def asking_one(self, append: Callable[[Any], None], deadline: float,
-                   script: _scripts.Script | None = None) -> object:
+                   script: _scripts.Script | None = None, durable: bool = False) -> object:
         """``ASKING`` and the command ``append(buf)`` writes (a Redis Cluster slot being migrated
         here); a script this node does not know yet is loaded and run again. ``Unconfirmed``
-        when the command was written and no reply came."""
+        when the command was written and no reply came. ``durable``: an acquire, followed by
+        ``WAIT`` when the client waits for replicas."""
         pool = self.pool
         conn = pool.get(deadline)
         buf = conn.buffer
+        wait = self.wait if durable else None
         try:
             buf.append_command((b"ASKING",))
             append(buf)
-            reply = conn.roundtrip(buf.take(), 2, deadline)[1]
+            if wait is None:
+                reply = conn.roundtrip(buf.take(), 2, deadline)[1]
+            else:
+                buf.append_command(wait)
+                _, reply, acked = conn.roundtrip(buf.take(), 3, deadline)
+                reply = durable_reply(reply, acked, self.replicas)
             loaded: object = None
             if script is not None and type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 load = _script_load(conn, script)
@@ -138,9 +162,12 @@ class Executor:
 
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
-             deadline: float = math.inf, orphans: Any = None, keys: Any = None) -> list[object]:
+             deadline: float = math.inf, orphans: Any = None, keys: Any = None,
+             durable: bool = False) -> list[object]:
         """Replies for ``count`` items in input order; an item whose outcome the connection lost
         is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
+        ``durable`` (acquires): with ``replicas_ack``, ``WAIT`` follows on the same connection and
+        every lock taken becomes ``NOT_DURABLE`` when too few replicas acknowledged it.
 
         For scripts, items answered NOSCRIPT are sent again after loading the script, encoded by
         ``reencode(buf, indices)``. ``on_replies(start, replies)`` also sees each chunk as it
@@ -160,6 +187,7 @@ class Executor:
             if on_replies is not None:
                 on_replies(start, replies)
 
+        wait = self.wait if durable else None
         try:
             run_chunks(conn, count, self.chunk_size, encode, self.timeout, store, deadline=deadline)
             if script is not None and reencode is not None:
@@ -167,12 +195,25 @@ class Executor:
         except PipelineBroken as broken:
             pool.discard(conn)
             _mark_unknown(results, range(broken.replied, broken.sent))
+            if wait is not None:
+                mark_not_durable(results, None, self.replicas)
             if not isinstance(broken.cause, Exception):
                 raise broken.cause from None
             return results
         except BaseException:
             pool.discard(conn)
             raise
+        if wait is not None:
+            try:
+                acked = conn.request(_encoded(conn, wait), min(time.monotonic() + self.timeout, deadline))
+            except Exception:
+                pool.discard(conn)
+                mark_not_durable(results, None, self.replicas)
+                return results
+            except BaseException:
+                pool.discard(conn)
+                raise
+            mark_not_durable(results, acked, self.replicas)
         pool.put(conn)
         return results
 

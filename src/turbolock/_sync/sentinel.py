@@ -159,11 +159,12 @@ class SentinelExecutor(Executor):
 
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
-             deadline: float = math.inf, orphans: Any = None, keys: Any = None) -> list[object]:
+             deadline: float = math.inf, orphans: Any = None, keys: Any = None,
+             durable: bool = False) -> list[object]:
         """As ``Executor.many``; items refused with ``READONLY`` go once more to the master the
         Sentinels name next (``on_replies`` sees every reply at the end)."""
         def send(n: int, enc: Encoder, reenc: Reencoder | None) -> CallStep:
-            return Call(Executor.many, (self, n, enc, script, reenc, None, deadline))
+            return Call(Executor.many, (self, n, enc, script, reenc, None, deadline), {"durable": durable})
 
         results = run(guarded_many_flow(self.pool, send, count, encode, reencode))
         if on_replies is not None and count:

@@ -49,6 +49,33 @@ UNKNOWN = _Marker("UNKNOWN")
 """Sent, but the connection failed before the reply came."""
 NOT_SENT = _Marker("NOT_SENT")
 """Never sent: the connection failed before this item's chunk went out."""
+NOT_DURABLE = _Marker("NOT_DURABLE")
+"""An acquire the master granted but fewer replicas than ``replicas_ack`` acknowledged in time."""
+
+
+def wait_command(replicas: int, timeout: float) -> tuple[bytes, ...] | None:
+    """``WAIT replicas timeout_ms`` to send after acquires, or None when no replica is waited for
+    (``WAIT`` counts the replicas that have every write made so far on the same connection)."""
+    if not replicas:
+        return None
+    return (b"WAIT", b"%d" % replicas, b"%d" % max(1, round(timeout * 1000.0)))
+
+
+def durable_reply(reply: object, acked: object, replicas: int) -> object:
+    """An acquire's reply, ``NOT_DURABLE`` when it took the lock and ``WAIT`` answered ``acked``
+    (a count, or None when it could not be asked) below ``replicas``."""
+    if reply == b"OK" and not (type(acked) is int and acked >= replicas):
+        return NOT_DURABLE
+    return reply
+
+
+def mark_not_durable(results: list[object], acked: object, replicas: int) -> None:
+    """``durable_reply`` for every reply of a bulk call, in place."""
+    if type(acked) is int and acked >= replicas:
+        return
+    for i, reply in enumerate(results):
+        if reply == b"OK":
+            results[i] = NOT_DURABLE
 
 
 def item_encoders(append: Callable[[Any, int], None]) -> tuple[Encoder, Reencoder]:

@@ -90,7 +90,10 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         """The server side: the pipelining connections and the executor over them."""
         self._pool = ConnectionPool(self.options, self.core, self.key_prefix, max_connections,
                                     self._on_orphan)
-        self._exec: AsyncServer = Executor(self._pool, self._chunk_size)
+        self._direct = Executor(self._pool, self._chunk_size)
+        """The executor over the connections ``try_acquire`` writes on itself (a cluster client's
+        acquires go through its ``_exec``)."""
+        self._exec: AsyncServer = self._direct
 
     @property
     def max_connections(self) -> int:
@@ -135,6 +138,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             raise
         except BaseException as exc:
             raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc) from None
+        if self._direct.wait is not None:
+            reply = await self._direct.confirm(conn, reply, tag)
         return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
 
     def _attempt(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,

@@ -29,7 +29,7 @@ class AsyncSentinelLockClient(SentinelRules, AsyncLockClient):
         self._sentinels = SentinelNodes(self._sentinel_options(), self.core)
         self._pool = SentinelPool(self.options, self.core, self.key_prefix, max_connections, self._on_orphan,
                                   routes, self._sentinels)
-        self._exec = SentinelExecutor(self._pool, self._chunk_size)
+        self._exec = self._direct = SentinelExecutor(self._pool, self._chunk_size)
 
     async def _close_connections(self) -> None:
         await self._pool.close()

@@ -1,0 +1,65 @@
+"""An asyncio client driven from plain code, so that a test written for a blocking client also
+runs, unchanged, on its asyncio twin. Its event loop runs in a thread of its own the whole time,
+as in an asyncio service: background work (renewal, clean-ups) goes on between calls."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+CALL_LIMIT = 60.0
+"""No call made through ``Blocking`` waits longer than this (a hung test fails instead)."""
+
+
+class _LoopThread:
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="blocking-async", daemon=True)
+        self.thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(CALL_LIMIT)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(CALL_LIMIT)
+        self.loop.close()
+
+
+class Blocking:
+    """``Blocking(make)``: the object ``make()`` returns (made on the loop), each awaitable its
+    methods return run to completion; ``lock(...)`` gives its Lock object the same way."""
+
+    def __init__(self, make: Callable[[], Any], loop: _LoopThread | None = None) -> None:
+        self._runner = loop or _LoopThread()
+        self._owns_loop = loop is None
+
+        async def made() -> Any:
+            return make()
+
+        self._target = self._runner.run(made())
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._target, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            async def on_loop() -> Any:
+                result = attribute(*args, **kwargs)
+                return await result if inspect.isawaitable(result) else result
+
+            return self._runner.run(on_loop())
+
+        return call
+
+    def lock(self, *args: Any, **kwargs: Any) -> Blocking:
+        return Blocking(lambda: self._target.lock(*args, **kwargs), self._runner)
+
+    def close(self) -> None:
+        self._runner.run(self._target.close())
+        if self._owns_loop:
+            self._runner.stop()
