@@ -140,3 +140,9 @@ def test_redlock_refuses_replicas_ack() -> None:
     urls = [f"redis://127.0.0.1:{port}" for port in (1, 2, 3)]
     with pytest.raises(InvalidArgumentError, match="replicas_ack"):
         RedlockClient(urls, replicas_ack=1)
+
+
+def test_replicas_timeout_is_not_checked_against_timeout_without_replicas_ack() -> None:
+    assert LockClient(timeout=0.05).options.replicas_ack == 0  # the default 0.1 s is not in the way
+    with pytest.raises(InvalidArgumentError, match="replicas_timeout"):
+        LockClient(timeout=0.05, replicas_ack=1)
