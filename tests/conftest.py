@@ -8,12 +8,14 @@ loopback port, with no persistence, stopped when its scope ends.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 import redis
 
+from _pki import Pki, make_pki
 from turbolock import LockClient
 from turbolock._wire import core as _core
 from turbolock.redis_server import RedisServer
@@ -43,6 +45,14 @@ def core_name(request: pytest.FixtureRequest) -> str:
             pytest.fail("TURBOLOCK_REQUIRE_EXTENSIONS=1 but the compiled core did not import")
         pytest.skip("the compiled core is not built")
     return name
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """A CA and certificates for the TLS tests (``_pki``)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture

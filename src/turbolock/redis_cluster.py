@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import TracebackType
 
 from turbolock.redis_server import RedisServer, RedisServerError, redis_cli
@@ -43,15 +44,30 @@ def free_cluster_port(taken: Sequence[int] = ()) -> int:
     raise RedisServerError("no free port pair (port, port + 10000) for a cluster node")
 
 
+@dataclass(frozen=True)
+class ClusterTls:
+    """Files of a cluster that speaks only TLS: the CA that signed the others, the nodes' server
+    certificate (valid for 127.0.0.1) and key, and the client certificate and key a node shows
+    another's cluster bus (which always asks for one). Nodes ask clients for none."""
+
+    ca: str
+    cert: str
+    key: str
+    client_cert: str
+    client_key: str
+
+
 class RedisCluster:
     """``masters`` masters, each with ``replicas`` replicas, every slot assigned.
 
     ``node_timeout`` (ms) is the cluster's failure detection time (``cluster-node-timeout``).
-    ``nodes`` are the RedisServers, masters first as created; ``urls`` their URLs.
+    ``nodes`` are the RedisServers, masters first as created; ``urls`` their URLs. With ``tls``
+    every port (clients, replication, the cluster bus) speaks TLS only.
     """
 
     def __init__(self, masters: int = 3, replicas: int = 1, *, node_timeout: int = 1500,
-                 extra_config: Sequence[str] = (), startup_timeout: float = 30.0) -> None:
+                 extra_config: Sequence[str] = (), startup_timeout: float = 30.0,
+                 tls: ClusterTls | None = None) -> None:
         if masters < 3:
             raise RedisServerError("redis-cli --cluster create needs at least 3 masters")
         self.masters = masters
@@ -69,16 +85,23 @@ class RedisCluster:
             "repl-diskless-sync-delay 0",  # a replica is in sync (and can take over) at once
             *extra_config,
         ]
-        self.nodes = [RedisServer(port=port, extra_config=config) for port in ports]
+        self.tls = tls
+        self.nodes = [RedisServer(port=port, extra_config=[*config, *_tls_config(tls, port)])
+                      for port in ports]
+        if tls is not None:
+            for node in self.nodes:
+                node.cli_arguments = ["--tls", "--cacert", tls.ca]
 
     @property
     def urls(self) -> list[str]:
+        if self.tls is not None:
+            return [f"rediss://{node.host}:{node.port}/0" for node in self.nodes]
         return [node.url for node in self.nodes]
 
     @property
     def url(self) -> str:
         """One node's URL: a cluster client finds the others from it."""
-        return self.nodes[0].url
+        return self.urls[0]
 
     def start(self) -> RedisCluster:
         if shutil.which("redis-cli") is None:
@@ -88,8 +111,9 @@ class RedisCluster:
                 node.start()
             addresses = [f"{node.host}:{node.port}" for node in self.nodes]
             created = subprocess.run(
-                ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas),
-                 "--cluster-yes"], capture_output=True, text=True, timeout=self.startup_timeout)
+                ["redis-cli", *self.nodes[0].cli_arguments, "--cluster", "create", *addresses,
+                 "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+                capture_output=True, text=True, timeout=self.startup_timeout)
             if created.returncode != 0:
                 raise RedisServerError(f"redis-cli --cluster create failed: {created.stdout[-1500:]}"
                                        f"{created.stderr[-500:]}")
@@ -161,3 +185,12 @@ class RedisCluster:
     def __repr__(self) -> str:
         ports = [node.port for node in self.nodes]
         return f"RedisCluster(masters={self.masters}, replicas={self.replicas}, ports={ports})"
+
+
+def _tls_config(tls: ClusterTls | None, port: int) -> list[str]:
+    """A node's TLS lines: TLS on ``port`` instead of plain TCP, and for replication and the bus."""
+    if tls is None:
+        return []
+    return ["port 0", f"tls-port {port}", "tls-cluster yes", "tls-replication yes", "tls-auth-clients no",
+            f"tls-cert-file {tls.cert}", f"tls-key-file {tls.key}", f"tls-ca-cert-file {tls.ca}",
+            f"tls-client-cert-file {tls.client_cert}", f"tls-client-key-file {tls.client_key}"]

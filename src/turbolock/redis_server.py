@@ -26,7 +26,7 @@ class RedisServerError(LockError):
 
 def redis_cli(node: RedisServer, *args: str, timeout: float = 10.0) -> str:
     """``redis-cli`` against one server; its output."""
-    done = subprocess.run(["redis-cli", "-h", node.host, "-p", str(node.port), *args],
+    done = subprocess.run(["redis-cli", "-h", node.host, "-p", str(node.port), *node.cli_arguments, *args],
                           capture_output=True, text=True, timeout=timeout)
     return done.stdout
 
@@ -58,6 +58,8 @@ class RedisServer:
         self.extra_config = list(extra_config)
         self.executable = executable
         self.arguments = list(arguments)
+        self.cli_arguments: list[str] = []
+        """What ``redis-cli`` needs besides the address to talk to it (``--tls --cacert ...``)."""
         self.startup_timeout = startup_timeout
         self.directory = tempfile.mkdtemp(prefix="turbolock-redis-")
         self.process: subprocess.Popen[bytes] | None = None

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import traceback
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
 from async_helpers import Runner
 
+from _pki import Pki
 from turbolock import AuthenticationError, ConnectionError, LockError, ResponseError
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer, free_port
@@ -19,36 +17,12 @@ from turbolock.redis_server import RedisServer, free_port
 PASSWORD = "Sup3r-Secret-Pa55word"
 
 
-def _openssl(*args: str | Path) -> None:
-    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
-
-
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    directory = tmp_path_factory.mktemp("async-pki")
-    ca_cert, ca_key = directory / "ca.crt", directory / "ca.key"
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", ca_key, "-out", ca_cert, "-days", "2", "-sha256",
-             "-subj", "/CN=turbolock async test CA", "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    key, csr, cert, ext = (directory / f"server.{suffix}" for suffix in ("key", "csr", "crt", "ext"))
-    _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", key, "-out", csr, "-subj", "/CN=localhost")
-    ext.write_text("basicConstraints=critical,CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n"
-                   "extendedKeyUsage=serverAuth\n")
-    _openssl("x509", "-req", "-in", csr, "-CA", ca_cert, "-CAkey", ca_key, "-CAcreateserial", "-out", cert,
-             "-days", "2", "-sha256", "-extfile", ext)
-    return {"ca": ca_cert, "cert": cert, "key": key}
-
-
-@pytest.fixture(scope="module")
-def tls_server(pki: dict[str, Path]) -> Iterator[RedisServer]:
+def tls_server(pki: Pki) -> Iterator[RedisServer]:
     port = free_port()
     with RedisServer(port=port, extra_config=[
-            "port 0", f"tls-port {port}", f"tls-cert-file {pki['cert']}", f"tls-key-file {pki['key']}",
-            f"tls-ca-cert-file {pki['ca']}", "tls-auth-clients no"]) as server:
+            "port 0", f"tls-port {port}", f"tls-cert-file {pki.server_cert}",
+            f"tls-key-file {pki.server_key}", f"tls-ca-cert-file {pki.ca}", "tls-auth-clients no"]) as server:
         yield server
 
 
@@ -60,13 +34,13 @@ def auth_server() -> Iterator[RedisServer]:
         yield server
 
 
-def test_tls_lifecycle(arun: Runner, tls_server: RedisServer, pki: dict[str, Path], core_name: str,
+def test_tls_lifecycle(arun: Runner, tls_server: RedisServer, pki: Pki, core_name: str,
                        key_prefix: str) -> None:
     async def body() -> None:
         for host in ("127.0.0.1", "localhost"):
             url = f"rediss://{host}:{tls_server.port}/0"
             async with AsyncLockClient.from_url(url, core=core_name, key_prefix=key_prefix,
-                                                ssl_ca_certs=str(pki["ca"])) as client:
+                                                ssl_ca_certs=str(pki.ca)) as client:
                 lease = await client.try_acquire("tls-lock", 30)
                 assert lease is not None
                 assert await client.try_acquire("tls-lock", 30) is None

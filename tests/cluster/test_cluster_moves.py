@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import pytest
 import redis
 
 from _netfaults import served_after_failures
@@ -17,7 +18,7 @@ from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
-from ._helpers import asking_get, node_id, other_master, replicated
+from ._helpers import asking_get, names_on, node_id, other_master, replica_of, replicated
 
 TTL = 30
 Raws = Callable[[RedisServer], redis.Redis]
@@ -88,29 +89,46 @@ def test_a_killed_master_fails_calls_in_time_then_its_replica_serves(
     assert client.release_many(leases) == [True] * 30
 
 
+@pytest.mark.parametrize("mode", ["coordinated", "takeover"])
 def test_a_manual_failover_is_followed_and_keeps_the_locks(
         own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
-        key_prefix: str, raws: Raws) -> None:
-    # CLUSTER FAILOVER TAKEOVER on a replica in sync: it becomes the master of its slots at once;
-    # the client's map is wrong afterwards and MOVED (or a refused write) sets it right.
+        key_prefix: str, raws: Raws, mode: str) -> None:
+    # CLUSTER FAILOVER on a replica: the client's map is wrong afterwards and MOVED (or a refused
+    # write) sets it right. The coordinated form pauses the master's writers until the replica
+    # has every write, so even locks taken just before it (no WAIT) survive; TAKEOVER does not
+    # wait for the replica: WAIT first there, or the last locks may be lost as in any
+    # asynchronous failover (what this test checks is the client following it).
     cluster = own_cluster(masters=3, replicas=1)
     client = make_cluster_client(cluster)
     names = [f"invoice:{i}" for i in range(40)]
     leases = client.acquire_many(names, TTL).acquired
     assert len(leases) == 40
     old_master = cluster.nodes[0]
-    replica = next(node for node in cluster.nodes[cluster.masters:]
-                   if f"master_port:{old_master.port}" in cluster.cli(node, "info", "replication"))
-    # TAKEOVER does not wait for the replica to catch up: WAIT first, or the last locks may be
-    # lost as in any asynchronous failover (what this test checks is the client following it).
-    assert replicated(cluster, old_master, raws(old_master)) == 1
-    assert "OK" in cluster.cli(replica, "cluster", "failover", "takeover")
-    deadline = time.monotonic() + 15
-    while "role:master" not in cluster.cli(replica, "info", "replication"):
-        assert time.monotonic() < deadline, "the replica did not take over"
-        time.sleep(0.1)
+    replica = replica_of(cluster, old_master)
+    if mode == "takeover":
+        assert replicated(cluster, old_master, raws(old_master)) == 1
+        _fail_over(cluster, replica, "takeover")
+    else:
+        late = names_on(cluster, key_prefix, old_master.port, 20, "late")
+        late_leases = client.acquire_many(late, TTL).acquired
+        assert len(late_leases) == 20
+        _fail_over(cluster, replica)
+        names, leases = names + late, leases + late_leases
     cluster.wait_ok()
     assert all(client.check(lease) is not None for lease in leases), "a lock was lost in a manual failover"
     assert client.acquire_many(names, TTL).acquired == []
-    assert client.release_many(leases) == [True] * 40
+    assert client.release_many(leases) == [True] * len(leases)
     assert list(raws(replica).scan_iter(match=key_prefix + "*")) == []
+
+
+def _fail_over(cluster: RedisCluster, replica: RedisServer, *options: str) -> None:
+    """``CLUSTER FAILOVER`` on ``replica`` until it is master: a coordinated one that gets no
+    majority of votes within its 5 s is abandoned by Redis, and an operator asks again."""
+    for _ in range(3):
+        assert "OK" in cluster.cli(replica, "cluster", "failover", *options)
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            if "role:master" in cluster.cli(replica, "info", "replication"):
+                return
+            time.sleep(0.1)
+    raise AssertionError("the replica did not take over after three CLUSTER FAILOVER")
