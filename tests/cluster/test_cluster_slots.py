@@ -7,9 +7,11 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
 import redis
 from redis.crc import key_slot as redis_py_key_slot
 
+from turbolock._wire.core import get_core
 from turbolock._wire.slot_map import map_from_shards, map_from_slots, redirect_of
 from turbolock._wire.slots import SLOTS, key_slot
 from turbolock.cluster import ClusterLockClient
@@ -35,6 +37,20 @@ def test_key_slot_agrees_with_the_server_and_redis_py(cluster: RedisCluster) -> 
             assert redis_py_key_slot(key) == expected, key
     finally:
         raw.close()
+
+
+@pytest.mark.parametrize("prefix", [b"", b"turbolock:", b"{tag}:", b"t{", b"x}", b"{"])
+def test_each_cores_key_slots_agree_with_the_server(cluster: RedisCluster, core_name: str,
+                                                    prefix: bytes) -> None:
+    # The C core finds a hash tag across the prefix and the key without joining them: prefixes
+    # that open or close a tag are the cases where it could go wrong.
+    keys = _keys()
+    raw = redis.Redis(host=cluster.nodes[0].host, port=cluster.nodes[0].port)
+    try:
+        expected = [int(raw.execute_command("CLUSTER", "KEYSLOT", prefix + key)) for key in keys]
+    finally:
+        raw.close()
+    assert get_core(core_name).key_slots(prefix, keys) == expected
 
 
 def test_hash_tags_put_keys_in_one_slot() -> None:

@@ -82,7 +82,7 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
         options["durable"] = True
     plan.sent_at = time.monotonic()
     try:
-        replies = yield Call(client._exec.many, (plan.count, plan.encode), options)
+        replies = yield Call(client._exec.many, (plan.count, plan.encode, None, plan.encode_indices), options)
     except BaseException:
         _forget(client, plan.taken())  # the leases taken so far will never reach the caller
         raise

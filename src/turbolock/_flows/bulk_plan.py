@@ -227,6 +227,17 @@ class AcquirePlan:
         else:
             buf.append_set_nx_px_many(self.keys[start:stop], self.tokens[start:stop], self.ttl_ms)
 
+    def encode_indices(self, buf: Any, indices: Sequence[int]) -> None:
+        """``encode`` for the items ``indices`` (a Redis Cluster master's share), in one call."""
+        keys = [self.keys[i] for i in indices]
+        if self._fresh_tokens:
+            tokens = self.tokens
+            for i, token in zip(indices, buf.append_set_nx_px_random(keys, self.ttl_ms, TOKEN_BYTES),
+                                strict=True):
+                tokens[i] = token
+        else:
+            buf.append_set_nx_px_many(keys, [self.tokens[i] for i in indices], self.ttl_ms)
+
     def on_replies(self, start: int, replies: list[object]) -> None:
         stop = start + len(replies)
         names, keys, tokens, leases = self.names, self.keys, self.tokens, self.leases

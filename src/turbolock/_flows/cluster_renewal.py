@@ -22,7 +22,6 @@ from turbolock._flows.steps import Call, CallStep, Flow, Gather
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, item_encoders
 from turbolock._wire.scripts import RENEW_MANY, RENEW_MANY_ARGV
 from turbolock._wire.slot_map import Address
-from turbolock._wire.slots import key_slot
 from turbolock.errors import LockError
 from turbolock.lease import Lease
 
@@ -75,12 +74,13 @@ def _parts(routes: ClusterRoutes, batches: Sequence[tuple[int, list[Lease]]]) ->
     """Each master's parts of the batches; leases of a slot no master serves are left out (undecided)."""
     slot_map = routes.map
     assert slot_map is not None
-    prefix = routes.key_prefix
+    node_of = slot_map.node_of
     parts: dict[Address, list[Part]] = {}
     for b, (_, leases) in enumerate(batches):
         by_node: dict[Address, list[int]] = {}
-        for position, lease in enumerate(leases):
-            address = slot_map.node_of(key_slot(prefix + lease.key))
+        slots = routes.key_slots(routes.key_prefix, [lease.key for lease in leases])
+        for position, slot in enumerate(slots):
+            address = node_of(slot)
             if address is not None:
                 by_node.setdefault(address, []).append(position)
         for address, positions in by_node.items():

@@ -81,8 +81,11 @@ def final(reply: object) -> bool:
 class ClusterRoutes:
     """The slot map a client believes, and whether it must be read again before the next call."""
 
-    def __init__(self, key_prefix: bytes, startup: Sequence[Address], use_tls: bool) -> None:
+    def __init__(self, key_prefix: bytes, startup: Sequence[Address], use_tls: bool,
+                 key_slots: Callable[[bytes, list[bytes]], list[int]]) -> None:
         self.key_prefix = key_prefix
+        self.key_slots = key_slots
+        """The core's ``key_slots(prefix, keys)``: the slot of each of many keys in one call."""
         self.startup = list(startup)
         self.use_tls = use_tls
         self.map: SlotMap | None = None
@@ -139,10 +142,10 @@ class ClusterRoutes:
         slot_map = self.map
         if slot_map is None or self.stale:
             return None
-        prefix = self.key_prefix
+        node_of = slot_map.node_of
         groups: dict[Address, list[int]] = {}
-        for i in indices:
-            address = slot_map.node_of(key_slot(prefix + keys[i]))
+        for i, slot in zip(indices, self.key_slots(self.key_prefix, [keys[i] for i in indices]), strict=True):
+            address = node_of(slot)
             if address is None:
                 return None
             groups.setdefault(address, []).append(i)
@@ -319,6 +322,10 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
                                           for address, indices in shares))
             answers = _answers(routes, shares, outcomes, results)
         for (address, indices), replies in zip(shares, answers, strict=True):
+            if ReplyError not in set(map(type, replies)):  # no redirect, no "try again": the usual case
+                for i, reply in zip(indices, replies, strict=True):
+                    results[i] = reply
+                continue
             for position, i in enumerate(indices):
                 reply = replies[position]
                 redirect = redirect_of(reply, address[0])

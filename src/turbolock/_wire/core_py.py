@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from turbolock._wire.slots import key_slot
 from turbolock._wire.wheel_py import TimerWheel
 from turbolock.errors import ProtocolError, ReplyError
 
@@ -376,3 +377,10 @@ def _number(text: bytes, refusal: str) -> int:
     if b"%d" % value != text or not _INT64_MIN <= value <= _INT64_MAX:
         raise ProtocolError(refusal)
     return value
+
+
+def key_slots(prefix: bytes, keys: list[bytes]) -> list[int]:
+    """The cluster slot of ``prefix + key`` for each key (bytes), in order."""
+    if not isinstance(prefix, bytes) or not isinstance(keys, list):
+        raise TypeError("key_slots takes bytes and a list of bytes")
+    return [key_slot(prefix + key) for key in keys]

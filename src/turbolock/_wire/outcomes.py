@@ -24,7 +24,8 @@ idle more often than one; four chunks measured about 15% faster than two (the si
 pipeline's window) on a 2-core machine, more gained nothing. Redis buffers replies for a
 normal client without limit, so this cannot deadlock."""
 Reencoder = Callable[[Any, Sequence[int]], None]
-"""Appends the commands for the given item indices again (after NOSCRIPT)."""
+"""Appends the commands for the given item indices: again after NOSCRIPT, or a subset of the
+items at once (a Redis Cluster master's share), the same commands ``Encoder`` writes for them."""
 
 
 class Unconfirmed(Exception):
@@ -94,7 +95,8 @@ def item_encoders(append: Callable[[Any, int], None]) -> tuple[Encoder, Reencode
 
 def subset_encoders(encode: Encoder, reencode: Reencoder | None,
                     indices: Sequence[int]) -> tuple[Encoder, Reencoder | None]:
-    """Encoders of the items ``indices`` of a call, as items 0..len(indices)-1 of another."""
+    """Encoders of the items ``indices`` of a call, as items 0..len(indices)-1 of another
+    (a chunk at once through ``reencode`` where there is one, else item by item)."""
 
     def encode_subset(buf: Any, start: int, stop: int) -> None:
         for i in indices[start:stop]:
@@ -103,10 +105,13 @@ def subset_encoders(encode: Encoder, reencode: Reencoder | None,
     if reencode is None:
         return encode_subset, None
 
+    def encode_chunk(buf: Any, start: int, stop: int) -> None:
+        reencode(buf, indices[start:stop])
+
     def reencode_subset(buf: Any, positions: Sequence[int]) -> None:
         reencode(buf, [indices[p] for p in positions])
 
-    return encode_subset, reencode_subset
+    return encode_chunk, reencode_subset
 
 
 def check_loaded(head: list[object], script: _scripts.Script) -> None:
