@@ -294,8 +294,8 @@ class TurbolockRenewer:
     """One ``LockClient`` (kept across repeats: its connection and script stay warm), and its
     renewer measured over one round of every lock it holds."""
 
-    def __init__(self, url: str, core: str, *, profile: bool = False) -> None:
-        self.client = _client(url, core)
+    def __init__(self, url: str, core: str, *, profile: bool = False, client: Any = None) -> None:
+        self.client = _client(url, core) if client is None else client
         self.probe = RoundProbe(self.client._renewer(), profile=profile)
 
     def renew_round(self, names: Sequence[str], lead: float = ROUND_LEAD) -> tuple[Timing, Round]:
