@@ -63,3 +63,34 @@ class Blocking:
         self._runner.run(self._target.close())
         if self._owns_loop:
             self._runner.stop()
+
+
+FRONTS = ["threads", "asyncio"]
+"""The params of a fixture that runs a test on a blocking client and on its asyncio twin."""
+
+
+class Fronts:
+    """The clients of one test on one front end: ``make(**options)`` is ``make_blocking(**options)``
+    for ``"threads"``, ``Blocking`` around ``make_async(**options)`` for ``"asyncio"``, with
+    ``defaults`` under the options; ``close()`` closes every client made."""
+
+    def __init__(self, front: str, make_blocking: Callable[..., Any], make_async: Callable[..., Any],
+                 **defaults: Any) -> None:
+        self.front = front
+        self.make_blocking = make_blocking
+        self.make_async = make_async
+        self.defaults = defaults
+        self.made: list[Any] = []
+
+    def make(self, **options: Any) -> Any:
+        options = {**self.defaults, **options}
+        if self.front == "threads":
+            client = self.make_blocking(**options)
+        else:
+            client = Blocking(lambda: self.make_async(**options))
+        self.made.append(client)
+        return client
+
+    def close(self) -> None:
+        for client in self.made:
+            client.close()

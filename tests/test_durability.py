@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 import redis
 
-from _blocking_async import Blocking
+from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
 from _netfaults import paused
 from turbolock import InvalidArgumentError, LockClient, NotDurableError, RedlockClient
@@ -29,25 +30,15 @@ def replicated() -> Iterator[RedisSentinel]:
         yield made
 
 
-@pytest.fixture(params=["threads", "asyncio"])
+@pytest.fixture(params=FRONTS)
 def make_client(request: pytest.FixtureRequest, replicated: RedisSentinel, core_name: str,
                 key_prefix: str) -> Iterator[Callable[..., Any]]:
     """``make_client(**options)``: a LockClient, or an AsyncLockClient driven by ``Blocking``."""
-    made: list[Any] = []
-
-    def make(**options: Any) -> Any:
-        options = {"core": core_name, "key_prefix": key_prefix, "timeout": 2.0, **options}
-        url = replicated.master.url
-        if request.param == "threads":
-            client: Any = LockClient.from_url(url, **options)
-        else:
-            client = Blocking(lambda: AsyncLockClient.from_url(url, **options))
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        client.close()
+    url = replicated.master.url
+    fronts = Fronts(request.param, partial(LockClient.from_url, url), partial(AsyncLockClient.from_url, url),
+                    core=core_name, key_prefix=key_prefix, timeout=2.0)
+    yield fronts.make
+    fronts.close()
 
 
 @pytest.fixture

@@ -6,12 +6,13 @@ client without the option, under the same pause, notices nothing (the negative c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 import redis
 
-from _blocking_async import Blocking
+from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
 from _netfaults import paused
 from turbolock import NotDurableError
@@ -25,25 +26,15 @@ from ._helpers import names_on, replica_of, replicated
 REPLICAS_TIMEOUT = 0.1
 
 
-@pytest.fixture(params=["threads", "asyncio"])
+@pytest.fixture(params=FRONTS)
 def make_client(request: pytest.FixtureRequest, cluster: RedisCluster, core_name: str,
                 key_prefix: str) -> Iterator[Callable[..., Any]]:
-    """``make_client(**options)``: a ClusterLockClient, or an AsyncClusterLockClient driven by
-    ``Blocking``."""
-    made: list[Any] = []
-
-    def make(**options: Any) -> Any:
-        options = {"core": core_name, "key_prefix": key_prefix, "timeout": 2.0, **options}
-        if request.param == "threads":
-            client: Any = ClusterLockClient.from_url(cluster.url, **options)
-        else:
-            client = Blocking(lambda: AsyncClusterLockClient.from_url(cluster.url, **options))
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        client.close()
+    """``make_client(**options)``: a ClusterLockClient, or its asyncio twin driven by ``Blocking``."""
+    fronts = Fronts(request.param, partial(ClusterLockClient.from_url, cluster.url),
+                    partial(AsyncClusterLockClient.from_url, cluster.url),
+                    core=core_name, key_prefix=key_prefix, timeout=2.0)
+    yield fronts.make
+    fronts.close()
 
 
 def test_only_the_paused_replicas_master_reports_not_durable(

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 import redis
 
-from _blocking_async import Blocking
+from _blocking_async import FRONTS, Fronts
 from _pki import Pki
 from turbolock import ConnectionError
 from turbolock.asyncio import AsyncClusterLockClient
@@ -30,23 +31,14 @@ def tls_cluster(pki: Pki) -> Iterator[RedisCluster]:
         yield cluster
 
 
-@pytest.fixture(params=["threads", "asyncio"])
+@pytest.fixture(params=FRONTS)
 def make_client(request: pytest.FixtureRequest, tls_cluster: RedisCluster, core_name: str,
                 key_prefix: str) -> Iterator[Callable[..., Any]]:
-    made: list[Any] = []
-
-    def make(**options: Any) -> Any:
-        options = {"core": core_name, "key_prefix": key_prefix, "timeout": 2.0, **options}
-        if request.param == "threads":
-            client: Any = ClusterLockClient.from_url(tls_cluster.url, **options)
-        else:
-            client = Blocking(lambda: AsyncClusterLockClient.from_url(tls_cluster.url, **options))
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        client.close()
+    fronts = Fronts(request.param, partial(ClusterLockClient.from_url, tls_cluster.url),
+                    partial(AsyncClusterLockClient.from_url, tls_cluster.url),
+                    core=core_name, key_prefix=key_prefix, timeout=2.0)
+    yield fronts.make
+    fronts.close()
 
 
 def _on_masters(cluster: RedisCluster, pki: Pki, key_prefix: str) -> dict[int, int]:

@@ -5,12 +5,13 @@ reported not durable and released, while a client without the option notices not
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 import redis
 
-from _blocking_async import Blocking
+from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
 from _netfaults import paused
 from turbolock import NotDurableError
@@ -21,24 +22,15 @@ from turbolock.sentinel import SentinelLockClient
 REPLICAS_TIMEOUT = 0.1
 
 
-@pytest.fixture(params=["threads", "asyncio"])
+@pytest.fixture(params=FRONTS)
 def make_client(request: pytest.FixtureRequest, sentinel_group: RedisSentinel, core_name: str,
                 key_prefix: str) -> Iterator[Callable[..., Any]]:
-    made: list[Any] = []
-
-    def make(**options: Any) -> Any:
-        options = {"core": core_name, "key_prefix": key_prefix, "timeout": 2.0, **options}
-        urls, service = sentinel_group.sentinel_urls, sentinel_group.service
-        if request.param == "threads":
-            client: Any = SentinelLockClient(urls, service, **options)
-        else:
-            client = Blocking(lambda: AsyncSentinelLockClient(urls, service, **options))
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        client.close()
+    urls, service = sentinel_group.sentinel_urls, sentinel_group.service
+    fronts = Fronts(request.param, partial(SentinelLockClient, urls, service),
+                    partial(AsyncSentinelLockClient, urls, service),
+                    core=core_name, key_prefix=key_prefix, timeout=2.0)
+    yield fronts.make
+    fronts.close()
 
 
 def test_a_paused_replica_is_reported_and_its_locks_released(
