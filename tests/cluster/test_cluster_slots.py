@@ -87,6 +87,25 @@ def test_the_map_names_each_slots_master(cluster: RedisCluster, cluster_client: 
         assert all(slot_map.node_of(slot) == expected[slot] for slot in range(SLOTS))
 
 
+def test_the_map_is_read_again_once_it_is_older_than_its_max_age(cluster_client: ClusterLockClient) -> None:
+    routes = cluster_client._cluster.routes
+    cluster_client.query("first")
+    first = routes.map
+    assert first is not None
+    for i in range(20):  # calls within the map's age use it as it is (the control)
+        cluster_client.query(f"n{i}")
+    assert routes.map is first
+    routes.max_age = 0.2
+    routes.stale = True  # read once more so that the shorter age applies
+    cluster_client.query("again")
+    second = routes.map
+    assert second is not first
+    time.sleep(0.3)
+    cluster_client.query("later")
+    assert routes.map is not second, "a map older than its max age was used without being read again"
+    assert cluster_client.acquire_many([f"b{i}" for i in range(50)], 10).all_acquired
+
+
 def test_redirect_replies_are_read() -> None:
     moved = redirect_of(ReplyError("MOVED 3999 127.0.0.1:6381"), "10.0.0.1")
     assert moved is not None and not moved.ask and moved.slot == 3999 and moved.address == ("127.0.0.1", 6381)

@@ -48,6 +48,10 @@ MAX_REDIRECTS = 5
 """Redirects one command follows before the call fails (a map changing faster is a broken cluster)."""
 RETRY_PAUSE = 0.02
 """Pause before sending again after TRYAGAIN or CLUSTERDOWN."""
+MAP_MAX_AGE = 60.0
+"""Seconds after which the next call reads the slot map again, even with no MOVED or failure to
+say it changed (replicas added or moved, a failover none of this client's calls met): the slow
+refresh, done by a call instead of a thread of its own."""
 
 
 def startup_addresses(startup_nodes: object) -> list[Address]:
@@ -90,6 +94,8 @@ class ClusterRoutes:
         self.use_tls = use_tls
         self.map: SlotMap | None = None
         self.stale = True
+        self.max_age = MAP_MAX_AGE
+        self._expires = 0.0
         self.suspects: set[Address] = set()
         """Nodes whose last call failed: asked for the map last, so one stopped master does not
         spend every later call's deadline (the map is read again after each such failure)."""
@@ -123,6 +129,7 @@ class ClusterRoutes:
             raise ProtocolError(f"{host}:{address[1]} serves no slots (is the cluster created?)")
         self.map = fresh
         self.stale = False
+        self._expires = time.monotonic() + self.max_age
         self.suspects.discard(address)
         return fresh
 
@@ -131,16 +138,22 @@ class ClusterRoutes:
             self.map = self.map.moved(redirect.slot, redirect.address)
         self.stale = True  # the rest of the map has probably moved too: read it before the next call
 
+    def _must_read(self) -> bool:
+        if not self.stale and time.monotonic() >= self._expires:
+            self.stale = True
+        return self.map is None or self.stale
+
     def master_of(self, key: bytes) -> Address | None:
         """The master of ``key``'s slot, or None while the map must be read (again)."""
-        if self.map is None or self.stale:
+        if self._must_read():
             return None
+        assert self.map is not None
         return self.map.node_of(key_slot(self.key_prefix + key))
 
     def groups(self, indices: Sequence[int], keys: Sequence[bytes]) -> dict[Address, list[int]] | None:
         """The items of each master, in input order; None while the map must be read."""
         slot_map = self.map
-        if slot_map is None or self.stale:
+        if slot_map is None or self._must_read():
             return None
         node_of = slot_map.node_of
         groups: dict[Address, list[int]] = {}
