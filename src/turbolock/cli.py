@@ -1,4 +1,5 @@
-"""The ``turbolock`` command: ``turbolock demo`` runs the flash-sale demo."""
+"""The ``turbolock`` command: ``turbolock demo`` runs the flash-sale demo, ``turbolock doctor URL``
+checks a server before it is trusted with locks."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--stock", type=_positive, default=100, help="stock per item (default 100)")
     demo.add_argument("--core", choices=("c", "py"), default=None,
                       help="force a core (default: the compiled one)")
+    doctor = commands.add_parser(
+        "doctor", help="check a server for locks: version and mode, persistence, eviction policy, "
+                       "the user's permissions, round-trip time; exits 1 on a problem",
+        description="Checks the Redis at URL before it is trusted with locks. Writes nothing but one "
+                    "lock of its own (taken and released). Exit code 1 when a check finds a problem.")
+    doctor.add_argument("url", help="redis://, rediss:// or unix:// URL of the server (or of a cluster node)")
     return parser
 
 
@@ -37,6 +44,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from turbolock.demo import main as demo_main
 
         return demo_main(args.url, args.workers, args.items, args.stock, args.core)
+    if args.command == "doctor":
+        from turbolock.doctor import main as doctor_main
+        from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
+
+        try:
+            return doctor_main(args.url)
+        except (InvalidArgumentError, InvalidArgumentTypeError) as exc:
+            print(f"turbolock doctor: {exc}", file=sys.stderr)
+            return 2
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

@@ -1,0 +1,170 @@
+"""``turbolock doctor URL``: what an operator checks before trusting a Redis with locks.
+
+Each check says ok, note (worth knowing, not a fault) or problem; any problem makes the exit
+code 1. Nothing here writes to the server except one lock of the doctor's own, taken, extended,
+queried and released to prove the user may run what turbolock runs. The URL's password is
+never printed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from turbolock.errors import LockError
+from turbolock.options import options_from_url
+
+OK, NOTE, PROBLEM = "ok", "note", "problem"
+DOCTOR_LOCK = "turbolock-doctor"
+SAFE_POLICIES = ("noeviction",)
+"""Lock keys carry a ttl, so volatile-* policies may evict them as much as allkeys-* ones."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str
+    check: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.level:8s} {self.check}: {self.detail}"
+
+
+def _info(server: redis.Redis) -> dict[str, Any]:
+    info: dict[str, Any] = server.info("server")
+    info.update(server.info("replication"))
+    info.update(server.info("persistence"))
+    return info
+
+
+def _config(server: redis.Redis, name: str) -> str | None:
+    """A CONFIG GET value, or None when the user may not read it."""
+    try:
+        found = server.config_get(name)
+    except redis.ResponseError:
+        return None
+    value = found.get(name)
+    return None if value is None else str(value)
+
+
+def _memory(server: redis.Redis) -> list[Finding]:
+    policy = _config(server, "maxmemory-policy")
+    limit = _config(server, "maxmemory")
+    if policy is None or limit is None:
+        return [Finding(NOTE, "eviction", "CONFIG GET is not allowed for this user; check maxmemory-policy "
+                                          "yourself (anything but noeviction can drop lock keys)")]
+    if limit == "0":
+        return [Finding(OK, "eviction", f"no maxmemory limit (policy {policy} never applies)")]
+    if policy in SAFE_POLICIES:
+        return [Finding(OK, "eviction", f"maxmemory {limit} with {policy}: a full server refuses writes "
+                                        "instead of dropping locks")]
+    return [Finding(PROBLEM, "eviction", f"maxmemory {limit} with {policy}: a full server may evict lock "
+                                         "keys (they carry a ttl, so volatile-* policies too) and grant a "
+                                         "held lock again; use noeviction")]
+
+
+def _persistence(server: redis.Redis, info: dict[str, Any]) -> Finding:
+    if info.get("aof_enabled"):
+        fsync = _config(server, "appendfsync") or "unknown"
+        return Finding(OK, "persistence", f"appendonly yes, appendfsync {fsync}: a restart keeps the locks "
+                                          "written up to the last fsync")
+    save = _config(server, "save")
+    detail = "RDB snapshots only" if save else "none" if save == "" else "no AOF (snapshots unknown)"
+    return Finding(NOTE, "persistence", f"{detail}: a restart forgets the locks taken since the last save "
+                                        "and may grant them again (see the README on restarts)")
+
+
+def _mode(info: dict[str, Any]) -> list[Finding]:
+    mode = str(info.get("redis_mode", "standalone"))
+    role = str(info.get("role", "master"))
+    version = str(info.get("redis_version", "?"))
+    findings = [Finding(OK, "server", f"Redis {version}, {mode}, {'replica' if role == 'slave' else role}")]
+    if mode == "sentinel":
+        findings.append(Finding(NOTE, "mode", "this is a Sentinel: give its address to SentinelLockClient, "
+                                              "not to LockClient"))
+    elif role == "slave":
+        findings.append(Finding(PROBLEM, "mode", "this server is a replica: locks must be taken on the "
+                                                 "master (writes here fail with READONLY)"))
+    elif mode == "cluster":
+        findings.append(Finding(NOTE, "mode", "a Redis Cluster node: use ClusterLockClient"))
+    return findings
+
+
+def _round_trip(server: redis.Redis) -> Finding:
+    samples = []
+    for _ in range(20):
+        started = time.perf_counter()
+        server.ping()
+        samples.append((time.perf_counter() - started) * 1000.0)
+    median = statistics.median(samples)
+    return Finding(OK, "round trip", f"PING median {median:.2f} ms, max {max(samples):.2f} ms (20 samples)")
+
+
+def _lock_cycle(url: str, cluster: bool) -> Finding:
+    """Take, query, extend and release one lock with turbolock itself: the user's permissions
+    (SET, EVALSHA and SCRIPT LOAD, PTTL) and the scripts, as a real client uses them."""
+    if cluster:
+        from turbolock.cluster import ClusterLockClient
+
+        client: Any = ClusterLockClient.from_url(url, timeout=5.0)
+    else:
+        from turbolock.client import LockClient
+
+        client = LockClient.from_url(url, timeout=5.0)
+    try:
+        lease = client.try_acquire(DOCTOR_LOCK, 10)
+        if lease is None:
+            return Finding(NOTE, "locks", f"{DOCTOR_LOCK!r} is held by another doctor run; try again")
+        try:
+            client.query(DOCTOR_LOCK)
+            client.extend(lease, 10)
+        finally:
+            client.release(lease)
+    except LockError as exc:
+        return Finding(PROBLEM, "locks", f"{type(exc).__name__}: {exc}")
+    finally:
+        client.close()
+    return Finding(OK, "locks", "acquire, query, extend and release work for this user (scripts loaded)")
+
+
+def diagnose(url: str) -> list[Finding]:
+    """Every finding about the server at ``url`` (``InvalidArgumentError`` for a bad URL)."""
+    options = options_from_url(url)
+    server = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+    try:
+        try:
+            info = _info(server)
+        except redis.AuthenticationError:
+            return [Finding(PROBLEM, "connect", f"{options.address} refused the credentials")]
+        except redis.ConnectionError as exc:
+            reason = _no_secret(exc, options)
+            return [Finding(PROBLEM, "connect", f"cannot reach {options.address}: {reason}")]
+        findings = _mode(info)
+        if str(info.get("redis_mode")) == "sentinel":
+            return findings
+        findings.append(_persistence(server, info))
+        findings.extend(_memory(server))
+        findings.append(_round_trip(server))
+        if str(info.get("role")) != "slave":
+            findings.append(_lock_cycle(url, cluster=str(info.get("redis_mode")) == "cluster"))
+        return findings
+    finally:
+        server.close()
+
+
+def _no_secret(exc: Exception, options: Any) -> str:
+    text = str(exc)
+    return text.replace(options.password, "***") if options.password else text
+
+
+def main(url: str) -> int:
+    findings = diagnose(url)
+    for finding in findings:
+        print(finding.line())
+    problems = sum(1 for finding in findings if finding.level == PROBLEM)
+    print(f"{problems} problem{'s' if problems != 1 else ''}")
+    return 1 if problems else 0

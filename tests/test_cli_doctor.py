@@ -1,0 +1,87 @@
+"""``turbolock doctor URL`` against real servers: a healthy one, an eviction policy that can drop
+locks, a user without the scripts' permissions, a replica, a server that is not there, and bad
+arguments; the exit code says whether a problem was found, and a password is never printed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from turbolock.cli import main
+from turbolock.redis_sentinel import RedisSentinel
+from turbolock.redis_server import RedisServer
+
+PASSWORD = "doctor-Secret-Pa55word"
+
+
+def _doctor(capsys: pytest.CaptureFixture[str], url: str) -> tuple[int, str]:
+    code = main(["doctor", url])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_a_healthy_server_passes_every_check(redis_server: RedisServer) -> None:
+    done = subprocess.run([sys.executable, "-m", "turbolock", "doctor", redis_server.url],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("ok") and "Redis 7" in lines[0] and "standalone, master" in lines[0]
+    assert any(line.startswith("ok") and "locks:" in line for line in lines)
+    assert any(line.startswith("note") and "persistence: none" in line for line in lines)
+    assert lines[-1] == "0 problems"
+
+
+@pytest.mark.parametrize(("policy", "problem"), [("volatile-lru", True), ("allkeys-lfu", True),
+                                                 ("noeviction", False)])
+def test_an_eviction_policy_that_can_drop_locks_is_a_problem(capsys: pytest.CaptureFixture[str], policy: str,
+                                                             problem: bool) -> None:
+    with RedisServer(extra_config=["maxmemory 100mb", f"maxmemory-policy {policy}"]) as server:
+        code, out = _doctor(capsys, server.url)
+    eviction = next(line for line in out.splitlines() if "eviction:" in line)
+    assert eviction.startswith("problem" if problem else "ok"), out
+    assert code == (1 if problem else 0)
+
+
+def test_a_user_without_the_scripts_permissions_is_a_problem(capsys: pytest.CaptureFixture[str]) -> None:
+    acl = f"user narrow on >{PASSWORD} ~* +@all -evalsha -script"
+    with RedisServer(extra_config=[acl]) as server:
+        code, out = _doctor(capsys, f"redis://narrow:{PASSWORD}@{server.host}:{server.port}/0")
+    assert code == 1
+    locks = next(line for line in out.splitlines() if "locks:" in line)
+    assert locks.startswith("problem") and "NOPERM" in locks.upper(), out
+    assert PASSWORD not in out
+
+
+def test_a_replica_is_a_problem(capsys: pytest.CaptureFixture[str]) -> None:
+    with RedisSentinel(replicas=1, sentinels=0) as group:
+        code, out = _doctor(capsys, group.replicas[0].url)
+    assert code == 1
+    assert any(line.startswith("problem") and "replica" in line for line in out.splitlines()), out
+
+
+def test_a_server_that_is_not_there_fails_and_hides_the_password(capsys: pytest.CaptureFixture[str]) -> None:
+    with RedisServer() as server:
+        port = server.port
+    code, out = _doctor(capsys, f"redis://:{PASSWORD}@127.0.0.1:{port}/0")
+    assert code == 1
+    assert out.splitlines()[0].startswith("problem") and "connect" in out
+    assert PASSWORD not in out
+
+
+def test_bad_arguments_exit_2_with_a_clear_message(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _doctor(capsys, "http://example.com")
+    assert code == 2 and "scheme" in out
+    with pytest.raises(SystemExit) as missing:
+        main(["doctor"])
+    assert missing.value.code == 2
+    assert "url" in capsys.readouterr().err
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as shown:
+        main(["--help"])
+    assert shown.value.code == 0
+    out = capsys.readouterr().out
+    assert "demo" in out and "doctor" in out
