@@ -1,11 +1,13 @@
 """The ``turbolock`` command: ``turbolock demo`` runs the flash-sale demo, ``turbolock doctor URL``
-checks a server before it is trusted with locks."""
+checks a server before it is trusted with locks, ``turbolock locks list|inspect|release`` shows
+and frees the locks on one."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def _positive(text: str) -> int:
@@ -35,7 +37,50 @@ def build_parser() -> argparse.ArgumentParser:
         description="Checks the Redis at URL before it is trusted with locks. Writes nothing but one "
                     "lock of its own (taken and released). Exit code 1 when a check finds a problem.")
     doctor.add_argument("url", help="redis://, rediss:// or unix:// URL of the server (or of a cluster node)")
+    _add_locks(commands)
     return parser
+
+
+def _add_locks(commands: Any) -> None:
+    locks = commands.add_parser("locks", help="list, inspect or force-release the locks on a server",
+                                description="The locks on a server (SCAN, never KEYS; a cluster's every "
+                                            "master). Tokens are never shown.")
+    actions = locks.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="held locks under a prefix with the time they have left")
+    inspecting = actions.add_parser("inspect", help="whether one lock is held, and for how long still")
+    releasing = actions.add_parser("release", help="delete one lock whoever holds it (asks first)")
+    for action in (listing, inspecting, releasing):
+        action.add_argument("url", help="redis://, rediss:// or unix:// URL (or of a cluster node)")
+        action.add_argument("--prefix", default="turbolock:",
+                            help="the clients' key_prefix (default turbolock:)")
+    listing.add_argument("--match", default="*", help="glob on the lock names (default *)")
+    listing.add_argument("--limit", type=_positive, default=None, help="show at most this many")
+    for action in (inspecting, releasing):
+        action.add_argument("name", help="the lock's name, as given to the client")
+    releasing.add_argument("--force", action="store_true", required=True,
+                           help="required: the holder is not told and may still be working")
+    releasing.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
+
+
+def _run_locks(args: argparse.Namespace) -> int:
+    from turbolock import admin
+
+    server = admin.connect(args.url)
+    try:
+        if args.action == "list":
+            count = 0
+            for held in admin.held_locks(server, args.prefix, args.match, args.limit):
+                print(held.line())
+                count += 1
+            print(f"{count} lock{'s' if count != 1 else ''}", file=sys.stderr)
+            return 0
+        if args.action == "inspect":
+            found = admin.inspect(server, args.name, args.prefix)
+            print(f"{args.name}: not held" if found is None else f"{args.name}: held, {found.left} left")
+            return 0 if found is not None else 1
+        return admin.confirm_release(server, args.name, args.prefix, args.yes, input, print)
+    finally:
+        server.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,6 +89,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from turbolock.demo import main as demo_main
 
         return demo_main(args.url, args.workers, args.items, args.stock, args.core)
+    if args.command == "locks":
+        from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
+
+        try:
+            return _run_locks(args)
+        except (InvalidArgumentError, InvalidArgumentTypeError) as exc:
+            print(f"turbolock locks: {exc}", file=sys.stderr)
+            return 2
     if args.command == "doctor":
         from turbolock.doctor import main as doctor_main
         from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError

@@ -1,0 +1,122 @@
+"""``turbolock locks ...``: the operator's view of the locks on a server, for the stuck lock at
+3 a.m. Lists held locks under a key prefix with the time they have left (SCAN, never KEYS, so a
+large keyspace is not blocked), shows one, and deletes one by force after confirmation. Works on
+a plain server and on a Redis Cluster (every master is scanned). Tokens are never printed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX
+from turbolock.options import options_from_url
+
+SCAN_COUNT = 1000
+
+
+@dataclass(frozen=True)
+class HeldLock:
+    name: str
+    remaining: float | None
+    """Seconds left, or None for a key without a ttl (not a turbolock lock, or one made by hand)."""
+
+    @property
+    def left(self) -> str:
+        return "no ttl" if self.remaining is None else f"{self.remaining:.3f} s"
+
+    def line(self) -> str:
+        return f"{self.name}\t{self.left}"
+
+
+def connect(url: str) -> Any:
+    """redis-py on ``url``: a ``RedisCluster`` when the server is a cluster node (checked first,
+    so a bad URL fails with turbolock's clear error before any connection)."""
+    options_from_url(url)
+    plain = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+    try:
+        mode = plain.info("server").get("redis_mode")
+    except BaseException:
+        plain.close()
+        raise
+    if mode != "cluster":
+        return plain
+    plain.close()
+    return redis.RedisCluster.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+
+
+def _decode(name: bytes) -> str:
+    return name.decode("utf-8", "backslashreplace")
+
+
+def held_locks(server: Any, prefix: str = DEFAULT_KEY_PREFIX, match: str = "*",
+               limit: int | None = None) -> Iterator[HeldLock]:
+    """The keys under ``prefix`` whose name (after it) matches the glob ``match``, with their
+    remaining ttl, as SCAN finds them (a lock taken or freed meanwhile may or may not show)."""
+    pattern = _escape_glob(prefix) + match
+    batch: list[bytes] = []
+    seen = 0
+    for key in server.scan_iter(match=pattern.encode(), count=SCAN_COUNT):
+        if limit is not None and seen >= limit:
+            break
+        batch.append(key)
+        seen += 1
+        if len(batch) == SCAN_COUNT:
+            yield from _with_ttls(server, prefix, batch)
+            batch = []
+    yield from _with_ttls(server, prefix, batch)
+
+
+def _with_ttls(server: Any, prefix: str, keys: list[bytes]) -> Iterator[HeldLock]:
+    if not keys:
+        return
+    pipe = server.pipeline(transaction=False)
+    for key in keys:
+        pipe.pttl(key)
+    for key, pttl in zip(keys, pipe.execute(), strict=True):
+        if pttl == -2:
+            continue  # expired or released since the scan saw it
+        yield HeldLock(_decode(key)[len(prefix):], None if pttl < 0 else pttl / 1000.0)
+
+
+def _escape_glob(text: str) -> str:
+    """``text`` as a literal in a Redis glob (a prefix may hold ``*``, ``?``, ``[`` or ``\\``)."""
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)
+
+
+def inspect(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> HeldLock | None:
+    """The lock ``name`` if anyone holds it, else None."""
+    pttl = server.pttl(prefix + name)
+    if pttl == -2:
+        return None
+    return HeldLock(name, None if pttl < 0 else pttl / 1000.0)
+
+
+def force_release(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> bool:
+    """Delete the lock ``name`` whoever holds it; whether there was one to delete. Its holder is
+    not told: it finds the lock gone at its next renewal, extend or check."""
+    return bool(server.delete(prefix + name))
+
+
+def confirm_release(server: Any, name: str, prefix: str, yes: bool, ask: Callable[[str], str],
+                    say: Callable[[str], None]) -> int:
+    """The CLI's ``release --force``: the exit code (0 released, 1 nothing held or not confirmed)."""
+    held = inspect(server, name, prefix)
+    if held is None:
+        say(f"{name}: not held")
+        return 1
+    if not yes:
+        answer = ask(f"Release {name!r} ({held.left} left) by force? Its holder is not told and may still "
+                     "be working under it. [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            say("not released")
+            return 1
+    if not force_release(server, name, prefix):
+        say(f"{name}: gone before it could be released")
+        return 1
+    say(f"{name}: released")
+    return 0
+
