@@ -35,9 +35,11 @@ from turbolock.errors import (
     QuorumError,
     RedlockNotAcquiredError,
     ResponseError,
+    StaleFenceError,
     TimeoutError,
 )
-from turbolock.lease import Lease, LockInfo
+from turbolock.fencing import FencedStore
+from turbolock.lease import FencedLease, Lease, LockInfo
 from turbolock.lock import Lock
 from turbolock.options import ConnectionOptions
 from turbolock.redlock import (
@@ -72,6 +74,8 @@ __all__ = [
     "ConnectionError",
     "ConnectionOptions",
     "ExtensionLimitError",
+    "FencedLease",
+    "FencedStore",
     "InstanceSummary",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
@@ -97,6 +101,7 @@ __all__ = [
     "RedlockStatus",
     "ResponseError",
     "SentinelLockClient",
+    "StaleFenceError",
     "TimeoutError",
     "implementation",
 ]

@@ -22,6 +22,7 @@ from turbolock._flows.client_rules import ClientRules
 from turbolock._flows.client_settings import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_KEY_PREFIX,
+    check_fenced,
 )
 from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
@@ -100,16 +101,18 @@ class LockClient(ClientRules[Lock]):
     # -- single locks ---------------------------------------------------------------------------
 
     def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
-                    auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None) -> Lease | None:
+                    auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
+                    fenced: bool = False) -> Lease | None:
         """One attempt: a ``Lease`` when the lock was free, None when someone else holds it.
 
         If the reply is lost after the command went out, the lock may be ours: it is released
         with our token and ``AcquireOutcomeUnknownError`` is raised. With ``auto_renew`` the
         client's renewer keeps the lock until it is released; ``on_lost(lease)`` is called if
-        it is ever lost.
+        it is ever lost. ``fenced=True`` gives a ``FencedLease``: ``lease.fence`` grows with
+        every grant of this name, for the resource to refuse a paused holder's late writes.
         """
         deadline = time.monotonic() + self.options.timeout
-        return self._try_acquire(name, ttl, token, auto_renew, on_lost, deadline)
+        return self._try_acquire(name, ttl, token, auto_renew, on_lost, deadline, fenced)
 
     def _attempt(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
                  on_lost: OnLost | None, deadline: float | None) -> Lease | None:
@@ -119,14 +122,18 @@ class LockClient(ClientRules[Lock]):
         return self._try_acquire(name, ttl, token, auto_renew, on_lost, deadline)
 
     def _try_acquire(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
-                     on_lost: OnLost | None, deadline: float) -> Lease | None:
+                     on_lost: OnLost | None, deadline: float, fenced: bool = False) -> Lease | None:
         key = encode_name(name)
         ms = ttl_ms(ttl)
         tok = secrets.token_bytes(TOKEN_BYTES) if token is None else check_token(token)
         policy = self._renew_policy(auto_renew, on_lost, ms)
+        fenced = fenced is not False and check_fenced(fenced, self.key_prefix, key, self.options.replicas_ack)
         sent_at = time.monotonic()
         try:
-            reply = self._exec.set_nx_one(key, tok, ms, deadline)
+            if fenced:
+                reply = self._exec.script_one(_scripts.FENCED_ACQUIRE, key, tok, ms, deadline)
+            else:
+                reply = self._exec.set_nx_one(key, tok, ms, deadline)
         except Unconfirmed as exc:
             raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc.cause) from None
         return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)

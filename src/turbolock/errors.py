@@ -107,6 +107,11 @@ class AcquireOutcomeUnknownError(OutcomeUnknownError):
         self.not_sent = not_sent if not_sent is not None else []
 
 
+class StaleFenceError(LockError):
+    """A fenced resource refused an operation: a newer holder of the lock (a higher fence) has
+    been there since this lease was granted. Drop the work; the lock was lost."""
+
+
 class NotDurableError(LockError):
     """The master granted the lock, but fewer replicas than ``replicas_ack`` acknowledged it
     within ``replicas_timeout``: a failover now could lose it and grant it to someone else. It

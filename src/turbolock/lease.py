@@ -35,6 +35,9 @@ class Lease:
     __slots__ = ("name", "key", "token", "ttl_ms", "acquired_at", "owner", "renewal", "_lost", "_lost_event",
                  "_expires", "_flight", "_past", "_ghost", "__weakref__")
 
+    fence: int | None = None
+    """The fencing token of a ``fenced=True`` acquire (``FencedLease``); None for the others."""
+
     def __init__(self, name: str | bytes, key: bytes, token: bytes, ttl_ms: int, acquired_at: float,
                  owner: object) -> None:
         self.name = name
@@ -134,7 +137,9 @@ class Lease:
     def __repr__(self) -> str:
         state = f", lost={self._lost!r}" if self._lost is not None else ""
         renew = ", auto_renew=True" if self.renewal is not None else ""
-        return f"Lease(name={self.name!r}, ttl={self.ttl:g}, valid_for={self.valid_for():.3f}{renew}{state})"
+        fence = f", fence={self.fence}" if self.fence is not None else ""
+        return (f"Lease(name={self.name!r}, ttl={self.ttl:g}, valid_for={self.valid_for():.3f}{fence}{renew}"
+                f"{state})")
 
 
 _belief_lock = threading.Lock()
@@ -292,6 +297,20 @@ def commands_abandoned(leases: Iterable[Lease]) -> None:
                 _haunt(lease, e - sent)
             lease._flight = None
             lease._past = None
+
+
+class FencedLease(Lease):
+    """A lease with its fencing token: a number per lock name that grows with every grant,
+    expiries included. Hand it to the resource the lock protects, which refuses any operation
+    with a lower fence than one it has seen (``turbolock.fencing``): a holder that paused past its
+    ttl is then refused instead of overwriting its successor's work."""
+
+    __slots__ = ("fence",)
+
+    def __init__(self, name: str | bytes, key: bytes, token: bytes, ttl_ms: int, acquired_at: float,
+                 owner: object, fence: int) -> None:
+        super().__init__(name, key, token, ttl_ms, acquired_at, owner)
+        self.fence = fence
 
 
 class LockInfo(NamedTuple):

@@ -31,7 +31,7 @@ from turbolock._wire import core as _core
 from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import Seconds, check_key_prefix
 from turbolock.errors import LockError
-from turbolock.lease import Lease
+from turbolock.lease import FencedLease, Lease
 from turbolock.options import ConnectionOptions, options_from_keywords, options_from_redis, options_from_url
 
 C = TypeVar("C", bound="ClientRules[Any]")
@@ -123,7 +123,7 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
     _query_flow = query_flow
 
     def _check_lease(self, lease: object, argument: str = "lease") -> None:
-        check_lease(lease, self._owner, Lease, argument)
+        check_lease(lease, self._owner, Lease, argument, FencedLease)
 
     def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None:
         raise NotImplementedError

@@ -75,6 +75,24 @@ def describe_names(names: list[str | bytes]) -> str:
     return f"{len(names)} locks ({shown}{', ...' if len(names) > 5 else ''})"
 
 
+def check_fenced(fenced: object, key_prefix: bytes, key: bytes, replicas_ack: int) -> bool:
+    """Whether an acquire is fenced; a fenced one's checks (its counter must share the lock's
+    cluster slot: see ``scripts.FENCED_ACQUIRE``)."""
+    if not isinstance(fenced, bool):
+        raise InvalidArgumentTypeError("fenced", "must be True or False")
+    if fenced:
+        if replicas_ack:
+            raise InvalidArgumentError("fenced", "cannot be combined with replicas_ack yet (a fenced acquire "
+                                                 "is not followed by WAIT)")
+        full = key_prefix + key
+        start = full.find(b"{")
+        tagged = start != -1 and full.find(b"}", start + 1) > start + 1
+        if not tagged and b"}" in full:
+            raise InvalidArgumentError("name", "a fenced lock's name may not hold '}' outside a {hash tag}: "
+                                               "its fence counter would land in another cluster slot")
+    return fenced
+
+
 def not_durable_error(names: list[str | bytes], replicas: int) -> NotDurableError:
     return NotDurableError(
         f"{describe_names(names)} taken on the master but not acknowledged by {replicas} "

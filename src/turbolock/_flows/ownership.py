@@ -43,13 +43,16 @@ def forget_parent_locks_after_fork(client: ForkAware) -> None:
     _watched.add(client)
 
 
-def check_lease(lease: object, owner: Owner, lease_type: type, argument: str) -> None:
-    """Refuse a missing lease, one of another type, or one made by another client or process."""
+def check_lease(lease: object, owner: Owner, lease_type: type, argument: str,
+                also: type | None = None) -> None:
+    """Refuse a missing lease, one of another type (``lease_type``, or ``also``), or one made by
+    another client or process."""
     if lease is None:
         raise InvalidArgumentTypeError(argument, "is missing (None); acquire returned no lease")
-    if type(lease) is not lease_type:
+    kind = type(lease)
+    if kind is not lease_type and kind is not also:
         raise InvalidArgumentTypeError(
-            argument, f"must be a {lease_type.__name__}, not {type(lease).__name__}")
+            argument, f"must be a {lease_type.__name__}, not {kind.__name__}")
     made_by = getattr(lease, "owner", None)
     if made_by is not owner:
         name = getattr(lease, "name", "?")

@@ -15,6 +15,7 @@ from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import MAX_TTL_MS, check_token, encode_name, ttl_ms
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, OutcomeUnknownError
 from turbolock.lease import (
+    FencedLease,
     Lease,
     LockInfo,
     commands_ran,
@@ -27,12 +28,17 @@ from turbolock.lease import (
 
 def acquire_result(client: Any, reply: object, name: str | bytes, key: bytes, token: bytes, ttl_ms: int,
                    sent_at: float, policy: Any, on_lost: Any) -> Lease | None:
-    """A lease when ``SET NX PX`` answered OK (renewed under ``policy`` if there is one), None when
-    someone else holds the lock; an error reply raises."""
+    """A lease when ``SET NX PX`` answered OK, a ``FencedLease`` when ``FENCED_ACQUIRE`` answered
+    a fence (renewed under ``policy`` if there is one), None when someone else holds the lock; an
+    error reply raises."""
     if reply is None:
         return None
+    lease: Lease | None = None
     if reply == b"OK":
         lease = Lease(name, key, token, ttl_ms, sent_at, client._owner)
+    elif type(reply) is int:
+        lease = FencedLease(name, key, token, ttl_ms, sent_at, client._owner, reply)
+    if lease is not None:
         if policy is not None:
             client._renewer().add((lease,), policy, on_lost)
         return lease

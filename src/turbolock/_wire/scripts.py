@@ -89,5 +89,24 @@ end
 return out
 """)
 
-ALL = (RELEASE, EXTEND, CHECK, RENEW_MANY, RENEW_MANY_ARGV)
+# KEYS[1] = lock key; ARGV[1] = token, ARGV[2] = ttl in ms. Takes the lock when it is free and
+# replies its fence: the next value of the name's counter, a key that never expires, so fences
+# grow across grants and expiries. The counter lives in the lock key's cluster slot: the key with
+# ':fence' after it when the key has a hash tag, else '{key}:fence' (the whole key as the tag;
+# names with a '}' outside a tag are refused by the client, as that would move the counter to
+# another slot). Replies nil when the lock is held.
+FENCED_ACQUIRE = Script("fenced_acquire", b"""\
+local key = KEYS[1]
+if not redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return false
+end
+local open = string.find(key, '{', 1, true)
+local close = open and string.find(key, '}', open + 1, true)
+if open and close and close > open + 1 then
+  return redis.call('incr', key .. ':fence')
+end
+return redis.call('incr', '{' .. key .. '}:fence')
+""")
+
+ALL = (RELEASE, EXTEND, CHECK, RENEW_MANY, RENEW_MANY_ARGV, FENCED_ACQUIRE)
 BY_SHA = {script.sha: script for script in ALL}

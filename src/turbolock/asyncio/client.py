@@ -34,6 +34,7 @@ from turbolock._flows.client_rules import ClientRules
 from turbolock._flows.client_settings import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_KEY_PREFIX,
+    check_fenced,
 )
 from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch
@@ -48,7 +49,7 @@ from turbolock._flows.single import (
 )
 from turbolock._flows.topology import AsyncServer
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, ReplyHandler
+from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, ReplyHandler, Unconfirmed
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
 from turbolock.asyncio.lock import AsyncLock
 from turbolock.errors import (
@@ -107,8 +108,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
     # -- single locks ---------------------------------------------------------------------------
 
     async def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
-                          auto_renew: bool | AutoRenew = False,
-                          on_lost: OnLost | None = None) -> Lease | None:
+                          auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
+                          fenced: bool = False) -> Lease | None:
         """One attempt: a ``Lease`` when the lock was free, None when someone else holds it.
 
         If the reply is lost after the command went out, the lock may be ours: it is released
@@ -116,11 +117,14 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         cancelled after the command went out, a lock it took is released once the reply comes.
         With ``auto_renew`` the client's renewer keeps the lock until it is released;
         ``on_lost(lease)`` (a function or a coroutine function) is called if it is ever lost.
+        ``fenced=True`` gives a ``FencedLease`` (see ``LockClient.try_acquire``).
         """
         key = encode_name(name)
         ms = ttl_ms(ttl)
         tok = self._tokens.take() if token is None else check_token(token)
         policy = self._renew_policy(auto_renew, on_lost, ms)
+        if fenced is not False and check_fenced(fenced, self.key_prefix, key, self.options.replicas_ack):
+            return await self._fenced_acquire(name, key, tok, ms, policy, on_lost)
         conn = self._pool.ready() or await self._pool.connect()
         conn.buffer.append_set_nx_px(key, tok, ms)
         sent_at = time.monotonic()
@@ -141,6 +145,17 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         if self._direct.wait is not None:
             reply = await self._direct.confirm(conn, reply, tag)
         return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
+
+    async def _fenced_acquire(self, name: str | bytes, key: bytes, token: bytes, ms: int,
+                              policy: AutoRenew | None, on_lost: OnLost | None) -> Lease | None:
+        """``FENCED_ACQUIRE`` on the server (or the master) of ``key``: a ``FencedLease`` or None."""
+        sent_at = time.monotonic()
+        try:  # cancelled after it went out: Unconfirmed, and the lock is released in the background
+            reply = await self._exec.script_one(_scripts.FENCED_ACQUIRE, key, token, ms)
+        except Unconfirmed as exc:
+            forget_at = time.monotonic() + ms / 1000.0
+            raise self._acquire_lost([(name, key, token, forget_at)], exc.cause) from None
+        return acquire_result(self, reply, name, key, token, ms, sent_at, policy, on_lost)
 
     def _attempt(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
                  on_lost: OnLost | None, deadline: float | None) -> Awaitable[Lease | None]:

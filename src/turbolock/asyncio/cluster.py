@@ -12,7 +12,12 @@ from typing import Any
 
 from turbolock._aio.cluster import ClusterExecutor
 from turbolock._flows.claim import ClaimResult
-from turbolock._flows.client_settings import CLIENT_KEYWORDS, DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX
+from turbolock._flows.client_settings import (
+    CLIENT_KEYWORDS,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_KEY_PREFIX,
+    check_fenced,
+)
 from turbolock._flows.cluster_claim import cluster_claim_flow
 from turbolock._flows.cluster_routes import cluster_startup, startup_addresses
 from turbolock._flows.renewal_book import AutoRenew, Batch, OnLost
@@ -56,13 +61,15 @@ class AsyncClusterLockClient(AsyncLockClient):
         await self._cluster.close()
 
     async def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
-                          auto_renew: bool | AutoRenew = False,
-                          on_lost: OnLost | None = None) -> Lease | None:
+                          auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
+                          fenced: bool = False) -> Lease | None:
         """One attempt, on the master of the name's slot (see ``AsyncLockClient.try_acquire``)."""
         key = encode_name(name)
         ms = ttl_ms(ttl)
         tok = self._tokens.take() if token is None else check_token(token)
         policy = self._renew_policy(auto_renew, on_lost, ms)
+        if fenced is not False and check_fenced(fenced, self.key_prefix, key, self.options.replicas_ack):
+            return await self._fenced_acquire(name, key, tok, ms, policy, on_lost)
         sent_at = time.monotonic()
         try:  # a cancelled caller: the node's executor releases what its command took
             reply = await self._cluster.set_nx_one(key, tok, ms, sent_at + self.options.timeout)

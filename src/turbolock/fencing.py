@@ -1,0 +1,88 @@
+"""The resource's half of fencing: a store that refuses work done under an old lock grant.
+
+A lock with a ttl cannot stop a holder that pauses past it (GC, SIGSTOP, a slow disk) from
+acting after someone else took the lock; only the resource can refuse the late action, if each
+grant carries a number that grows: ``lease.fence`` of a ``fenced=True`` acquire.
+
+``FencedStore`` keeps values in a Redis of the resource's own (any server, through redis-py),
+each key a hash of ``value`` and ``fence``, the highest fence that has touched it. Reads are
+fenced too, not only writes: in a read-modify-write, a holder that read the old value, paused
+and lost the lock would otherwise still write it back after its successor *read* but before the
+successor wrote, and one of the two updates would be lost. With both fenced, once the successor
+has read, the paused holder's write is refused.
+
+For SQL resources the same check is one statement; keep ``last_fence`` in the row::
+
+    UPDATE accounts SET balance = :balance, last_fence = :fence
+     WHERE id = :id AND last_fence <= :fence
+
+and read with ``UPDATE accounts SET last_fence = :fence WHERE id = :id AND last_fence <= :fence
+RETURNING balance`` (or ``SELECT ... FOR UPDATE`` in the same transaction as the write). Zero rows
+updated means a newer holder has been there: drop the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from turbolock.errors import InvalidArgumentTypeError, StaleFenceError
+
+# KEYS[1] = the resource's key (a hash); ARGV[1] = the fence. Replies {1, value} and records the
+# fence when it is not lower than the highest seen, {0} when it is (nothing changes).
+_READ = """\
+local last = tonumber(redis.call('hget', KEYS[1], 'fence') or '0')
+local fence = tonumber(ARGV[1])
+if fence < last then
+  return {0}
+end
+if fence > last then
+  redis.call('hset', KEYS[1], 'fence', ARGV[1])
+end
+return {1, redis.call('hget', KEYS[1], 'value')}
+"""
+
+# KEYS[1] = the resource's key; ARGV[1] = the fence, ARGV[2] = the value. Replies 1 when written,
+# 0 when a higher fence has been seen (nothing changes).
+_WRITE = """\
+local last = tonumber(redis.call('hget', KEYS[1], 'fence') or '0')
+if tonumber(ARGV[1]) < last then
+  return 0
+end
+redis.call('hset', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
+return 1
+"""
+
+
+def _fence(fence: object) -> int:
+    if type(fence) is not int or fence < 1:
+        raise InvalidArgumentTypeError("fence", "must be a lease's fence: an int of 1 or more")
+    return fence
+
+
+class FencedStore:
+    """Values guarded by fences, in a Redis reached through ``redis`` (a ``redis.Redis``)."""
+
+    def __init__(self, redis: Any) -> None:
+        self.redis = redis
+        self._read = redis.register_script(_READ)
+        self._write = redis.register_script(_WRITE)
+
+    def read(self, key: str | bytes, fence: int) -> bytes | None:
+        """The value of ``key`` (None if never written), recording ``fence`` as seen;
+        ``StaleFenceError`` when a higher fence has been seen."""
+        reply = self._read(keys=[key], args=[_fence(fence)])
+        if not reply[0]:
+            raise StaleFenceError(f"fence {fence} is older than one {key!r} has seen")
+        return reply[1] if len(reply) > 1 else None
+
+    def write(self, key: str | bytes, value: str | bytes | int, fence: int) -> bool:
+        """Write ``value`` unless a higher fence has been seen on ``key``: whether it was written."""
+        return bool(self._write(keys=[key], args=[_fence(fence), value]))
+
+    def write_many(self, items: Sequence[tuple[str | bytes, str | bytes | int, int]]) -> list[bool]:
+        """``write`` for each (key, value, fence), pipelined; whether each was written."""
+        pipe = self.redis.pipeline(transaction=False)
+        for key, value, fence in items:
+            self._write(keys=[key], args=[_fence(fence), value], client=pipe)
+        return [bool(reply) for reply in pipe.execute()]

@@ -1,0 +1,102 @@
+"""Fencing tokens: ``fenced=True`` acquires give leases whose fence grows with every grant of a
+name, expiries included (threads and asyncio); the counter outlives the lock; bad combinations
+are refused before anything is sent; ``FencedStore`` refuses reads and writes with an old fence."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
+
+import pytest
+import redis
+
+from _blocking_async import FRONTS, Fronts
+from turbolock import (
+    FencedLease,
+    FencedStore,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    StaleFenceError,
+)
+from turbolock.asyncio import AsyncLockClient
+from turbolock.client import LockClient
+from turbolock.redis_server import RedisServer
+
+
+@pytest.fixture(params=FRONTS)
+def make_client(request: pytest.FixtureRequest, redis_server: RedisServer, core_name: str,
+                key_prefix: str) -> Iterator[Callable[..., Any]]:
+    url = redis_server.url
+    fronts = Fronts(request.param, partial(LockClient.from_url, url), partial(AsyncLockClient.from_url, url),
+                    core=core_name, key_prefix=key_prefix)
+    yield fronts.make
+    fronts.close()
+
+
+def test_fences_grow_with_every_grant_and_survive_expiry(make_client: Callable[..., Any], key_prefix: str,
+                                                         raw: redis.Redis) -> None:
+    client = make_client()
+    fences = []
+    for _ in range(3):
+        lease = client.try_acquire("account", 10, fenced=True)
+        assert isinstance(lease, FencedLease)
+        assert client.try_acquire("account", 10, fenced=True) is None  # held: no grant, no fence used
+        fences.append(lease.fence)
+        assert client.release(lease)
+    short = client.try_acquire("account", 0.05, fenced=True)
+    assert short is not None
+    time.sleep(0.1)  # expired, never released
+    after = client.try_acquire("account", 10, fenced=True)
+    assert after is not None
+    fences += [short.fence, after.fence]
+    assert fences == [1, 2, 3, 4, 5]
+    other = client.try_acquire("other", 10, fenced=True)
+    assert other is not None and other.fence == 1  # one counter per name
+    plain = client.try_acquire("plain", 10)
+    assert plain is not None and plain.fence is None and not isinstance(plain, FencedLease)
+    counter = b"{" + key_prefix.encode() + b"account}:fence"
+    assert raw.get(counter) == b"5" and raw.pttl(counter) == -1  # the counter never expires
+    assert "fence=5" in repr(after) and after.token.hex() not in repr(after)
+
+
+def test_a_hash_tagged_name_keeps_its_counter_beside_it(make_client: Callable[..., Any], key_prefix: str,
+                                                       raw: redis.Redis) -> None:
+    client = make_client()
+    lease = client.try_acquire("{acct:7}:transfer", 10, fenced=True)
+    assert lease is not None and lease.fence == 1
+    assert raw.get(key_prefix.encode() + b"{acct:7}:transfer:fence") == b"1"
+
+
+@pytest.mark.parametrize(("options", "name", "fenced", "error", "argument"), [
+    ({}, "a}b", True, InvalidArgumentError, "name"),
+    ({}, "x", 1, InvalidArgumentTypeError, "fenced"),
+    ({"replicas_ack": 1}, "x", True, InvalidArgumentError, "fenced"),
+])
+def test_bad_fenced_acquires_are_refused_before_sending(make_client: Callable[..., Any], key_prefix: str,
+                                                        raw: redis.Redis, options: dict[str, Any], name: str,
+                                                        fenced: object, error: type[Exception],
+                                                        argument: str) -> None:
+    client = make_client(**options)
+    with pytest.raises(error) as raised:
+        client.try_acquire(name, 10, fenced=fenced)
+    assert raised.value.argument == argument  # type: ignore[attr-defined]
+    assert raw.keys(f"*{key_prefix}*") == []
+
+
+def test_the_store_refuses_an_older_fence_on_reads_and_writes(raw: redis.Redis, key_prefix: str) -> None:
+    store = FencedStore(raw)
+    key = key_prefix + "balance"
+    assert store.read(key, 1) is None
+    assert store.write(key, 100, 1)
+    assert store.read(key, 2) == b"100"  # the successor has read: the old holder may not write
+    assert not store.write(key, 101, 1)
+    with pytest.raises(StaleFenceError):
+        store.read(key, 1)
+    assert store.write(key, 150, 2) and store.read(key, 2) == b"150"
+    written = store.write_many([(key, 160, 1), (key, 170, 3), (key_prefix + "fresh", 1, 1)])
+    assert written == [False, True, True]
+    assert store.read(key, 3) == b"170"
+    with pytest.raises(InvalidArgumentTypeError):
+        store.write(key, 1, 0)
