@@ -1,0 +1,47 @@
+"""Fenced acquires on Redis Cluster (threads and asyncio): each name's counter lives on the
+master of the lock's slot (next to the lock), fences grow per name on every master."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
+
+import pytest
+import redis
+
+from _blocking_async import FRONTS, Fronts
+from turbolock._wire.slots import key_slot
+from turbolock.asyncio import AsyncClusterLockClient
+from turbolock.cluster import ClusterLockClient
+from turbolock.redis_cluster import RedisCluster
+from turbolock.redis_server import RedisServer
+
+
+@pytest.fixture(params=FRONTS)
+def make_client(request: pytest.FixtureRequest, cluster: RedisCluster, core_name: str,
+                key_prefix: str) -> Iterator[Callable[..., Any]]:
+    fronts = Fronts(request.param, partial(ClusterLockClient.from_url, cluster.url),
+                    partial(AsyncClusterLockClient.from_url, cluster.url), core=core_name,
+                    key_prefix=key_prefix)
+    yield fronts.make
+    fronts.close()
+
+
+def test_fences_grow_per_name_and_live_beside_their_lock(
+        cluster: RedisCluster, make_client: Callable[..., Any], key_prefix: str,
+        raws: Callable[[RedisServer], redis.Redis]) -> None:
+    client = make_client()
+    names = [f"acct:{i}" for i in range(30)] + ["{shard:1}:a", "{shard:1}:b"]
+    first = [client.try_acquire(name, 10, fenced=True) for name in names]
+    assert all(lease is not None and lease.fence == 1 for lease in first)
+    assert all(client.release(lease) for lease in first)
+    second = [client.try_acquire(name, 10, fenced=True) for name in names]
+    assert [lease.fence for lease in second] == [2] * len(names)
+    for name in names:
+        key = (key_prefix + name).encode()
+        counter = key + b":fence" if name.startswith("{") else b"{" + key + b"}:fence"
+        assert key_slot(counter) == key_slot(key)
+        owner = raws(cluster.master_of(key_slot(key)))
+        assert owner.get(counter) == b"2" and owner.exists(key) == 1
+    assert all(client.release(lease) for lease in second)
