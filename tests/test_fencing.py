@@ -100,3 +100,60 @@ def test_the_store_refuses_an_older_fence_on_reads_and_writes(raw: redis.Redis, 
     assert store.read(key, 3) == b"170"
     with pytest.raises(InvalidArgumentTypeError):
         store.write(key, 1, 0)
+
+
+def test_bulk_fenced_acquires_give_each_lock_its_fence(make_client: Callable[..., Any], key_prefix: str,
+                                                       raw: redis.Redis) -> None:
+    client = make_client()
+    names = [f"shard:{i}" for i in range(2500)]
+    first = client.acquire_many(names, 10, fenced=True)
+    assert first.all_acquired and {lease.fence for lease in first.acquired} == {1}
+    assert all(isinstance(lease, FencedLease) for lease in first.acquired)
+    held = client.acquire_many(["shard:7", "free"], 10, fenced=True)
+    assert held.not_acquired == ["shard:7"] and [lease.fence for lease in held.acquired] == [1]
+    assert all(client.release_many(first.acquired))
+    raw.script_flush()  # every chunk answers NOSCRIPT first: loaded and sent again
+    second = client.acquire_many(names, 10, fenced=True)
+    assert second.all_acquired and {lease.fence for lease in second.acquired} == {2}
+    assert [lease.name for lease in second.acquired] == names
+    assert all(client.release_many(second.acquired))
+
+
+def test_bad_fenced_bulk_acquires_are_refused_before_sending(make_client: Callable[..., Any], key_prefix: str,
+                                                             raw: redis.Redis) -> None:
+    client = make_client()
+    with pytest.raises(InvalidArgumentError) as bad_name:
+        client.acquire_many(["fine", "a}b"], 10, fenced=True)
+    assert bad_name.value.argument == "name"
+    with pytest.raises(InvalidArgumentError) as claim:
+        client.acquire_many(["a", "b"], 10, fenced=True, limit=1)
+    assert claim.value.argument == "fenced"
+    assert raw.keys(f"*{key_prefix}*") == []
+
+
+def test_a_fenced_lock_object_gets_a_new_fence_on_every_acquire(make_client: Callable[..., Any]) -> None:
+    client = make_client()
+    lock = client.lock("job", 10, fenced=True)
+    assert lock.fence is None
+    fences = []
+    for _ in range(3):
+        assert lock.acquire()
+        fences.append(lock.fence)
+        lock.release()
+    assert fences == [1, 2, 3] and lock.fence is None
+    plain = client.lock("plain", 10)
+    assert plain.acquire() and plain.fence is None
+    plain.release()
+    with pytest.raises(InvalidArgumentError) as refused:
+        client.lock("a}b", 10, fenced=True)
+    assert refused.value.argument == "name"
+
+
+def test_a_fenced_lock_that_waits_gets_the_next_fence(make_client: Callable[..., Any]) -> None:
+    client = make_client()
+    holder = client.try_acquire("waited", 0.3, fenced=True)
+    assert holder is not None and holder.fence == 1
+    lock = client.lock("waited", 10, fenced=True)
+    assert lock.acquire(timeout=3)  # waits for the holder's ttl to run out
+    assert lock.fence == 2
+    lock.release()

@@ -115,11 +115,11 @@ class LockClient(ClientRules[Lock]):
         return self._try_acquire(name, ttl, token, auto_renew, on_lost, deadline, fenced)
 
     def _attempt(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
-                 on_lost: OnLost | None, deadline: float | None) -> Lease | None:
+                 on_lost: OnLost | None, deadline: float | None, fenced: bool = False) -> Lease | None:
         """One attempt of a Lock object, by ``deadline`` (None: the call's own)."""
         if deadline is None:
             deadline = time.monotonic() + self.options.timeout
-        return self._try_acquire(name, ttl, token, auto_renew, on_lost, deadline)
+        return self._try_acquire(name, ttl, token, auto_renew, on_lost, deadline, fenced)
 
     def _try_acquire(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
                      on_lost: OnLost | None, deadline: float, fenced: bool = False) -> Lease | None:
@@ -166,7 +166,8 @@ class LockClient(ClientRules[Lock]):
 
     def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
                      tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
-                     on_lost: OnLost | None = None, limit: int | None = None) -> AcquireManyResult:
+                     on_lost: OnLost | None = None, limit: int | None = None,
+                     fenced: bool = False) -> AcquireManyResult:
         """Try every name once, pipelined; a result per name in input order.
 
         ``tokens`` (one per name, 16+ bytes each) replaces the random ones, for holders that
@@ -175,8 +176,10 @@ class LockClient(ClientRules[Lock]):
         ``limit=k`` takes at most k *free* names instead, tried from a random point of the list
         (so workers sharing one list spread over it), one round trip per chunk: for workers
         claiming shards. The result's ``not_tried`` lists the names left untried.
+        ``fenced=True`` gives ``FencedLease``s (see ``try_acquire``); not with ``limit``.
         """
-        flow = acquire_or_claim_flow(self, names, ttl, all_or_nothing, tokens, auto_renew, on_lost, limit)
+        flow = acquire_or_claim_flow(self, names, ttl, all_or_nothing, tokens, auto_renew, on_lost, limit,
+                                     fenced)
         return run(flow)
 
     def release_many(self, leases: Sequence[Lease]) -> list[bool]:

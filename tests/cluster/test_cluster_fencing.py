@@ -45,3 +45,15 @@ def test_fences_grow_per_name_and_live_beside_their_lock(
         owner = raws(cluster.master_of(key_slot(key)))
         assert owner.get(counter) == b"2" and owner.exists(key) == 1
     assert all(client.release(lease) for lease in second)
+
+
+def test_bulk_fenced_acquires_across_masters(cluster: RedisCluster, make_client: Callable[..., Any]) -> None:
+    client = make_client()
+    names = [f"bulk:{i}" for i in range(600)]
+    first = client.acquire_many(names, 10, fenced=True)
+    assert first.all_acquired and {lease.fence for lease in first.acquired} == {1}
+    assert all(client.release_many(first.acquired))
+    second = client.acquire_many(names, 10, fenced=True)
+    assert [lease.name for lease in second.acquired] == names
+    assert {lease.fence for lease in second.acquired} == {2}
+    assert all(client.release_many(second.acquired))

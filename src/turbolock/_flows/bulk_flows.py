@@ -52,14 +52,18 @@ def _give_back(client: Any, locks: list[MaybeHeld]) -> None:
 
 def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
                           tokens: Sequence[bytes] | None, auto_renew: bool | AutoRenew,
-                          on_lost: OnLost | None, limit: int | None) -> Flow[AcquireManyResult]:
+                          on_lost: OnLost | None, limit: int | None,
+                          fenced: bool = False) -> Flow[AcquireManyResult]:
     """``acquire_many``: every name once, or (with ``limit``) a claim; the leases taken renewed
     when asked."""
     policy = client._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
     if limit is None:
-        result: AcquireManyResult = yield from acquire_many_flow(client, names, ttl, all_or_nothing, tokens)
+        result: AcquireManyResult = yield from acquire_many_flow(client, names, ttl, all_or_nothing, tokens,
+                                                                 fenced)
     else:
         check_claim(limit, all_or_nothing)
+        if fenced is not False:
+            raise InvalidArgumentError("fenced", "claims (limit=k) are not fenced yet")
         if client.options.replicas_ack:
             raise InvalidArgumentError("limit", "claims do not wait for replicas; with replicas_ack, "
                                                 "acquire the names without limit")
@@ -70,8 +74,10 @@ def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Second
 
 
 def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
-                      tokens: Sequence[bytes] | None = None) -> Flow[AcquireManyResult]:
+                      tokens: Sequence[bytes] | None = None, fenced: bool = False) -> Flow[AcquireManyResult]:
     plan = AcquirePlan(names, ttl_ms(ttl), tokens, client._owner)
+    if fenced is not False:
+        plan.fence(client.key_prefix, client.options.replicas_ack, fenced)
 
     def orphans(start: int, stop: int) -> Any:
         """What a cancelled task's chunk may take, for the protocol to release when its reply comes."""
@@ -82,10 +88,13 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
         options["durable"] = True
     plan.sent_at = time.monotonic()
     try:
-        replies = yield Call(client._exec.many, (plan.count, plan.encode, None, plan.encode_indices), options)
+        replies = yield Call(client._exec.many, (plan.count, plan.encode, plan.script, plan.encode_indices),
+                             options)
     except BaseException:
         _forget(client, plan.taken())  # the leases taken so far will never reach the caller
         raise
+    if plan.reloaded:
+        plan.settle_reloaded(replies)
     if "durable" in options:
         _give_back(client, plan.undurable(replies))
     if plan.handled < plan.count:

@@ -7,12 +7,14 @@ with its own executor, then turns the raw replies (ints, error replies, ``UNKNOW
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from itertools import repeat
 from operator import attrgetter
 from typing import Any, Protocol
 
+from turbolock._flows.client_settings import check_fenced
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_DURABLE, NOT_SENT, UNKNOWN, Encoder, Reencoder
 from turbolock._wire.replies import reply_error
@@ -22,8 +24,10 @@ from turbolock.errors import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
     OutcomeUnknownError,
+    ReplyError,
 )
 from turbolock.lease import (
+    FencedLease,
     Lease,
     LockInfo,
     commands_ran,
@@ -219,9 +223,21 @@ class AcquirePlan:
         self.errors: list[int] = []
         self.handled = 0
         self.sent_at = 0.0
+        self.script: _scripts.Script | None = None
+        """``FENCED_ACQUIRE`` for a fenced acquire (each reply a fence), else None (``SET NX``)."""
+        self.reloaded: list[int] = []
+
+    def fence(self, key_prefix: bytes, replicas_ack: int, fenced: object) -> None:
+        """Make this a fenced acquire, after every name's checks (see ``check_fenced``)."""
+        for key in self.keys:
+            if not check_fenced(fenced, key_prefix, key, replicas_ack):
+                return
+        self.script = _scripts.FENCED_ACQUIRE
 
     def encode(self, buf: Any, start: int, stop: int) -> None:
-        if self._fresh_tokens:
+        if self.script is not None:
+            self.encode_indices(buf, range(start, stop))
+        elif self._fresh_tokens:
             keys = self.keys[start:stop]
             self.tokens[start:stop] = buf.append_set_nx_px_random(keys, self.ttl_ms, TOKEN_BYTES)
         else:
@@ -230,7 +246,14 @@ class AcquirePlan:
     def encode_indices(self, buf: Any, indices: Sequence[int]) -> None:
         """``encode`` for the items ``indices`` (a Redis Cluster master's share), in one call."""
         keys = [self.keys[i] for i in indices]
-        if self._fresh_tokens:
+        if self.script is not None:
+            tokens = self.tokens
+            if self._fresh_tokens:
+                blob = os.urandom(TOKEN_BYTES * len(keys))
+                for n, i in enumerate(indices):
+                    tokens[i] = blob[n * TOKEN_BYTES:(n + 1) * TOKEN_BYTES]
+            buf.append_evalsha_many(self.script.sha, keys, [tokens[i] for i in indices], self.ttl_ms)
+        elif self._fresh_tokens:
             tokens = self.tokens
             for i, token in zip(indices, buf.append_set_nx_px_random(keys, self.ttl_ms, TOKEN_BYTES),
                                 strict=True):
@@ -246,13 +269,35 @@ class AcquirePlan:
                                      repeat(self.ttl_ms), repeat(self.sent_at), repeat(self.owner))
         else:
             for i, reply in enumerate(replies, start):
-                if reply == b"OK":
-                    leases[i] = Lease(names[i], keys[i], tokens[i], self.ttl_ms, self.sent_at, self.owner)
-                elif reply is None:
-                    self.not_acquired.append(names[i])
-                elif reply is not NOT_DURABLE:  # those are settled by ``undurable``
-                    self.errors.append(i)
+                self._settle(i, reply)
         self.handled = stop
+
+    def _settle(self, i: int, reply: object) -> None:
+        if reply == b"OK":
+            self.leases[i] = Lease(self.names[i], self.keys[i], self.tokens[i], self.ttl_ms, self.sent_at,
+                                   self.owner)
+        elif type(reply) is int:  # a fenced acquire's fence
+            self.leases[i] = FencedLease(self.names[i], self.keys[i], self.tokens[i], self.ttl_ms,
+                                         self.sent_at, self.owner, reply)
+        elif reply is None:
+            self.not_acquired.append(self.names[i])
+        elif self.script is not None and type(reply) is ReplyError and reply.code == "NOSCRIPT":
+            self.reloaded.append(i)  # sent again once the script is loaded: see ``settle_reloaded``
+        elif reply is not NOT_DURABLE:  # those are settled by ``undurable``
+            self.errors.append(i)
+
+    def settle_reloaded(self, replies: list[object]) -> None:
+        """Settle the items a chunk saw answered NOSCRIPT, from their replies once sent again
+        (the executor retries them after loading the script). One whose retry got no answer
+        (UNKNOWN, NOT_SENT) moves ``handled`` back to it: the call then goes the way of a broken
+        connection, and such a lock is maybe held, never "not acquired"."""
+        indices, self.reloaded = self.reloaded, []
+        for i in indices:
+            reply = replies[i]
+            if reply is UNKNOWN or reply is NOT_SENT:
+                self.handled = min(self.handled, i)
+            else:
+                self._settle(i, reply)
 
     def undurable(self, replies: list[object]) -> list[tuple[str | bytes, bytes, bytes, float]]:
         """The locks granted that too few replicas acknowledged (``replicas_ack``): their leases

@@ -103,17 +103,19 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
 
     def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
              timeout: Seconds | None = None, token: bytes | None = None,
-             auto_renew: bool | AutoRenew | None = None, on_lost: OnLost | None = None) -> LockT:
+             auto_renew: bool | AutoRenew | None = None, on_lost: OnLost | None = None,
+             fenced: bool = False) -> LockT:
         """A Lock object for ``name``: use it with ``with`` (``async with``), as a decorator, or
         call acquire().
 
         With no ``ttl`` the lock lives 30 s at a time and is renewed until released (unless
         ``auto_renew=False``). ``timeout=None`` waits until the lock is free; ``timeout=0`` or
-        ``blocking=False`` makes one attempt.
+        ``blocking=False`` makes one attempt. ``fenced=True``: each acquire gets a fence
+        (``lock.fence``, see ``try_acquire``).
         """
         ttl, renew = lock_ttl(ttl, auto_renew)
         lock: LockT = self._lock_type(self, name, ttl, blocking=blocking, timeout=timeout, token=token,
-                                      auto_renew=renew, on_lost=on_lost)
+                                      auto_renew=renew, on_lost=on_lost, fenced=fenced)
         return lock
 
     # The flows of one lock, for the Lock objects to run in their own driver (functions of the

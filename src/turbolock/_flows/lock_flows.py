@@ -10,10 +10,11 @@ import threading
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
+from turbolock._flows.client_settings import check_fenced
 from turbolock._flows.lock_rules import LockState, Waiting, worth_retrying
 from turbolock._flows.redlock_result import RedlockLease, RedlockResult, RedlockStatus
 from turbolock._flows.steps import Call, Flow, Sleep
-from turbolock._wire.validate import Seconds
+from turbolock._wire.validate import Seconds, encode_name
 from turbolock.errors import (
     ConnectionError,
     LockError,
@@ -28,6 +29,9 @@ LeaseT = TypeVar("LeaseT", bound=Lease)
 
 
 class LockFlows(LockState[LeaseT]):
+    fenced = False
+    """Whether each acquire is fenced (single-server Lock objects made with ``fenced=True``)."""
+
     """The flows of a Lock object over ``client`` (a threaded or an asyncio client: the flows
     call its methods, which the driver runs or awaits)."""
 
@@ -65,7 +69,7 @@ class LockFlows(LockState[LeaseT]):
     def _one_attempt(self) -> tuple[Any, ...] | None:
         """The arguments of ``client._attempt`` when one attempt is all an acquire needs (one
         server); None when acquiring is a flow of its own (a Redlock)."""
-        return (self.name, self.ttl, self._token, self.auto_renew, self.on_lost, None)
+        return (self.name, self.ttl, self._token, self.auto_renew, self.on_lost, None, self.fenced)
 
     def _acquire_flow(self, wait: float | None) -> Flow[LeaseT | None]:
         """The acquire that waits (or a Redlock's): attempts, pauses, the lease or None."""
@@ -138,13 +142,27 @@ class SingleLockFlows(LockFlows[Lease]):
     what is left of the wait if that is shorter; an attempt whose reply was lost is released in
     the background (by the client) and the wait goes on."""
 
+    def _init_fencing(self, client: Any, fenced: object) -> None:
+        self.fenced = fenced is not False and check_fenced(fenced, client.key_prefix, encode_name(self.name),
+                                                           client.options.replicas_ack)
+
+    @property
+    def fence(self) -> int | None:
+        """The fence of the lease held (a Lock made with ``fenced=True``), else None."""
+        lease = self._lease
+        return None if lease is None else lease.fence
+
+    def _settings(self) -> dict[str, Any]:
+        return {**super()._settings(), "fenced": self.fenced}
+
     def _acquire_flow(self, wait: float | None) -> Flow[Lease | None]:
         client = self.client
         waiting = Waiting(wait)
         while True:
             try:
                 deadline = waiting.attempt_deadline(client.options.timeout)
-                attempt = (self.name, self.ttl, self._token, self.auto_renew, self.on_lost, deadline)
+                attempt = (self.name, self.ttl, self._token, self.auto_renew, self.on_lost, deadline,
+                           self.fenced)
                 lease: Lease | None = yield Call(client._attempt, attempt)
             except ConnectionError as error:
                 if not worth_retrying(error, wait):

@@ -158,10 +158,12 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         return acquire_result(self, reply, name, key, token, ms, sent_at, policy, on_lost)
 
     def _attempt(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
-                 on_lost: OnLost | None, deadline: float | None) -> Awaitable[Lease | None]:
+                 on_lost: OnLost | None, deadline: float | None,
+                 fenced: bool = False) -> Awaitable[Lease | None]:
         """One attempt of a Lock object, by ``deadline`` (None: the call's own); one cut short
         is None, and a lock it may have taken is released in the background."""
-        attempt = self.try_acquire(name, ttl, token=token, auto_renew=auto_renew, on_lost=on_lost)
+        attempt = self.try_acquire(name, ttl, token=token, auto_renew=auto_renew, on_lost=on_lost,
+                                   fenced=fenced)
         if deadline is None:
             return attempt  # awaited by the Lock's driver: no coroutine of its own
         return self._attempt_by(attempt, deadline)
@@ -207,11 +209,12 @@ class AsyncLockClient(ClientRules[AsyncLock]):
 
     async def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
                            tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
-                           on_lost: OnLost | None = None,
-                           limit: int | None = None) -> AcquireManyResult:
+                           on_lost: OnLost | None = None, limit: int | None = None,
+                           fenced: bool = False) -> AcquireManyResult:
         """Try every name once, pipelined; a result per name in input order (see
         ``LockClient.acquire_many``)."""
-        flow = acquire_or_claim_flow(self, names, ttl, all_or_nothing, tokens, auto_renew, on_lost, limit)
+        flow = acquire_or_claim_flow(self, names, ttl, all_or_nothing, tokens, auto_renew, on_lost, limit,
+                                     fenced)
         return await run(flow)
 
     async def release_many(self, leases: Sequence[Lease]) -> list[bool]:
@@ -252,12 +255,12 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         keys, tokens, ttl = tag
         forget_at = time.monotonic() + ttl / 1000.0
         if type(keys) is bytes:
-            if reply is UNKNOWN or reply == b"OK":
+            if reply is UNKNOWN or reply == b"OK" or type(reply) is int:  # an int: a fenced acquire's fence
                 self._remember_cleanup(keys, tokens, forget_at)
             return
         replies: Any = [reply] * len(keys) if reply is UNKNOWN or len(keys) == 1 else reply
         for key, token, one in zip(keys, tokens, replies, strict=True):
-            if one is UNKNOWN or one == b"OK":
+            if one is UNKNOWN or one == b"OK" or type(one) is int:
                 self._remember_cleanup(key, token, forget_at)
 
     def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None:
