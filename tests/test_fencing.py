@@ -157,3 +157,29 @@ def test_a_fenced_lock_that_waits_gets_the_next_fence(make_client: Callable[...,
     assert lock.acquire(timeout=3)  # waits for the holder's ttl to run out
     assert lock.fence == 2
     lock.release()
+
+
+def test_the_sql_recipe_refuses_an_older_fence_in_sqlite() -> None:
+    import sqlite3
+
+    from turbolock.fencing import fenced_read_sql, fenced_write_sql
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE accounts (id TEXT PRIMARY KEY, balance INTEGER, "
+               "last_fence INTEGER NOT NULL DEFAULT 0)")
+    db.execute("INSERT INTO accounts (id, balance) VALUES ('a', 100)")
+    read = fenced_read_sql("accounts", "id", ["balance"])
+    write = fenced_write_sql("accounts", "id", ["balance"])
+    assert db.execute(read, {"key": "a", "fence": 1}).fetchall() == [(100,)]  # the old holder reads
+    assert db.execute(read, {"key": "a", "fence": 2}).fetchall() == [(100,)]  # its successor reads
+    late = db.execute(write, {"key": "a", "fence": 1, "balance": 101})
+    assert late.rowcount == 0  # the paused holder's write: refused
+    assert db.execute(read, {"key": "a", "fence": 1}).fetchall() == []
+    assert db.execute(write, {"key": "a", "fence": 2, "balance": 101}).rowcount == 1
+    assert db.execute("SELECT balance, last_fence FROM accounts").fetchall() == [(101, 2)]
+    assert fenced_write_sql("t", "k", ["v"], paramstyle="pyformat") == (
+        "UPDATE t SET v = %(v)s, last_fence = %(fence)s WHERE k = %(key)s AND last_fence <= %(fence)s")
+    for bad in ({"table": "t; DROP TABLE t"}, {"columns": []}, {"paramstyle": "qmark"}):
+        arguments: dict[str, Any] = {"table": "t", "key_column": "k", "columns": ["v"], **bad}
+        with pytest.raises(InvalidArgumentError):
+            fenced_write_sql(**arguments)
