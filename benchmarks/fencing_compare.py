@@ -1,0 +1,160 @@
+"""Fenced bulk acquire against the plain one, in one run on one server: what a fence costs.
+
+    python -m benchmarks.fencing_compare [--quick] [--json PATH]
+
+Starts its own redis-server. Each repeat runs every contender once on the same names (the
+server flushed before each), the order rotating from repeat to repeat: turbolock's
+``acquire_many`` plain and with ``fenced=True`` (both cores), and redis-py doing the fenced
+acquire by hand (its pipeline of one EVALSHA of turbolock's fenced-acquire script per lock, in
+chunks of 1000), with hiredis and without. Every lock must be taken and, when fenced, carry
+fence 1. Progress goes to stderr, the table to stdout, samples and ratios to JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from redis._parsers import _HiredisParser, _RESP2Parser
+from redis.utils import HIREDIS_AVAILABLE
+
+import turbolock
+from turbolock import LockClient
+from turbolock._wire import scripts as _scripts
+from turbolock.redis_server import RedisServer
+
+from .contenders import BenchmarkError, Timing, core_available, timed
+from .report import Comparison, Row, Section, evaluate, key, to_json
+from .table import render
+from .workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS, names
+
+DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "fencing_compare.json")
+
+BULK = "fenced-bulk-acquire"
+PLAIN = {"c": "turbolock acquire_many c", "py": "turbolock acquire_many py"}
+FENCED = {"c": "turbolock acquire_many c, fenced", "py": "turbolock acquire_many py, fenced"}
+RP_HI = "redis-py pipeline EVALSHA fenced acquire + hiredis"
+RP_PURE = "redis-py pipeline EVALSHA fenced acquire, no hiredis"
+
+SECTIONS = (
+    Section(BULK, "bulk acquire of distinct locks, plain and fenced", "locks/s", (
+        Row(FENCED["c"], (Comparison(PLAIN["c"], 0.7), Comparison(RP_HI), Comparison(RP_PURE))),
+        Row(FENCED["py"], (Comparison(PLAIN["py"], 0.7), Comparison(RP_HI), Comparison(RP_PURE))),
+        Row(PLAIN["c"]),
+        Row(PLAIN["py"]),
+        Row(RP_HI),
+        Row(RP_PURE),
+    )),
+)
+
+Step = tuple[str, Callable[[], float]]
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def turbolock_step(url: str, core: str, fenced: bool, lock_names: list[str]) -> Callable[[], float]:
+    client = LockClient.from_url(url, core=core, key_prefix=KEY_PREFIX, chunk_size=CHUNK_SIZE)
+
+    def step() -> float:
+        result, wall, cpu = timed(lambda: client.acquire_many(lock_names, TTL_SECONDS, fenced=fenced))
+        if len(result.acquired) != len(lock_names):
+            missing = len(lock_names) - len(result.acquired)
+            raise BenchmarkError(f"turbolock {core}: {missing} locks not taken")
+        if fenced and {lease.fence for lease in result.acquired} != {1}:
+            raise BenchmarkError(f"turbolock {core}: fences other than 1 on a flushed server")
+        return Timing(len(lock_names), wall, cpu).rate
+
+    return step
+
+
+def redis_py_step(url: str, parser: type, lock_names: list[str]) -> Callable[[], float]:
+    client = redis.Redis.from_url(url, parser_class=parser)
+    keys = [KEY_PREFIX + name for name in lock_names]
+
+    def step() -> float:
+        sha = client.script_load(_scripts.FENCED_ACQUIRE.source)  # after the flush
+
+        def run() -> list[Any]:
+            replies: list[Any] = []
+            pipe = client.pipeline(transaction=False)
+            for start in range(0, len(keys), CHUNK_SIZE):
+                for key_name in keys[start:start + CHUNK_SIZE]:
+                    pipe.evalsha(sha, 1, key_name, os.urandom(16), TTL_MS)
+                replies.extend(pipe.execute())
+            return replies
+
+        replies, wall, cpu = timed(run)
+        if replies.count(1) != len(keys):
+            raise BenchmarkError("redis-py: some fenced acquires did not answer fence 1")
+        return Timing(len(keys), wall, cpu).rate
+
+    return step
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.fencing_compare",
+                                     description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="20k locks, 3 repeats")
+    parser.add_argument("--json", default=DEFAULT_JSON, metavar="PATH", help=f"default: {DEFAULT_JSON}")
+    args_list = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(args_list)
+    count, repeats = (20_000, 3) if args.quick else (100_000, 7)
+    lock_names = names("fenced", count)
+    started = time.monotonic()
+    samples: dict[str, list[float]] = defaultdict(list)
+    with RedisServer() as server:
+        admin = redis.Redis.from_url(server.url)
+        steps: list[Step] = []
+        for core in ("c", "py"):
+            if core_available(core):
+                steps.append((PLAIN[core], turbolock_step(server.url, core, False, lock_names)))
+                steps.append((FENCED[core], turbolock_step(server.url, core, True, lock_names)))
+        if HIREDIS_AVAILABLE:
+            steps.append((RP_HI, redis_py_step(server.url, _HiredisParser, lock_names)))
+        steps.append((RP_PURE, redis_py_step(server.url, _RESP2Parser, lock_names)))
+        server_version = str(admin.info("server")["redis_version"])
+        for repeat in range(repeats):
+            shift = repeat % len(steps)
+            for label, step in steps[shift:] + steps[:shift]:
+                admin.flushall()
+                rate = step()
+                samples[key(BULK, label)].append(rate)
+                progress(f"[{repeat + 1}/{repeats}] {label:55s} {rate:,.0f}/s")
+        admin.close()
+    results = evaluate(samples, SECTIONS)
+    meta = {
+        "command": " ".join(["python -m benchmarks.fencing_compare", *args_list]),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "seconds": round(time.monotonic() - started, 1),
+        "locks": count,
+        "repeats": repeats,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "redis_server": server_version,
+        "redis_py": redis.__version__,
+        "turbolock": turbolock.__version__,
+    }
+    print(render(results), end="")
+    print(f"\n{meta['command']}: {count:,} locks, {repeats} repeats in {meta['seconds']:.0f} s, load average "
+          f"{meta['load_average'][0]:.2f}, {meta['cpus']} CPUs; redis-server {server_version}, "
+          f"redis-py {redis.__version__}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as out:
+        json.dump(to_json(results, samples, meta), out, indent=2)
+    progress(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
