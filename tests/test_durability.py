@@ -16,7 +16,14 @@ import redis
 from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
 from _netfaults import paused
-from turbolock import InvalidArgumentError, LockClient, NotDurableError, RedlockClient
+from turbolock import (
+    AcquireOutcomeUnknownError,
+    ConnectionError,
+    InvalidArgumentError,
+    LockClient,
+    NotDurableError,
+    RedlockClient,
+)
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_sentinel import RedisSentinel
 
@@ -137,3 +144,21 @@ def test_replicas_timeout_is_not_checked_against_timeout_without_replicas_ack() 
     assert LockClient(timeout=0.05).options.replicas_ack == 0  # the default 0.1 s is not in the way
     with pytest.raises(InvalidArgumentError, match="replicas_timeout"):
         LockClient(timeout=0.05, replicas_ack=1)
+
+
+def test_acquires_keep_their_deadline_when_the_master_stops_answering(
+        replicated: RedisSentinel, make_client: Callable[..., Any]) -> None:
+    # WAIT goes out with the acquire: a master that stops answering must not hold the call past
+    # its deadline. The first call was written on a working connection: "maybe held", never "not
+    # acquired"; the next ones need a new connection, whose handshake fails typed in time.
+    client = make_client(replicas_ack=1, replicas_timeout=REPLICAS_TIMEOUT, timeout=0.5, connect_timeout=0.5)
+    assert client.try_acquire("warm", 10) is not None
+    calls = ((AcquireOutcomeUnknownError, lambda: client.try_acquire("one", 10)),
+             (ConnectionError, lambda: client.acquire_many(["a", "b"], 10)),
+             (ConnectionError, lambda: client.try_acquire("two", 10)))
+    with paused(replicated.master):
+        for error, call in calls:
+            started = time.monotonic()
+            with pytest.raises(error):
+                call()
+            assert time.monotonic() - started < 0.5 + 0.3

@@ -57,6 +57,7 @@ async def _single_calls(fault: Fault, core_name: str, key_prefix: str) -> Stopwa
                 leases[name] = await _take(client, name)
             fault.inject()
         await _fails(watch, "try_acquire", lambda: client.try_acquire("t", TTL))
+        await _fails(watch, "try_acquire(fenced=True)", lambda: client.try_acquire("tf", TTL, fenced=True))
         await _fails(watch, "query (after a lost acquire)", lambda: client.query("q"))
         if leases:
             await _fails(watch, "release", lambda: client.release(leases["rel"]))
@@ -98,6 +99,8 @@ def test_bulk_calls_keep_their_deadline(arun_asyncio: Runner, fault: Fault, core
                 assert len(to_release) == len(to_extend) == 3
                 fault.inject()
             await _fails(watch, "acquire_many", lambda: client.acquire_many(NAMES, TTL))
+            await _fails(watch, "acquire_many(fenced=True)",
+                         lambda: client.acquire_many(NAMES, TTL, fenced=True))
             await _fails(watch, "query_many (after a lost acquire_many)", lambda: client.query_many(NAMES))
             await _fails(watch, "acquire_many(limit=2)", lambda: client.acquire_many(NAMES, TTL, limit=2))
             if to_release:

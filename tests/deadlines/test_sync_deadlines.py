@@ -56,6 +56,7 @@ def test_single_lock_calls_keep_their_deadline(fault: Fault, core_name: str, key
                 leases[name] = _take(client, name)  # also a warm connection before the fault
             fault.inject()
         _fails(watch, "try_acquire", lambda: client.try_acquire("t", TTL))
+        _fails(watch, "try_acquire(fenced=True)", lambda: client.try_acquire("tf", TTL, fenced=True))
         _fails(watch, "query (after a lost acquire)", lambda: client.query("q"))
         if leases:
             _fails(watch, "release", lambda: client.release(leases["rel"]))
@@ -82,6 +83,7 @@ def test_bulk_calls_keep_their_deadline(fault: Fault, core_name: str, key_prefix
             assert len(to_release) == len(to_extend) == 3
             fault.inject()
         _fails(watch, "acquire_many", lambda: client.acquire_many(NAMES, TTL))
+        _fails(watch, "acquire_many(fenced=True)", lambda: client.acquire_many(NAMES, TTL, fenced=True))
         _fails(watch, "query_many (after a lost acquire_many)", lambda: client.query_many(NAMES))
         _fails(watch, "acquire_many(limit=2)", lambda: client.acquire_many(NAMES, TTL, limit=2))
         if to_release:
