@@ -60,6 +60,8 @@ class Blocking:
         return Blocking(lambda: self._target.lock(*args, **kwargs), self._runner)
 
     def close(self) -> None:
+        if self._runner.loop.is_closed():
+            return  # closed already (a test closed it, then its fixture)
         self._runner.run(self._target.close())
         if self._owns_loop:
             self._runner.stop()

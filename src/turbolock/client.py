@@ -37,11 +37,13 @@ from turbolock._flows.single import (
     releasing,
 )
 from turbolock._flows.topology import Server
+from turbolock._flows.wake_book import Ticket
 from turbolock._sync.cleaner import BackgroundCleaner
 from turbolock._sync.drive import run
 from turbolock._sync.executor import Executor
 from turbolock._sync.pool import ConnectionPool
 from turbolock._sync.renewer import Renewer
+from turbolock._sync.waker import Waker
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler, Unconfirmed
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_token, encode_name, ttl_ms
@@ -71,6 +73,7 @@ class LockClient(ClientRules[Lock]):
         self._open(max_connections)
         self._cleaner = BackgroundCleaner(self._cleanup, self._release_keys, self.options.timeout)
         self._renewer_lock = threading.Lock()
+        self._waker_instance: Waker | None = None
         forget_parent_locks_after_fork(self)
 
     def _open(self, max_connections: int) -> None:
@@ -79,6 +82,7 @@ class LockClient(ClientRules[Lock]):
         self._pool = ConnectionPool(options, self.core, self.key_prefix, max_connections)
         self._exec: Server = Executor(self._pool, options.timeout, self._chunk_size)
         self._exec_renewals: Server = Executor(self._pool, options.timeout, COMMANDS_PER_WRITE)
+        self._wakes_waiters = options.wake_waiters
 
     def _close_connections(self) -> None:
         self._pool.close()
@@ -91,12 +95,30 @@ class LockClient(ClientRules[Lock]):
         self._renewer_lock = threading.Lock()
         if self._renewer_instance is not None:
             self._renewer_instance.forget_after_fork()
+        if self._waker_instance is not None:
+            self._waker_instance.forget_after_fork()
 
     def _renewer(self) -> Renewer:
         with self._renewer_lock:
             if self._renewer_instance is None:
                 self._renewer_instance = Renewer(self)
             return self._renewer_instance
+
+    def _waker(self) -> Waker:
+        with self._renewer_lock:
+            if self._waker_instance is None:
+                self._waker_instance = Waker(self.options, self.core)
+            return self._waker_instance
+
+    # The steps of a blocking acquire woken by releases (``SingleLockFlows._acquire_flow``).
+    def _wake_join(self, key: bytes, deadline: float) -> Ticket:
+        return self._waker().join(key, deadline)
+
+    def _wake_wait(self, ticket: Ticket, seconds: float) -> bool:
+        return self._waker().wait(ticket, seconds)
+
+    def _wake_leave(self, ticket: Ticket) -> None:
+        self._waker().leave(ticket)
 
     # -- single locks ---------------------------------------------------------------------------
 
@@ -230,6 +252,8 @@ class LockClient(ClientRules[Lock]):
         if self._cleanup and deadline > time.monotonic():
             self._cleaner.run_once(deadline)
         self._closed = True
+        if self._waker_instance is not None:
+            self._waker_instance.close()
         self._close_connections()
 
     def __enter__(self) -> LockClient:

@@ -34,7 +34,11 @@ class ConnectionOptions:
 
     ``replicas_ack=N`` makes every acquire wait (``WAIT N``, at most ``replicas_timeout``) until N
     replicas have it: a lock fewer replicas acknowledged could vanish in a failover, so it is
-    released again and reported (``NotDurableError``, or ``result.not_durable`` in bulk). Every field is
+    released again and reported (``NotDurableError``, or ``result.not_durable`` in bulk).
+
+    ``wake_waiters`` (on by default): a blocking acquire that finds its lock held is woken by the
+    release, through one subscriber connection per client (``SSUBSCRIBE`` to the lock's key,
+    which the release script publishes on); False leaves waiters polling only. Every field is
     checked here (``InvalidArgumentError``/``InvalidArgumentTypeError`` naming it); to build
     options from keywords that may use redis-py's names, use ``options_from_keywords``.
     """
@@ -56,6 +60,7 @@ class ConnectionOptions:
     timeout: float = DEFAULT_TIMEOUT
     replicas_ack: int = 0
     replicas_timeout: float = DEFAULT_REPLICAS_TIMEOUT
+    wake_waiters: bool = True
 
     def __post_init__(self) -> None:
         _check_str(self.host, "host")
@@ -75,7 +80,7 @@ class ConnectionOptions:
             raise InvalidArgumentTypeError("password", f"must be str, not {type(self.password).__name__}")
         if self.username is not None:
             _check_str(self.username, "username")
-        for flag in ("ssl", "ssl_check_hostname", "insecure"):
+        for flag in ("ssl", "ssl_check_hostname", "insecure", "wake_waiters"):
             value = getattr(self, flag)
             if not isinstance(value, bool):
                 raise InvalidArgumentTypeError(flag, f"must be a bool, not {type(value).__name__}")
@@ -228,6 +233,7 @@ _URL_KEYS = {
     "ssl_check_hostname": "ssl_check_hostname",
     "replicas_ack": "replicas_ack",
     "replicas_timeout": "replicas_timeout",
+    "wake_waiters": "wake_waiters",
 }
 
 
@@ -275,6 +281,8 @@ def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:
     for name, read in (("replicas_ack", int), ("replicas_timeout", float)):
         if isinstance(kwargs.get(name), str):
             kwargs[name] = _number_in_url(kwargs[name], name, read)
+    if isinstance(kwargs.get("wake_waiters"), str):
+        kwargs["wake_waiters"] = _flag_in_url(kwargs["wake_waiters"], "wake_waiters")
     return _build(kwargs, overrides)
 
 
@@ -283,6 +291,15 @@ def _number_in_url(text: str, name: str, read: Any) -> Any:
         return read(text)
     except ValueError:
         raise InvalidArgumentError(name, f"the URL's {name} must be a number, not {text[:20]!r}") from None
+
+
+def _flag_in_url(text: str, name: str) -> bool:
+    word = text.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise InvalidArgumentError(name, f"the URL's {name} must be true or false, not {text[:20]!r}")
 
 
 def _db_from_path(path: str) -> int | None:

@@ -58,8 +58,9 @@ def _fresh(error: BaseException) -> BaseException:
 
 
 class RedisProtocol(asyncio.Protocol):
-    __slots__ = ("loop", "buffer", "address", "timeout", "on_orphan", "on_close", "error", "idle_since",
-                 "_parser", "_pending", "_unsent", "_partial", "_flush_pending", "_timer", "_transport")
+    __slots__ = ("loop", "buffer", "address", "timeout", "on_orphan", "on_close", "on_push", "error",
+                 "idle_since", "_parser", "_pending", "_unsent", "_partial", "_flush_pending", "_timer",
+                 "_transport")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, core: Any, key_prefix: bytes, address: str,
                  timeout: float, on_orphan: OrphanHandler) -> None:
@@ -69,6 +70,8 @@ class RedisProtocol(asyncio.Protocol):
         self.timeout = timeout
         self.on_orphan = on_orphan
         self.on_close: Callable[[RedisProtocol], None] | None = None
+        self.on_push: Callable[[list[object]], None] | None = None
+        """Set on a subscriber connection: every reply goes to it (none answers a request)."""
         self.error: BaseException | None = None
         self.idle_since = loop.time()  # when the last reply left nothing pending
         self._parser: Any = core.RespParser()
@@ -93,6 +96,10 @@ class RedisProtocol(asyncio.Protocol):
             self.abort(exc)
             return
         pending = self._pending
+        if self.on_push is not None and not pending:
+            if replies:
+                self.on_push(replies)
+            return
         partial = self._partial
         on_orphan = self.on_orphan
         i = 0
@@ -197,6 +204,13 @@ class RedisProtocol(asyncio.Protocol):
             self._timer = loop.call_at(deadline, self._check_deadline)
         self._transport.write(data)
         return fut
+
+    def write_now(self) -> None:
+        """Write what ``buffer`` holds, expecting no reply in turn (a subscriber's commands)."""
+        if self._transport is not None and self.error is None:
+            self._transport.write(self.buffer.take())
+        else:
+            self.buffer.clear()
 
     def _flush_soon(self) -> None:
         self._flush_pending = False

@@ -46,6 +46,10 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
     _own_keywords: tuple[str, ...] = CLIENT_KEYWORDS
     """Keywords ``from_url`` and ``from_redis`` pass to the client, not to its connections."""
     _renewer_instance: Any
+    _wakes_waiters = False
+    """Whether blocking acquires are woken by releases (``_flows.wake_book``): a one-server
+    client's ``wake_waiters`` option. A cluster's and a Sentinel's waiters only poll, for now:
+    their subscriber would have to follow the key's master."""
 
     def _configure(self, host: str, port: int, key_prefix: str | bytes, max_connections: int,
                    chunk_size: int, core: str | None, connection: dict[str, Any]) -> None:

@@ -158,22 +158,39 @@ class SingleLockFlows(LockFlows[Lease]):
     def _acquire_flow(self, wait: float | None) -> Flow[Lease | None]:
         client = self.client
         waiting = Waiting(wait)
-        while True:
-            try:
-                deadline = waiting.attempt_deadline(client.options.timeout)
-                attempt = (self.name, self.ttl, self._token, self.auto_renew, self.on_lost, deadline,
-                           self.fenced)
-                lease: Lease | None = yield Call(client._attempt, attempt)
-            except ConnectionError as error:
-                if not worth_retrying(error, wait):
-                    raise
-                lease = None  # a lock it may have taken is released in the background
-            if lease is not None:
-                return lease
-            pause = waiting.pause()
-            if pause is None:
-                return None
-            yield Sleep(pause)
+        ticket = None
+        try:
+            while True:
+                try:
+                    deadline = waiting.attempt_deadline(client.options.timeout)
+                    attempt = (self.name, self.ttl, self._token, self.auto_renew, self.on_lost, deadline,
+                               self.fenced)
+                    lease: Lease | None = yield Call(client._attempt, attempt)
+                except ConnectionError as error:
+                    if not worth_retrying(error, wait):
+                        raise
+                    lease = None  # a lock it may have taken is released in the background
+                if lease is not None:
+                    return lease
+                if ticket is None and client._wakes_waiters:
+                    key = client.key_prefix + encode_name(self.name)
+                    joined = waiting.join_deadline(client.options.timeout)
+                    ticket = yield Call(client._wake_join, (key, joined))
+                    if ticket.heard:
+                        waiting.woken_by_release()
+                    if waiting.over():
+                        return None
+                    continue  # at once: a release before the subscription was confirmed went unheard
+                pause = waiting.pause()
+                if pause is None:
+                    return None
+                if ticket is None:
+                    yield Sleep(pause)
+                else:
+                    yield Call(client._wake_wait, (ticket, pause))
+        finally:
+            if ticket is not None:
+                client._wake_leave(ticket)
 
 
 class RedlockLockFlows(LockFlows[RedlockLease]):

@@ -31,6 +31,11 @@ DEFAULT_TTL = 30
 FIRST_ATTEMPT_FLOOR = 0.01
 """A blocking acquire's first attempt gets at least this long, however short its wait."""
 
+WOKEN_POLL_FIRST = 0.1
+WOKEN_POLL_MAX = 0.2
+"""A waiter woken by releases still polls: every 50-100 ms, then every 100-200 ms (a lock whose
+holder crashed is taken within its ttl and one such pause)."""
+
 LeaseT = TypeVar("LeaseT", bound=Lease)
 
 
@@ -86,6 +91,20 @@ class Waiting:
         now = time.monotonic()
         end = max(self.deadline, now + FIRST_ATTEMPT_FLOOR) if first else self.deadline
         return end if end < now + call_timeout else None
+
+    def woken_by_release(self) -> None:
+        """The waiter is now woken when the lock is released: polling is only the safety net
+        (a holder that crashed, an expiry, a lost message), so its pauses are longer."""
+        self._backoff = Backoff(WOKEN_POLL_FIRST, WOKEN_POLL_MAX, floor=0.5)
+
+    def join_deadline(self, call_timeout: float) -> float:
+        """How long subscribing to the release of the lock may take: the call's deadline, or
+        the end of the wait if that comes first."""
+        end = time.monotonic() + call_timeout
+        return end if self.deadline is None else min(end, self.deadline)
+
+    def over(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     def pause(self) -> float | None:
         """Seconds to sleep before the next attempt, or None when the wait is over."""

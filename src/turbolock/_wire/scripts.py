@@ -22,9 +22,14 @@ class Script:
 
 
 # KEYS[1] = lock key; ARGV[1] = token. Replies 1 when deleted, 0 when the lock was not ours.
+# A release publishes on the key as a sharded channel: the clients' waiters of that lock are
+# subscribed to it (``_flows.wake_book``). pcall, not call: a server without SPUBLISH (before
+# Redis 7) or a user without channel permissions still releases; its waiters only poll.
 RELEASE = Script("release", b"""\
 if redis.call('get', KEYS[1]) == ARGV[1] then
-  return redis.call('del', KEYS[1])
+  redis.call('del', KEYS[1])
+  redis.pcall('spublish', KEYS[1], '')
+  return 1
 end
 return 0
 """)

@@ -21,6 +21,7 @@ from turbolock._aio.pool import ConnectionPool
 from turbolock._aio.protocol import NotSent
 from turbolock._aio.renewer import OnLost, Renewer
 from turbolock._aio.tokens import TokenSource
+from turbolock._aio.waker import AsyncWaker
 from turbolock._flows.bulk_flows import (
     acquire_or_claim_flow,
     extend_many_flow,
@@ -48,6 +49,7 @@ from turbolock._flows.single import (
     releasing,
 )
 from turbolock._flows.topology import AsyncServer
+from turbolock._flows.wake_book import Ticket
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, ReplyHandler, Unconfirmed
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
@@ -86,6 +88,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         self._open(max_connections)
         self._tokens = TokenSource()
         self._cleanup_runner: asyncio.Task[None] | None = None
+        self._waker_instance: AsyncWaker | None = None
 
     def _open(self, max_connections: int) -> None:
         """The server side: the pipelining connections and the executor over them."""
@@ -95,6 +98,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         """The executor over the connections ``try_acquire`` writes on itself (a cluster client's
         acquires go through its ``_exec``)."""
         self._exec: AsyncServer = self._direct
+        self._wakes_waiters = self.options.wake_waiters
 
     @property
     def max_connections(self) -> int:
@@ -104,6 +108,21 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         if self._renewer_instance is None:
             self._renewer_instance = Renewer(self)
         return self._renewer_instance
+
+    def _waker(self) -> AsyncWaker:
+        if self._waker_instance is None:
+            self._waker_instance = AsyncWaker(self.options, self.core)
+        return self._waker_instance
+
+    # The steps of a blocking acquire woken by releases (``SingleLockFlows._acquire_flow``).
+    async def _wake_join(self, key: bytes, deadline: float) -> Ticket:
+        return await self._waker().join(key, deadline)
+
+    async def _wake_wait(self, ticket: Ticket, seconds: float) -> bool:
+        return await self._waker().wait(ticket, seconds)
+
+    def _wake_leave(self, ticket: Ticket) -> None:
+        self._waker().leave(ticket)
 
     # -- single locks ---------------------------------------------------------------------------
 
@@ -331,6 +350,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         if runner is not None and not runner.done() and runner.get_loop() is asyncio.get_running_loop():
             runner.cancel()
             await asyncio.wait([runner])
+        if self._waker_instance is not None:
+            await self._waker_instance.close()
         await self._close_connections()
 
     async def _close_connections(self) -> None:

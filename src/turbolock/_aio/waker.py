@@ -1,0 +1,165 @@
+"""The asyncio client's subscriber: one connection in the client's loop that wakes the client's
+waiting acquires when their lock is released (what to do is decided by ``_flows.wake_book``).
+
+Replies arrive through the protocol's ``on_push``; commands are written at once. A lost
+connection wakes every waiter (polling goes on meanwhile) and a task connects again while
+anyone waits, subscribing again to every key waited for. The connection stays open until the
+client closes: an asyncio client lives as long as its loop's work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from turbolock._aio.connect import open_connection
+from turbolock._aio.protocol import RedisProtocol
+from turbolock._flows.wake_book import Ticket, WakeBook
+from turbolock.errors import ConnectionError, LockError
+from turbolock.options import ConnectionOptions
+
+log = logging.getLogger("turbolock")
+
+RECONNECT_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0)
+"""Pauses between attempts to connect again after the subscriber connection was lost."""
+
+
+def _no_orphans(tag: Any, reply: object) -> None:
+    """A subscriber sends no acquire: nothing can be orphaned."""
+
+
+class AsyncWaker:
+    def __init__(self, options: ConnectionOptions, core: Any) -> None:
+        self.options = options
+        self.core = core
+        self.book = WakeBook()
+        self._protocol: RedisProtocol | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._heard: dict[bytes, list[asyncio.Future[None]]] = {}
+        self._closed = False
+        self.failures = 0
+        self.connects = 0
+
+    async def join(self, key: bytes, deadline: float) -> Ticket:
+        """A ticket for ``key``, once its subscription is confirmed, or the connection failed, or
+        ``deadline`` (``time.monotonic()``) passed."""
+        if self._closed:
+            raise ConnectionError("the client is closed")
+        ticket = Ticket(key, (event := asyncio.Event()).set, event)
+        subscribe, unsubscribe = self.book.join(ticket)
+        protocol = self._protocol
+        if protocol is not None:
+            self._send(protocol, subscribe, unsubscribe)
+        elif self._connecting is None:
+            self._connecting = asyncio.get_running_loop().create_task(self._connect())
+        if not self.book.subscribed(key) and self.book.refusal is None:
+            heard = asyncio.get_running_loop().create_future()
+            self._heard.setdefault(key, []).append(heard)
+            try:
+                await asyncio.wait_for(asyncio.shield(heard), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                pass
+            except BaseException:
+                self.leave(ticket)
+                raise
+        ticket.heard = self.book.subscribed(key)
+        return ticket
+
+    async def wait(self, ticket: Ticket, seconds: float) -> bool:
+        """Sleep until ``ticket`` is woken or ``seconds`` pass; whether it was woken."""
+        event: asyncio.Event = ticket.event
+        if not event.is_set():
+            try:
+                await asyncio.wait_for(event.wait(), seconds)
+            except asyncio.TimeoutError:
+                pass
+        event.clear()
+        return self.book.consume(ticket)
+
+    def leave(self, ticket: Ticket) -> None:
+        unsubscribe = self.book.leave(ticket)
+        if unsubscribe and self._protocol is not None:
+            self._send(self._protocol, [], unsubscribe)
+
+    # -- the connection -------------------------------------------------------------------------
+
+    def _send(self, protocol: RedisProtocol, subscribe: list[bytes], unsubscribe: list[bytes]) -> None:
+        if not (subscribe or unsubscribe):
+            return
+        buffer = protocol.buffer
+        for key in subscribe:
+            buffer.append_command((b"SSUBSCRIBE", key))
+        for key in unsubscribe:
+            buffer.append_command((b"SUNSUBSCRIBE", key))
+        protocol.write_now()
+
+    async def _connect(self) -> None:
+        delays = iter(RECONNECT_DELAYS)
+        try:
+            while not self._closed and self.book.queues:
+                try:
+                    protocol = await open_connection(self.options, self.core, b"", _no_orphans)
+                except LockError as exc:
+                    log.debug("turbolock: the subscriber could not connect (%s); waiters poll", exc)
+                    self.failures += 1
+                    self._tell_waiters(None)
+                    await asyncio.sleep(next(delays, RECONNECT_DELAYS[-1]))
+                    continue
+                if self._closed:
+                    protocol.close(ConnectionError("the client is closed"))
+                    return
+                self.connects += 1
+                self._protocol = protocol
+                protocol.on_push = self._on_replies
+                protocol.on_close = self._on_lost
+                self._send(protocol, self.book.resubscribe(), [])
+                return
+        finally:
+            self._connecting = None
+
+    def _on_replies(self, replies: list[object]) -> None:
+        book = self.book
+        refusal = book.refusal
+        for reply in replies:
+            book.on_reply(reply)
+            if type(reply) is list and len(reply) == 3 and reply[0] == b"ssubscribe":
+                self._tell_waiters(reply[1])
+        if refusal is None and book.refusal is not None:
+            log.warning("turbolock: %s refused to subscribe to lock releases (%s): blocking acquires "
+                        "poll instead of being woken", self.options.address, book.refusal)
+            self._tell_waiters(None)
+
+    def _tell_waiters(self, key: object) -> None:
+        """Wake the joiners waiting for ``key``'s subscription (every joiner for None)."""
+        if key is None:
+            waiting = [heard for futures in self._heard.values() for heard in futures]
+            self._heard.clear()
+        else:
+            waiting = self._heard.pop(key, [])  # type: ignore[call-overload]
+        for heard in waiting:
+            if not heard.done():
+                heard.set_result(None)
+
+    def _on_lost(self, protocol: RedisProtocol) -> None:
+        if self._protocol is not protocol:
+            return
+        self._protocol = None
+        self.book.disconnected()
+        self._tell_waiters(None)
+        if not self._closed and self.book.queues and self._connecting is None:
+            self._connecting = protocol.loop.create_task(self._connect())
+
+    async def close(self) -> None:
+        self._closed = True
+        connecting, self._connecting = self._connecting, None
+        if connecting is not None:
+            connecting.cancel()
+            await asyncio.wait([connecting])
+        protocol, self._protocol = self._protocol, None
+        if protocol is not None:
+            protocol.on_close = None
+            protocol.close(ConnectionError("the client is closed"))
+        self.book.disconnected()
+        self._tell_waiters(None)

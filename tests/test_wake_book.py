@@ -1,0 +1,88 @@
+"""The waking decisions without a server (the same book drives threads and asyncio): whom a
+message wakes, which keys are (un)subscribed, what a lost connection or a refusal changes.
+The end-to-end behaviour against a real server is in test_waking.py."""
+
+from __future__ import annotations
+
+from turbolock._flows.wake_book import Ticket, WakeBook
+
+
+def _ticket(key: bytes, woken: list[Ticket]) -> Ticket:
+    ticket = Ticket(key, lambda: woken.append(ticket))
+    return ticket
+
+
+def test_a_message_wakes_the_longest_waiting_ticket_not_yet_woken() -> None:
+    book, woken = WakeBook(), []
+    first, second, other = _ticket(b"k", woken), _ticket(b"k", woken), _ticket(b"o", woken)
+    assert book.join(first) == ([b"k"], [])
+    assert book.join(second) == ([], [])  # one subscription per key
+    assert book.join(other) == ([b"o"], [])
+    book.on_reply([b"smessage", b"k", b""])
+    book.on_reply([b"smessage", b"k", b""])
+    assert woken == [first, second]
+    assert book.consume(first) and not book.consume(first)
+
+
+def test_a_wake_up_left_unused_goes_to_the_next_waiter() -> None:
+    book, woken = WakeBook(), []
+    first, second = _ticket(b"k", woken), _ticket(b"k", woken)
+    book.join(first)
+    book.join(second)
+    book.on_reply([b"smessage", b"k", b""])
+    book.leave(first)  # woken, but gave up before trying
+    assert woken == [first, second]
+
+
+def test_a_confirmed_subscription_wakes_its_waiters_and_a_lost_connection_wakes_all() -> None:
+    book, woken = WakeBook(), []
+    ticket = _ticket(b"k", woken)
+    book.join(ticket)
+    assert not book.subscribed(b"k")
+    book.on_reply([b"ssubscribe", b"k", 1])
+    assert book.subscribed(b"k") and woken == [ticket]  # a message before it may be lost
+    book.consume(ticket)
+    book.disconnected()
+    assert not book.subscribed(b"k") and woken == [ticket, ticket]
+    assert book.resubscribe() == [b"k"]
+
+
+def test_idle_keys_stay_subscribed_up_to_the_limit() -> None:
+    book, woken = WakeBook(idle_limit=1), []
+    tickets = [_ticket(key, woken) for key in (b"a", b"b", b"c")]
+    for ticket in tickets:
+        book.join(ticket)
+        book.on_reply([b"ssubscribe", ticket.key, 1])
+    assert book.leave(tickets[0]) == []
+    assert book.leave(tickets[1]) == [b"a"]  # the least recently used idle key goes
+    book.on_reply([b"sunsubscribe", b"a", 2])
+    assert b"a" not in book.state
+    again = _ticket(b"b", woken)
+    assert book.join(again) == ([], [])  # still subscribed: no round trip to be heard
+    assert book.subscribed(b"b")
+
+
+def test_a_key_subscribed_again_before_its_unsubscription_is_confirmed_stays_subscribed() -> None:
+    book, woken = WakeBook(idle_limit=0), []
+    ticket = _ticket(b"k", woken)
+    book.join(ticket)
+    assert book.leave(ticket) == [b"k"]  # left before its subscription was even confirmed
+    again = _ticket(b"k", woken)
+    assert book.join(again) == ([b"k"], [])
+    # Nothing was confirmed yet: the first SSUBSCRIBE's confirmation comes, then the
+    # SUNSUBSCRIBE's (the server was unsubscribed), then the second SSUBSCRIBE's.
+    book.on_reply([b"ssubscribe", b"k", 1])
+    assert not book.subscribed(b"k")
+    book.on_reply([b"sunsubscribe", b"k", 0])
+    assert not book.subscribed(b"k")
+    book.on_reply([b"ssubscribe", b"k", 1])
+    assert book.subscribed(b"k")
+
+
+def test_a_refused_subscription_stops_every_wait_for_one() -> None:
+    book, woken = WakeBook(), []
+    ticket = _ticket(b"k", woken)
+    book.join(ticket)
+    book.on_reply(Exception("NOPERM this user has no permissions to access one of the channels"))
+    assert book.refusal is not None and not book.subscribed(b"k")
+    assert book.join(_ticket(b"other", woken)) == ([], [])  # never asked again

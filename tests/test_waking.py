@@ -1,0 +1,255 @@
+"""Waking on release: a blocking acquire that finds its lock held is woken by the release (the
+release script publishes on the key, the client's one subscriber connection hears it), on
+threads and asyncio, both cores. Polling stays the safety net: a holder that crashed, a server
+that refuses subscriptions, a subscriber connection killed mid-wait."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
+
+import pytest
+import redis
+
+from _blocking_async import FRONTS, Fronts
+from _eventually import eventually
+from turbolock._flows import lock_rules
+from turbolock.asyncio import AsyncLockClient
+from turbolock.client import LockClient
+from turbolock.redis_server import RedisServer
+
+PROMPT = 0.03
+"""A woken waiter has the lock within this long of the release (it takes one round trip to
+hear and one to acquire; the polling it replaces pauses 50-200 ms between attempts)."""
+
+
+@pytest.fixture(params=FRONTS)
+def make_client(request: pytest.FixtureRequest, redis_server: RedisServer, core_name: str,
+                key_prefix: str) -> Iterator[Callable[..., Any]]:
+    url = redis_server.url
+    fronts = Fronts(request.param, partial(LockClient.from_url, url), partial(AsyncLockClient.from_url, url),
+                    core=core_name, key_prefix=key_prefix)
+    yield fronts.make
+    fronts.close()
+
+
+@pytest.fixture
+def no_polling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Waiters that hear releases do not poll during the test: only a wake-up can hand over."""
+    monkeypatch.setattr(lock_rules, "WOKEN_POLL_FIRST", 30.0)
+    monkeypatch.setattr(lock_rules, "WOKEN_POLL_MAX", 30.0)
+
+
+def _acquire_in_thread(lock: Any, timeout: float) -> tuple[threading.Thread, list[float]]:
+    """Start ``lock.acquire(timeout=...)`` in a thread; the list gets the time it returned True."""
+    done: list[float] = []
+
+    def take() -> None:
+        if lock.acquire(timeout=timeout):
+            done.append(time.monotonic())
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    return thread, done
+
+
+def _handover_delays(client: Any, rounds: int, name: str = "wake") -> list[float]:
+    """Per round: a waiter blocks on a held lock, the holder releases; how long after the
+    release the waiter had it."""
+    delays = []
+    for _ in range(rounds):
+        held = client.try_acquire(name, 30)
+        assert held is not None
+        waiter = client.lock(name, 30)
+        thread, done = _acquire_in_thread(waiter, 10)
+        time.sleep(0.3)  # the waiter found the lock held and waits (pauses up to 200 ms)
+        released = time.monotonic()
+        assert client.release(held)
+        thread.join(10)
+        assert done, "the waiter never acquired"
+        delays.append(done[0] - released)
+        waiter.release()
+    return delays
+
+
+def test_a_release_wakes_the_waiter_at_once(make_client: Callable[..., Any]) -> None:
+    client = make_client()
+    delays = _handover_delays(client, 5)
+    assert max(delays) < PROMPT, delays
+
+
+def test_control_without_waking_the_waiter_finds_out_by_polling(make_client: Callable[..., Any]) -> None:
+    # The negative control of the test above: the same hand-overs, waiters polling only. Each
+    # misses the release by a jittered pause of up to 200 ms; five all within PROMPT would
+    # happen about once in 10^5 runs.
+    client = make_client(wake_waiters=False)
+    delays = _handover_delays(client, 5)
+    assert max(delays) >= PROMPT, delays
+
+
+def test_a_release_just_before_the_subscription_is_not_missed(make_client: Callable[..., Any],
+                                                               raw: redis.Redis, key_prefix: str,
+                                                               no_polling: None) -> None:
+    # The lock is released after the waiter's failed attempt and before its subscription: the
+    # message goes out to nobody. The waiter must still take it, by the attempt it makes once
+    # subscribed (it would otherwise wait for a poll that this test has put off).
+    client = make_client()
+    holder = make_client()
+    held = holder.try_acquire("gap", 30)
+    assert held is not None
+    target = client._target if hasattr(client, "_target") else client
+    join = target._wake_join
+    released: list[float] = []
+
+    def release_then_join(key: bytes, deadline: float) -> Any:
+        assert raw.delete(key_prefix + "gap") == 1  # by hand: no message is published
+        released.append(time.monotonic())
+        return join(key, deadline)
+
+    target._wake_join = release_then_join
+    waiter = client.lock("gap", 30)
+    assert waiter.acquire(timeout=5)
+    assert released and time.monotonic() - released[0] < 1.0
+    waiter.release()
+
+
+def test_one_release_wakes_one_waiter_in_arrival_order(make_client: Callable[..., Any],
+                                                       no_polling: None) -> None:
+    client = make_client()
+    held = client.try_acquire("queue", 30)
+    assert held is not None
+    order: list[int] = []
+    threads = []
+    for index in range(5):
+        lock = client.lock("queue", 30)
+
+        def take(lock: Any = lock, index: int = index) -> None:
+            if lock.acquire(timeout=20):
+                order.append(index)
+                time.sleep(0.02)
+                lock.release()
+
+        thread = threading.Thread(target=take, daemon=True)
+        thread.start()
+        threads.append(thread)
+        time.sleep(0.1)  # each one waits before the next arrives
+    started = time.monotonic()
+    assert client.release(held)
+    for thread in threads:
+        thread.join(20)
+    elapsed = time.monotonic() - started
+    assert order == [0, 1, 2, 3, 4]
+    # Polling is off: only wake-ups handed the lock over, one per release, each at once.
+    assert elapsed < 5 * (0.02 + PROMPT), elapsed
+
+
+def test_the_subscriber_connection_killed_mid_wait_comes_back(make_client: Callable[..., Any],
+                                                              raw: redis.Redis, key_prefix: str,
+                                                              no_polling: None) -> None:
+    client = make_client()
+    held = client.try_acquire("killed", 30)
+    assert held is not None
+    waiter = client.lock("killed", 30)
+    thread, done = _acquire_in_thread(waiter, 20)
+    channel = (key_prefix + "killed").encode()
+    assert eventually(lambda: raw.execute_command("PUBSUB", "SHARDNUMSUB", channel)[1] == 1, 5)
+    assert raw.client_kill_filter(_type="pubsub") >= 1
+    # The subscriber connects again and subscribes again to the key still waited for.
+    assert eventually(lambda: raw.execute_command("PUBSUB", "SHARDNUMSUB", channel)[1] == 1, 5)
+    time.sleep(0.05)
+    released = time.monotonic()
+    assert client.release(held)
+    thread.join(10)
+    assert done and done[0] - released < PROMPT, done
+    waiter.release()
+
+
+def test_a_crashed_holder_is_outwaited_by_polling(make_client: Callable[..., Any], redis_server: RedisServer,
+                                                  key_prefix: str) -> None:
+    # A holder process killed with the lock: no release, no message. The waiter takes the lock
+    # once its ttl ran out, within one poll pause (at most 200 ms) of the expiry.
+    ttl = 0.8
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import os, signal, sys\n"
+        "from turbolock import LockClient\n"
+        f"c = LockClient(port={redis_server.port}, key_prefix={key_prefix!r})\n"
+        f"assert c.try_acquire('crash', {ttl}) is not None\n"
+        "print('held', flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    held_at = time.monotonic()
+    holder.wait(10)
+    client = make_client()
+    waiter = client.lock("crash", 30)
+    assert waiter.acquire(timeout=5)
+    waited = time.monotonic() - held_at
+    assert ttl - 0.05 < waited < ttl + 0.2 + 0.1, waited
+    waiter.release()
+
+
+def test_waiters_that_give_up_leave_no_ticket_and_few_subscriptions(make_client: Callable[..., Any],
+                                                                   raw: redis.Redis, key_prefix: str) -> None:
+    client = make_client()
+    names = [f"idle{i}" for i in range(6)]
+    held = [client.try_acquire(name, 30) for name in names]
+    assert all(held)
+    client._waker().book.idle_limit = 2
+    threads = [_acquire_in_thread(client.lock(name, 30), 0.3)[0] for name in names]
+    for thread in threads:
+        thread.join(10)
+    book = client._waker().book
+    assert book.waiting == 0 and not book.queues
+    channels = [(key_prefix + name).encode() for name in names]
+
+    def subscribed() -> int:
+        counts = raw.execute_command("PUBSUB", "SHARDNUMSUB", *channels)
+        return sum(counts[1::2])
+
+    assert eventually(lambda: subscribed() == 2, 5)  # the two most recent idle keys stay subscribed
+    for lease in held:
+        assert client.release(lease)
+
+
+def test_close_drops_the_subscriptions(make_client: Callable[..., Any], raw: redis.Redis,
+                                       key_prefix: str) -> None:
+    client = make_client()
+    held = client.try_acquire("closing", 30)
+    assert held is not None
+    assert not client.lock("closing", 30).acquire(timeout=0.2)
+    channel = (key_prefix + "closing").encode()
+    assert raw.execute_command("PUBSUB", "SHARDNUMSUB", channel)[1] == 1
+    client.close()
+    assert eventually(lambda: raw.execute_command("PUBSUB", "SHARDNUMSUB", channel)[1] == 0, 5)
+
+
+def test_a_user_without_channel_permissions_still_acquires_by_polling(
+        own_server: RedisServer, core_name: str, key_prefix: str, caplog: pytest.LogCaptureFixture) -> None:
+    # Redis 7's default for a new user is no channel at all: SSUBSCRIBE is refused, and so is
+    # the release script's SPUBLISH (which must not fail the release).
+    admin = redis.Redis(port=own_server.port)
+    admin.execute_command("ACL", "SETUSER", "nochannels", "on", ">secret", "~*", "+@all", "resetchannels")
+    client = LockClient(port=own_server.port, username="nochannels", password="secret", core=core_name,
+                        key_prefix=key_prefix)
+    try:
+        held = client.try_acquire("acl", 30)
+        assert held is not None
+        waiter = client.lock("acl", 30)
+        with caplog.at_level(logging.WARNING, logger="turbolock"):
+            thread, done = _acquire_in_thread(waiter, 10)
+            time.sleep(0.3)
+            released = time.monotonic()
+            assert client.release(held)
+            thread.join(10)
+        assert done and done[0] - released < 0.25, done  # one poll pause at most
+        assert any("refused to subscribe" in record.getMessage() for record in caplog.records)
+        assert "secret" not in caplog.text
+        waiter.release()
+    finally:
+        client.close()
+        admin.close()
