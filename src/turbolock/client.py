@@ -120,6 +120,9 @@ class LockClient(ClientRules[Lock]):
     def _wake_leave(self, ticket: Ticket) -> None:
         self._waker().leave(ticket)
 
+    def _wake_consume(self, ticket: Ticket) -> None:
+        self._waker().consume(ticket)
+
     # -- single locks ---------------------------------------------------------------------------
 
     def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
@@ -168,7 +171,7 @@ class LockClient(ClientRules[Lock]):
             reply = self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
         except BaseException as exc:
             raise release_failed(self, lease, exc) from None
-        return release_result(reply, lease)
+        return release_result(self, reply, lease)
 
     def extend(self, lease: Lease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not (the

@@ -3,8 +3,8 @@ waiting acquires when their lock is released (what to do is decided by ``_flows.
 
 Replies arrive through the protocol's ``on_push``; commands are written at once. A lost
 connection wakes every waiter (polling goes on meanwhile) and a task connects again while
-anyone waits, subscribing again to every key waited for. The connection stays open until the
-client closes: an asyncio client lives as long as its loop's work.
+anyone waits, subscribing again to every key waited for. Keys nobody waits for are
+unsubscribed after a while (a timer); the connection stays open until the client closes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from turbolock._aio.connect import open_connection
 from turbolock._aio.protocol import RedisProtocol
-from turbolock._flows.wake_book import Ticket, WakeBook
+from turbolock._flows.wake_book import IDLE_SECONDS, Ticket, WakeBook
 from turbolock.errors import ConnectionError, LockError
 from turbolock.options import ConnectionOptions
 
@@ -38,6 +38,7 @@ class AsyncWaker:
         self._protocol: RedisProtocol | None = None
         self._connecting: asyncio.Task[None] | None = None
         self._heard: dict[bytes, list[asyncio.Future[None]]] = {}
+        self._expiry: asyncio.TimerHandle | None = None
         self._closed = False
         self.failures = 0
         self.connects = 0
@@ -78,10 +79,29 @@ class AsyncWaker:
         event.clear()
         return self.book.consume(ticket)
 
+    def consume(self, ticket: Ticket) -> None:
+        """Forget that ``ticket`` was woken (its next attempt sees the lock as it is)."""
+        ticket.event.clear()
+        self.book.consume(ticket)
+
     def leave(self, ticket: Ticket) -> None:
-        unsubscribe = self.book.leave(ticket)
-        if unsubscribe and self._protocol is not None:
-            self._send(self._protocol, [], unsubscribe)
+        unsubscribe = self.book.leave(ticket, time.monotonic())
+        protocol = self._protocol
+        if protocol is None:
+            return
+        if unsubscribe:
+            self._send(protocol, [], unsubscribe)
+        if self.book.idle and self._expiry is None:
+            self._expiry = protocol.loop.call_later(IDLE_SECONDS, self._expire_idle)
+
+    def _expire_idle(self) -> None:
+        self._expiry = None
+        protocol = self._protocol
+        if protocol is None:
+            return
+        self._send(protocol, [], self.book.expire_idle(time.monotonic()))
+        if self.book.idle:
+            self._expiry = protocol.loop.call_later(IDLE_SECONDS / 4, self._expire_idle)
 
     # -- the connection -------------------------------------------------------------------------
 
@@ -146,6 +166,9 @@ class AsyncWaker:
         if self._protocol is not protocol:
             return
         self._protocol = None
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
         self.book.disconnected()
         self._tell_waiters(None)
         if not self._closed and self.book.queues and self._connecting is None:
@@ -157,6 +180,9 @@ class AsyncWaker:
         if connecting is not None:
             connecting.cancel()
             await asyncio.wait([connecting])
+        expiry, self._expiry = self._expiry, None
+        if expiry is not None:
+            expiry.cancel()
         protocol, self._protocol = self._protocol, None
         if protocol is not None:
             protocol.on_close = None

@@ -123,9 +123,10 @@ def pttl_encoder(keys: list[bytes]) -> Encoder:
 
 
 def flag(reply: object, lease: Lease) -> bool:
-    """A release/extend script's reply: True (1) or False (0); an error reply raises."""
+    """A release/extend script's reply: True (1, or more for a release: 1 + the subscribers
+    told) or False (0); an error reply raises."""
     if type(reply) is int:
-        return reply == 1
+        return reply >= 1
     raise reply_error(reply, lease.name)
 
 
@@ -143,7 +144,7 @@ def settle_release(client: BulkClient, leases: Sequence[Lease], replies: list[ob
             f"the connection failed mid-batch: the release of {len(names)} locks is unconfirmed "
             "and will be retried", names)
     if set(map(type, replies)) <= {int}:  # the usual case, without a call per reply
-        return [reply == 1 for reply in replies]
+        return [reply >= 1 for reply in replies]  # type: ignore[operator]  # 1 + subscribers told
     return [flag(reply, lease) for reply, lease in zip(replies, leases, strict=True)]
 
 

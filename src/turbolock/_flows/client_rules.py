@@ -5,6 +5,7 @@ whose outcome was lost or that was found lost. The clients add the connections a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import Any, Generic, TypeVar
@@ -29,10 +30,16 @@ from turbolock._flows.single import adopted_lease, check_flow, extend_flow, quer
 from turbolock._flows.steps import Flow
 from turbolock._wire import core as _core
 from turbolock._wire.replies import reply_error
-from turbolock._wire.validate import Seconds, check_key_prefix
+from turbolock._wire.validate import Seconds, check_key_prefix, encode_name
 from turbolock.errors import LockError
 from turbolock.lease import FencedLease, Lease
 from turbolock.options import ConnectionOptions, options_from_keywords, options_from_redis, options_from_url
+
+YIELD_SECONDS = 0.002
+"""How long a client that released a lock others wait for lets them take it first."""
+
+YIELDING_KEYS = 1024
+"""Keys released to waiters elsewhere remembered at once before the expired ones are dropped."""
 
 C = TypeVar("C", bound="ClientRules[Any]")
 LockT = TypeVar("LockT")
@@ -46,6 +53,7 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
     _own_keywords: tuple[str, ...] = CLIENT_KEYWORDS
     """Keywords ``from_url`` and ``from_redis`` pass to the client, not to its connections."""
     _renewer_instance: Any
+    _waker_instance: Any = None
     _wakes_waiters = False
     """Whether blocking acquires are woken by releases (``_flows.wake_book``): a one-server
     client's ``wake_waiters`` option. A cluster's and a Sentinel's waiters only poll, for now:
@@ -65,6 +73,45 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
         self._cleanup = CleanupBook()
         self._renewer_instance = None
         self._closed = False
+        self._yield_until: dict[bytes, float] = {}
+
+    # -- fairness between waiters (see ``_flows.wake_book``) ---------------------------------------
+
+    def _released(self, key: bytes, reply: int) -> None:
+        """After a release of ``key`` whose reply (1 + the subscribers told) says clients other
+        than this one wait for it: this client's next blocking acquire of it, within
+        ``YIELD_SECONDS``, lets one of them take it first. A worker that releases and takes the
+        lock again at once would otherwise keep it from waiters who need a round trip to hear."""
+        told = reply - 1
+        if told <= 0 or not self._wakes_waiters:
+            return
+        key = self.key_prefix + key  # the channel: the key as the server has it
+        waker = self._waker_instance
+        if waker is not None and waker.book.listening(key):
+            told -= 1  # this client's own subscriber heard it too
+        if told > 0:
+            now = time.monotonic()
+            yielding = self._yield_until
+            if len(yielding) >= YIELDING_KEYS:
+                # list() copies at once: another thread of a threaded client may add meanwhile.
+                for stale in [k for k, until in list(yielding.items()) if until <= now]:
+                    yielding.pop(stale, None)
+            yielding[key] = now + YIELD_SECONDS
+
+    def _wait_first(self, name: str | bytes) -> tuple[bytes, float | None] | None:
+        """Whether a blocking acquire of ``name`` waits to be woken before its first attempt:
+        its key and for how long at most (None: a waiter's usual pause), while waiters of this
+        client queue for it (first come, first served: one release wakes one), or just after
+        this client released it to waiters elsewhere; None to attempt at once."""
+        waker = self._waker_instance
+        if not self._yield_until and (waker is None or not waker.book.queues):
+            return None
+        key = self.key_prefix + encode_name(name)
+        if waker is not None and key in waker.book.queues:
+            return key, None
+        until = self._yield_until.pop(key, None)
+        left = 0.0 if until is None else until - time.monotonic()
+        return (key, left) if left > 0 else None
 
     @classmethod
     def from_url(cls: type[C], url: str, **kwargs: Any) -> C:

@@ -160,6 +160,19 @@ class SingleLockFlows(LockFlows[Lease]):
         waiting = Waiting(wait)
         ticket = None
         try:
+            first = client._wait_first(self.name) if client._wakes_waiters else None
+            if first is not None:
+                key, seconds = first
+                ticket = yield Call(client._wake_join, (key, waiting.join_deadline(client.options.timeout)))
+                if ticket.heard:
+                    waiting.woken_by_release()
+                if seconds is None:  # behind this client's own waiters: woken in turn
+                    pause = waiting.pause()
+                    if pause:
+                        yield Call(client._wake_wait, (ticket, pause))
+                else:  # letting waiters elsewhere go first; its own release's message must not wake it
+                    yield Sleep(waiting.within(seconds))
+                    client._wake_consume(ticket)  # the attempt below sees what any release did
             while True:
                 try:
                     deadline = waiting.attempt_deadline(client.options.timeout)

@@ -103,6 +103,12 @@ class Waiting:
         end = time.monotonic() + call_timeout
         return end if self.deadline is None else min(end, self.deadline)
 
+    def within(self, seconds: float) -> float:
+        """``seconds``, or what is left of the wait if that is less."""
+        if self.deadline is None:
+            return seconds
+        return max(0.0, min(seconds, self.deadline - time.monotonic()))
+
     def over(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
 

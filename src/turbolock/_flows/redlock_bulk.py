@@ -177,7 +177,7 @@ def release_many_flow(client: RedlockRules, leases: Sequence[RedlockLease]) -> F
         lease._released = True
     rows = yield from run_release_flow(client, keys, tokens, timeout)
     count = len(checked)
-    released = _tally(rows, count, lambda reply: reply == 1)
+    released = _tally(rows, count, _scripts.released)
     errored = _tally(rows, count, lambda reply: type(reply) is not int)
     for master, row in zip(client.masters, rows, strict=True):
         for lease, reply in zip(checked, row, strict=True):

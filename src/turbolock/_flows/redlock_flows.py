@@ -202,7 +202,7 @@ class RedlockFlows(RedlockRules):
         for reply in replies:
             if type(reply) is not int:
                 errored += 1
-            elif reply == 1:
+            elif _scripts.released(reply):
                 released += 1
         if released >= self.quorum:
             return True

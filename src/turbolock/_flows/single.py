@@ -47,9 +47,11 @@ def acquire_result(client: Any, reply: object, name: str | bytes, key: bytes, to
     raise client._refused(reply, name)
 
 
-def release_result(reply: object, lease: Lease) -> bool:
+def release_result(client: Any, reply: object, lease: Lease) -> bool:
     if type(reply) is int:
-        return reply == 1
+        if reply > 1:  # 1 + the subscribers told (see ``scripts.RELEASE``)
+            client._released(lease.key, reply)
+        return reply >= 1
     raise reply_error(reply, lease.name)
 
 

@@ -14,9 +14,9 @@ for the key and waits on it. The threaded and the asyncio wakers (``_sync.waker`
   server for one winner. A woken waiter that leaves without trying passes its wake-up on.
 - A subscription that may have missed messages (the connection was lost, or just made) wakes
   every waiter of its key: they try again, and polling with backoff stays the safety net.
-- Subscriptions outlive their waiters, up to ``IDLE_SUBSCRIPTIONS`` keys nobody waits for (the
-  least recently used are unsubscribed first): a contended key is subscribed once, not once
-  per wait.
+- Subscriptions outlive their waiters for ``IDLE_SECONDS``, up to ``IDLE_SUBSCRIPTIONS`` keys
+  nobody waits for (the least recently used are unsubscribed first): a contended key is
+  subscribed once, not once per wait.
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ from typing import Any
 
 IDLE_SUBSCRIPTIONS = 1024
 """Keys kept subscribed with nobody waiting for them."""
+
+IDLE_SECONDS = 1.0
+"""How long a key stays subscribed after its last waiter left. Short: a release counts the
+subscribers it told, and a subscriber nobody behind it waits for would make the releaser yield
+for nothing (see ``ClientRules._released``)."""
 
 NONE, SUBSCRIBING, SUBSCRIBED, AFTER_UNSUBSCRIBE = 0, 1, 2, 3
 """A key's subscription: none (a key still in ``state`` with NONE has its SUNSUBSCRIBE in
@@ -59,7 +64,8 @@ class WakeBook:
     def __init__(self, idle_limit: int = IDLE_SUBSCRIPTIONS) -> None:
         self.queues: dict[bytes, list[Ticket]] = {}
         self.state: dict[bytes, int] = {}
-        self.idle: OrderedDict[bytes, None] = OrderedDict()
+        self.idle: OrderedDict[bytes, float] = OrderedDict()
+        """Subscribed keys nobody waits for, oldest first, with when they became idle."""
         self.idle_limit = idle_limit
         self.refusal: str | None = None
         """Why the server refused a subscription, once it did: from then on waiters only poll."""
@@ -83,7 +89,11 @@ class WakeBook:
     def subscribed(self, key: bytes) -> bool:
         return self.state.get(key, NONE) == SUBSCRIBED
 
-    def leave(self, ticket: Ticket) -> list[bytes]:
+    def listening(self, key: bytes) -> bool:
+        """Whether this connection is (or is about to be) subscribed to ``key``."""
+        return self.state.get(key, NONE) != NONE
+
+    def leave(self, ticket: Ticket, now: float = 0.0) -> list[bytes]:
         """Take ``ticket`` out of its queue (a wake-up it did not use goes to the next waiter);
         the idle keys to unsubscribe to stay within the limit."""
         key = ticket.key
@@ -99,8 +109,21 @@ class WakeBook:
         del self.queues[key]
         if self.state.get(key, NONE) == NONE:
             return []
-        self.idle[key] = None
+        self.idle[key] = now
         return self._evict()
+
+    def expire_idle(self, now: float, seconds: float = IDLE_SECONDS) -> list[bytes]:
+        """The idle keys to unsubscribe at ``now``: those idle for ``seconds``."""
+        idle = self.idle
+        expired: list[bytes] = []
+        for key, since in idle.items():
+            if now - since < seconds:
+                break
+            expired.append(key)
+        for key in expired:
+            del idle[key]
+            self.state[key] = NONE
+        return expired
 
     def consume(self, ticket: Ticket) -> bool:
         """Whether ``ticket`` was woken since it last asked (and it is no longer)."""

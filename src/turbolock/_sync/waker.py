@@ -27,8 +27,9 @@ log = logging.getLogger("turbolock")
 RECONNECT_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0)
 """Pauses between attempts to connect again after the subscriber connection was lost."""
 
-IDLE_POLL = 1.0
-"""How often an idle subscriber thread looks up from ``select`` (a close is also signalled)."""
+IDLE_POLL = 0.25
+"""How often an idle subscriber thread looks up from ``select``, to unsubscribe the keys idle
+too long (a close, or a waiter's command, wakes it at once)."""
 
 IDLE_CLOSE = 30.0
 """Seconds with nobody waiting after which the subscriber connection is closed (and its thread
@@ -95,10 +96,16 @@ class Waker:
             event.clear()
             return self.book.consume(ticket)
 
+    def consume(self, ticket: Ticket) -> None:
+        """Forget that ``ticket`` was woken (its next attempt sees the lock as it is)."""
+        with self._lock:
+            ticket.event.clear()
+            self.book.consume(ticket)
+
     def leave(self, ticket: Ticket) -> None:
         with self._lock:
-            unsubscribe = self.book.leave(ticket)
-            self._last_waiter = time.monotonic()
+            self._last_waiter = now = time.monotonic()
+            unsubscribe = self.book.leave(ticket, now)
             if unsubscribe and self._conn is not None:
                 self._outbox.extend((b"SUNSUBSCRIBE", k) for k in unsubscribe)
                 self._poke()
@@ -165,6 +172,7 @@ class Waker:
                 if self._idle():
                     return
                 outbox, self._outbox = self._outbox, []
+                outbox.extend((b"SUNSUBSCRIBE", k) for k in self.book.expire_idle(time.monotonic()))
             if outbox:
                 buffer = conn.buffer
                 for command in outbox:

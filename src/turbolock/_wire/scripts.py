@@ -21,18 +21,27 @@ class Script:
         object.__setattr__(self, "sha", hashlib.sha1(self.source).hexdigest().encode())
 
 
-# KEYS[1] = lock key; ARGV[1] = token. Replies 1 when deleted, 0 when the lock was not ours.
-# A release publishes on the key as a sharded channel: the clients' waiters of that lock are
-# subscribed to it (``_flows.wake_book``). pcall, not call: a server without SPUBLISH (before
-# Redis 7) or a user without channel permissions still releases; its waiters only poll.
+# KEYS[1] = lock key; ARGV[1] = token. Replies 1 + the subscribers told when deleted (see
+# ``released``), 0 when the lock was not ours. A release publishes on the key as a sharded
+# channel: the clients' waiters of that lock are subscribed to it (``_flows.wake_book``). pcall,
+# not call: a server without SPUBLISH (before Redis 7) or a user without channel permissions
+# still releases; its waiters only poll.
 RELEASE = Script("release", b"""\
 if redis.call('get', KEYS[1]) == ARGV[1] then
   redis.call('del', KEYS[1])
-  redis.pcall('spublish', KEYS[1], '')
+  local told = redis.pcall('spublish', KEYS[1], '')
+  if type(told) == 'number' then
+    return 1 + told
+  end
   return 1
 end
 return 0
 """)
+
+
+def released(reply: object) -> bool:
+    """Whether a ``RELEASE`` reply says the lock was deleted."""
+    return type(reply) is int and reply >= 1
 
 # KEYS[1] = lock key; ARGV[1] = token, ARGV[2] = ttl in ms. Replies 1 when extended, else 0.
 EXTEND = Script("extend", b"""\

@@ -124,6 +124,9 @@ class AsyncLockClient(ClientRules[AsyncLock]):
     def _wake_leave(self, ticket: Ticket) -> None:
         self._waker().leave(ticket)
 
+    def _wake_consume(self, ticket: Ticket) -> None:
+        self._waker().consume(ticket)
+
     # -- single locks ---------------------------------------------------------------------------
 
     async def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
@@ -202,7 +205,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             reply = await self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
         except BaseException as exc:
             raise release_failed(self, lease, exc) from None
-        return release_result(reply, lease)
+        return release_result(self, reply, lease)
 
     async def extend(self, lease: Lease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not (the
