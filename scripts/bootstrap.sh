@@ -1,5 +1,6 @@
 # Sourced by scripts/test and scripts/demo: installs whatever is missing, quickly when nothing is.
-#   - Debian packages: redis-server (and redis-tools), libhiredis-dev, pkg-config, a C compiler
+#   - Debian packages: redis-server (and redis-tools), libhiredis-dev, pkg-config, a C compiler,
+#     postgresql (for the fencing recipe's tests)
 #   - a virtualenv in .venv with turbolock installed editable (its C core built), test extras included
 # Set TURBOLOCK_REQUIRE_EXTENSIONS=1 to make a failed C build an error instead of a fallback.
 set -euo pipefail
@@ -18,6 +19,8 @@ ensure_system_packages() {
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)
     command -v cc >/dev/null 2>&1 || missing+=(gcc)
     if ! pkg-config --exists hiredis 2>/dev/null; then missing+=(libhiredis-dev); fi
+    # The fencing recipe is tested against a real PostgreSQL (a throwaway cluster per run).
+    compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
     [ ${#missing[@]} -eq 0 ] && return 0
     log "installing ${missing[*]}"
     local sudo=""

@@ -19,14 +19,10 @@ import redis
 
 from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
-from turbolock._flows import lock_rules
+from _waking import PROMPT, acquire_in_thread, handover_delays, stop_polling
 from turbolock.asyncio import AsyncLockClient
 from turbolock.client import LockClient
 from turbolock.redis_server import RedisServer
-
-PROMPT = 0.03
-"""A woken waiter has the lock within this long of the release (it takes one round trip to
-hear and one to acquire; the polling it replaces pauses 50-200 ms between attempts)."""
 
 
 @pytest.fixture(params=FRONTS)
@@ -41,46 +37,12 @@ def make_client(request: pytest.FixtureRequest, redis_server: RedisServer, core_
 
 @pytest.fixture
 def no_polling(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Waiters that hear releases do not poll during the test: only a wake-up can hand over."""
-    monkeypatch.setattr(lock_rules, "WOKEN_POLL_FIRST", 30.0)
-    monkeypatch.setattr(lock_rules, "WOKEN_POLL_MAX", 30.0)
-
-
-def _acquire_in_thread(lock: Any, timeout: float) -> tuple[threading.Thread, list[float]]:
-    """Start ``lock.acquire(timeout=...)`` in a thread; the list gets the time it returned True."""
-    done: list[float] = []
-
-    def take() -> None:
-        if lock.acquire(timeout=timeout):
-            done.append(time.monotonic())
-
-    thread = threading.Thread(target=take, daemon=True)
-    thread.start()
-    return thread, done
-
-
-def _handover_delays(client: Any, rounds: int, name: str = "wake") -> list[float]:
-    """Per round: a waiter blocks on a held lock, the holder releases; how long after the
-    release the waiter had it."""
-    delays = []
-    for _ in range(rounds):
-        held = client.try_acquire(name, 30)
-        assert held is not None
-        waiter = client.lock(name, 30)
-        thread, done = _acquire_in_thread(waiter, 10)
-        time.sleep(0.3)  # the waiter found the lock held and waits (pauses up to 200 ms)
-        released = time.monotonic()
-        assert client.release(held)
-        thread.join(10)
-        assert done, "the waiter never acquired"
-        delays.append(done[0] - released)
-        waiter.release()
-    return delays
+    stop_polling(monkeypatch)
 
 
 def test_a_release_wakes_the_waiter_at_once(make_client: Callable[..., Any]) -> None:
     client = make_client()
-    delays = _handover_delays(client, 5)
+    delays = handover_delays(client, 5)
     assert max(delays) < PROMPT, delays
 
 
@@ -89,7 +51,7 @@ def test_control_without_waking_the_waiter_finds_out_by_polling(make_client: Cal
     # misses the release by a jittered pause of up to 200 ms; five all within PROMPT would
     # happen about once in 10^5 runs.
     client = make_client(wake_waiters=False)
-    delays = _handover_delays(client, 5)
+    delays = handover_delays(client, 5)
     assert max(delays) >= PROMPT, delays
 
 
@@ -156,7 +118,7 @@ def test_the_subscriber_connection_killed_mid_wait_comes_back(make_client: Calla
     held = client.try_acquire("killed", 30)
     assert held is not None
     waiter = client.lock("killed", 30)
-    thread, done = _acquire_in_thread(waiter, 20)
+    thread, done = acquire_in_thread(waiter, 20)
     channel = (key_prefix + "killed").encode()
     assert eventually(lambda: raw.execute_command("PUBSUB", "SHARDNUMSUB", channel)[1] == 1, 5)
     assert raw.client_kill_filter(_type="pubsub") >= 1
@@ -200,7 +162,7 @@ def test_waiters_that_give_up_leave_no_ticket_and_few_subscriptions(make_client:
     held = [client.try_acquire(name, 30) for name in names]
     assert all(held)
     client._waker().book.idle_limit = 2
-    threads = [_acquire_in_thread(client.lock(name, 30), 0.3)[0] for name in names]
+    threads = [acquire_in_thread(client.lock(name, 30), 0.3)[0] for name in names]
     for thread in threads:
         thread.join(10)
     book = client._waker().book
@@ -241,7 +203,7 @@ def test_a_user_without_channel_permissions_still_acquires_by_polling(
         assert held is not None
         waiter = client.lock("acl", 30)
         with caplog.at_level(logging.WARNING, logger="turbolock"):
-            thread, done = _acquire_in_thread(waiter, 10)
+            thread, done = acquire_in_thread(waiter, 10)
             time.sleep(0.3)
             released = time.monotonic()
             assert client.release(held)

@@ -107,7 +107,7 @@ class LockClient(ClientRules[Lock]):
     def _waker(self) -> Waker:
         with self._renewer_lock:
             if self._waker_instance is None:
-                self._waker_instance = Waker(self.options, self.core)
+                self._waker_instance = Waker(self.options, self._pool.open_unpooled)
             return self._waker_instance
 
     # The steps of a blocking acquire woken by releases (``SingleLockFlows._acquire_flow``).

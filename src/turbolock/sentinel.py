@@ -42,6 +42,7 @@ class SentinelLockClient(SentinelRules, LockClient):
                                   self._sentinels)
         self._exec = SentinelExecutor(self._pool, options.timeout, self._chunk_size)
         self._exec_renewals = SentinelExecutor(self._pool, options.timeout, COMMANDS_PER_WRITE)
+        self._wakes_waiters = options.wake_waiters  # the subscriber follows the master (the pool's)
 
     def _close_connections(self) -> None:
         self._pool.close()

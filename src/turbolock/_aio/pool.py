@@ -103,6 +103,10 @@ class ConnectionPool:
         self._open.append(conn)
         return conn
 
+    async def open_unpooled(self) -> RedisProtocol:
+        """A new connection that is never handed out (a subscriber's), where this pool's go."""
+        return await self._open_connection()
+
     async def _open_connection(self) -> RedisProtocol:
         return await open_connection(self.options, self.core, self.key_prefix, self.on_orphan)
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-from turbolock._aio.connect import open_connection
 from turbolock._aio.protocol import RedisProtocol
 from turbolock._flows.wake_book import IDLE_SECONDS, Ticket, WakeBook
 from turbolock.errors import ConnectionError, LockError
@@ -26,14 +25,13 @@ RECONNECT_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0)
 """Pauses between attempts to connect again after the subscriber connection was lost."""
 
 
-def _no_orphans(tag: Any, reply: object) -> None:
-    """A subscriber sends no acquire: nothing can be orphaned."""
-
-
 class AsyncWaker:
-    def __init__(self, options: ConnectionOptions, core: Any) -> None:
+    """``connect()`` makes the subscriber's connection (where the client's pool connects: one
+    server, or the master the Sentinels name)."""
+
+    def __init__(self, options: ConnectionOptions, connect: Callable[[], Awaitable[RedisProtocol]]) -> None:
         self.options = options
-        self.core = core
+        self._open = connect
         self.book = WakeBook()
         self._protocol: RedisProtocol | None = None
         self._connecting: asyncio.Task[None] | None = None
@@ -120,7 +118,7 @@ class AsyncWaker:
         try:
             while not self._closed and self.book.queues:
                 try:
-                    protocol = await open_connection(self.options, self.core, b"", _no_orphans)
+                    protocol = await self._open()
                 except LockError as exc:
                     log.debug("turbolock: the subscriber could not connect (%s); waiters poll", exc)
                     self.failures += 1

@@ -55,9 +55,9 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
     _renewer_instance: Any
     _waker_instance: Any = None
     _wakes_waiters = False
-    """Whether blocking acquires are woken by releases (``_flows.wake_book``): a one-server
-    client's ``wake_waiters`` option. A cluster's and a Sentinel's waiters only poll, for now:
-    their subscriber would have to follow the key's master."""
+    """Whether blocking acquires are woken by releases (``_flows.wake_book``): the
+    ``wake_waiters`` option of a one-server or Sentinel client. A cluster's waiters only poll,
+    for now: its subscribers would have to follow each key's shard."""
 
     def _configure(self, host: str, port: int, key_prefix: str | bytes, max_connections: int,
                    chunk_size: int, core: str | None, connection: dict[str, Any]) -> None:

@@ -102,6 +102,10 @@ class ConnectionPool:
             raise
         return conn
 
+    def open_unpooled(self, deadline: float) -> Connection:
+        """A new connection that is never handed out (a subscriber's), where this pool's go."""
+        return self._new_connection(deadline, True, -1)
+
     def _new_connection(self, deadline: float, finish: bool, generation: int) -> Connection:
         conn = Connection(self.options, self.core, self.key_prefix)
         conn.generation = generation

@@ -15,7 +15,7 @@ import select
 import socket
 import threading
 import time
-from types import ModuleType
+from collections.abc import Callable
 
 from turbolock._flows.wake_book import Ticket, WakeBook
 from turbolock._sync.connection import Connection
@@ -37,9 +37,12 @@ ends); until then a waiter of a key still subscribed needs no round trip to be h
 
 
 class Waker:
-    def __init__(self, options: ConnectionOptions, core: ModuleType) -> None:
+    """``connect(deadline)`` makes the subscriber's connection (where the client's pool connects:
+    one server, or the master the Sentinels name)."""
+
+    def __init__(self, options: ConnectionOptions, connect: Callable[[float], Connection]) -> None:
         self.options = options
-        self.core = core
+        self._open = connect
         self._setup()
 
     def _setup(self) -> None:
@@ -149,8 +152,7 @@ class Waker:
                 self._lost(conn)
 
     def _connect(self) -> Connection:
-        conn = Connection(self.options, self.core, b"")
-        conn.connect(time.monotonic() + self.options.connect_timeout)
+        conn = self._open(time.monotonic() + self.options.connect_timeout)
         with self._lock:
             self._conn = conn
             self.connects += 1

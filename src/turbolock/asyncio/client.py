@@ -111,7 +111,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
 
     def _waker(self) -> AsyncWaker:
         if self._waker_instance is None:
-            self._waker_instance = AsyncWaker(self.options, self.core)
+            self._waker_instance = AsyncWaker(self.options, self._pool.open_unpooled)
         return self._waker_instance
 
     # The steps of a blocking acquire woken by releases (``SingleLockFlows._acquire_flow``).

@@ -30,6 +30,7 @@ class AsyncSentinelLockClient(SentinelRules, AsyncLockClient):
         self._pool = SentinelPool(self.options, self.core, self.key_prefix, max_connections, self._on_orphan,
                                   routes, self._sentinels)
         self._exec = self._direct = SentinelExecutor(self._pool, self._chunk_size)
+        self._wakes_waiters = self.options.wake_waiters  # the subscriber follows the master (the pool's)
 
     async def _close_connections(self) -> None:
         await self._pool.close()
