@@ -43,6 +43,7 @@ from turbolock.lease import FencedLease, Lease, LockInfo
 from turbolock.lock import Lock
 from turbolock.options import ConnectionOptions
 from turbolock.redlock import (
+    FencedRedlockLease,
     InstanceSummary,
     RedlockClient,
     RedlockLease,
@@ -75,6 +76,7 @@ __all__ = [
     "ConnectionOptions",
     "ExtensionLimitError",
     "FencedLease",
+    "FencedRedlockLease",
     "FencedStore",
     "InstanceSummary",
     "InvalidArgumentError",

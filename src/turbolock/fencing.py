@@ -30,63 +30,99 @@ from typing import Any
 
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, StaleFenceError
 
-# KEYS[1] = the resource's key (a hash); ARGV[1] = the fence. Replies {1, value} and records the
-# fence when it is not lower than the highest seen, {0} when it is (nothing changes).
+# A fence is one number (one server: ``lease.fence``) or, for a Redlock, one per master
+# (``lease.fences``): ARGV[1] = how many numbers, then (field, fence) pairs, the field being
+# 'fence' or 'fence:<master>'. Every number must be at least the highest its field has seen;
+# then each field keeps the higher of the two.
+
+# KEYS[1] = the resource's key (a hash); ARGV as above. Replies {1, value} and records the fence
+# when no number of it is lower than its field's, {0} when one is (nothing changes).
 _READ = """\
-local last = tonumber(redis.call('hget', KEYS[1], 'fence') or '0')
-local fence = tonumber(ARGV[1])
-if fence < last then
-  return {0}
+local n = tonumber(ARGV[1])
+local key = KEYS[1]
+for i = 1, n do
+  if tonumber(ARGV[2 * i + 1]) < tonumber(redis.call('hget', key, ARGV[2 * i]) or '0') then
+    return {0}
+  end
 end
-if fence > last then
-  redis.call('hset', KEYS[1], 'fence', ARGV[1])
+for i = 1, n do
+  if tonumber(ARGV[2 * i + 1]) > tonumber(redis.call('hget', key, ARGV[2 * i]) or '0') then
+    redis.call('hset', key, ARGV[2 * i], ARGV[2 * i + 1])
+  end
 end
-return {1, redis.call('hget', KEYS[1], 'value')}
+return {1, redis.call('hget', key, 'value')}
 """
 
-# KEYS[1] = the resource's key; ARGV[1] = the fence, ARGV[2] = the value. Replies 1 when written,
-# 0 when a higher fence has been seen (nothing changes).
+# KEYS[1] = the resource's key; ARGV as above, then the value. Replies 1 when written, 0 when a
+# number of the fence is lower than its field's (nothing changes).
 _WRITE = """\
-local last = tonumber(redis.call('hget', KEYS[1], 'fence') or '0')
-if tonumber(ARGV[1]) < last then
-  return 0
+local n = tonumber(ARGV[1])
+local key = KEYS[1]
+for i = 1, n do
+  if tonumber(ARGV[2 * i + 1]) < tonumber(redis.call('hget', key, ARGV[2 * i]) or '0') then
+    return 0
+  end
 end
-redis.call('hset', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
+for i = 1, n do
+  if tonumber(ARGV[2 * i + 1]) > tonumber(redis.call('hget', key, ARGV[2 * i]) or '0') then
+    redis.call('hset', key, ARGV[2 * i], ARGV[2 * i + 1])
+  end
+end
+redis.call('hset', key, 'value', ARGV[2 * n + 2])
 return 1
 """
 
+Fence = int | Sequence[int | None]
+"""``lease.fence`` of a fenced single-server (or cluster, or Sentinel) acquire, or
+``lease.fences`` of a fenced Redlock acquire (one per master, None where not granted)."""
 
-def _fence(fence: object) -> int:
-    if type(fence) is not int or fence < 1:
-        raise InvalidArgumentTypeError("fence", "must be a lease's fence: an int of 1 or more")
-    return fence
+
+def _fence_args(fence: object) -> list[object]:
+    if type(fence) is int:
+        if fence < 1:
+            raise InvalidArgumentTypeError("fence", "must be a lease's fence: an int of 1 or more")
+        return [1, "fence", fence]
+    if isinstance(fence, (tuple, list)):
+        pairs: list[object] = []
+        for master, number in enumerate(fence):
+            if number is None:
+                continue
+            if type(number) is not int or number < 1:
+                raise InvalidArgumentTypeError("fence", "a Redlock lease's fences must be ints of 1 or more "
+                                                        "(None where not granted)")
+            pairs += [f"fence:{master}", number]
+        if pairs:
+            return [len(pairs) // 2, *pairs]
+    raise InvalidArgumentTypeError("fence", "must be a lease's fence (an int of 1 or more) or a Redlock "
+                                            "lease's fences")
 
 
 class FencedStore:
-    """Values guarded by fences, in a Redis reached through ``redis`` (a ``redis.Redis``)."""
+    """Values guarded by fences, in a Redis reached through ``redis`` (a ``redis.Redis``).
+    A fence is a lease's ``fence``, or a Redlock lease's ``fences`` (see ``Fence``)."""
 
     def __init__(self, redis: Any) -> None:
         self.redis = redis
         self._read = redis.register_script(_READ)
         self._write = redis.register_script(_WRITE)
 
-    def read(self, key: str | bytes, fence: int) -> bytes | None:
+    def read(self, key: str | bytes, fence: Fence) -> bytes | None:
         """The value of ``key`` (None if never written), recording ``fence`` as seen;
         ``StaleFenceError`` when a higher fence has been seen."""
-        reply = self._read(keys=[key], args=[_fence(fence)])
+        reply = self._read(keys=[key], args=_fence_args(fence))
         if not reply[0]:
             raise StaleFenceError(f"fence {fence} is older than one {key!r} has seen")
         return reply[1] if len(reply) > 1 else None
 
-    def write(self, key: str | bytes, value: str | bytes | int, fence: int) -> bool:
+    def write(self, key: str | bytes, value: str | bytes | int, fence: Fence) -> bool:
         """Write ``value`` unless a higher fence has been seen on ``key``: whether it was written."""
-        return bool(self._write(keys=[key], args=[_fence(fence), value]))
+        return bool(self._write(keys=[key], args=[*_fence_args(fence), value]))
 
-    def write_many(self, items: Sequence[tuple[str | bytes, str | bytes | int, int]]) -> list[bool]:
+    def write_many(self, items: Sequence[tuple[str | bytes, str | bytes | int, Fence]]) -> list[bool]:
         """``write`` for each (key, value, fence), pipelined; whether each was written."""
         pipe = self.redis.pipeline(transaction=False)
         for key, value, fence in items:
-            self._write(keys=[key], args=[_fence(fence), value], client=pipe)
+            self._write(keys=[key], args=[*_fence_args(fence), value], client=pipe)
         return [bool(reply) for reply in pipe.execute()]
 
 

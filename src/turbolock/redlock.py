@@ -32,6 +32,7 @@ from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
 from turbolock._flows.redlock_bulk import extend_many_flow, release_many_flow
 from turbolock._flows.redlock_flows import RedlockFlows
 from turbolock._flows.redlock_result import (
+    FencedRedlockLease,
     InstanceSummary,
     RedlockLease,
     RedlockManyResult,
@@ -103,7 +104,7 @@ class RedlockClient(RedlockFlows):
     def acquire(self, name: str | bytes, ttl: Seconds, *, blocking: bool = True,
                 timeout: Seconds | None = None, token: bytes | None = None,
                 auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
-                max_extensions: int | None = None) -> RedlockResult:
+                max_extensions: int | None = None, fenced: bool = False) -> RedlockResult:
         """Take ``name`` on a majority of the masters; the result says how it went.
 
         Retries (``blocking=True``) after a random delay until ``timeout`` seconds have passed
@@ -112,23 +113,24 @@ class RedlockClient(RedlockFlows):
         limits how often the lease may be extended, by hand or by auto-renewal. Never raises for
         what the masters said: read ``result.status``.
         """
-        flow = self._acquire_flow(name, ttl, blocking, timeout, token, auto_renew, on_lost, max_extensions)
+        flow = self._acquire_flow(name, ttl, blocking, timeout, token, auto_renew, on_lost, max_extensions,
+                                  fenced)
         return run(flow)
 
     def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
                     auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
-                    max_extensions: int | None = None) -> RedlockLease | None:
+                    max_extensions: int | None = None, fenced: bool = False) -> RedlockLease | None:
         """One attempt: a ``RedlockLease``, or None when others hold the lock on too many masters
         (Conflicted) or the attempt used up its validity (Expired).
 
         ``QuorumError`` (with ``.result``) when too many masters failed to answer to decide
         (NoQuorum); what was taken is released again first.
         """
-        attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions)
-        key, tok, ms, _, node_timeout, _, policy = attempt
+        attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions, fenced)
+        key, tok, ms, _, node_timeout, _, policy, _ = attempt
         started = time.monotonic()
         try:
-            replies, failures = self._fan_one(self._set_nx(key, tok, ms), node_timeout)
+            replies, failures = self._fan_one(*self._attempt_call(attempt))
         except BaseException:  # interrupted: it may have taken the lock anywhere
             self._abandoned(key, tok, started + ms / 1000.0 + CLEANUP_GRACE)
             raise
@@ -180,14 +182,15 @@ class RedlockClient(RedlockFlows):
     def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
              timeout: Seconds | None = None, token: bytes | None = None,
              auto_renew: bool | AutoRenew | None = None, on_lost: OnLost | None = None,
-             max_extensions: int | None = None) -> RedlockLock:
+             max_extensions: int | None = None, fenced: bool = False) -> RedlockLock:
         """A ``RedlockLock`` for ``name``: ``with`` block, decorator, or explicit acquire()/release().
         With no ``ttl``: 30 s renewed until released, as for every Lock."""
         from turbolock._redlock.lock import RedlockLock
 
         ttl, renew = lock_ttl(ttl, auto_renew)
         return RedlockLock(self, name, ttl, blocking=blocking, timeout=timeout, token=token,
-                           auto_renew=renew, on_lost=on_lost, max_extensions=max_extensions)
+                           auto_renew=renew, on_lost=on_lost, max_extensions=max_extensions,
+                           fenced=fenced)
 
     # -- bulk -----------------------------------------------------------------------------------
 
@@ -261,5 +264,5 @@ class RedlockClient(RedlockFlows):
                 f"core={self.implementation!r})")
 
 
-__all__ = ["InstanceSummary", "RedlockClient", "RedlockLease", "RedlockManyResult", "RedlockResult",
-           "RedlockStatus"]
+__all__ = ["FencedRedlockLease", "InstanceSummary", "RedlockClient", "RedlockLease", "RedlockManyResult",
+           "RedlockResult", "RedlockStatus"]

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from turbolock._flows.client_settings import check_fenced
 from turbolock._flows.lock_rules import LockState, Waiting, worth_retrying
-from turbolock._flows.redlock_result import RedlockLease, RedlockResult, RedlockStatus
+from turbolock._flows.redlock_result import FencedRedlockLease, RedlockLease, RedlockResult, RedlockStatus
 from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire.validate import Seconds, encode_name
 from turbolock.errors import (
@@ -213,13 +213,21 @@ class RedlockLockFlows(LockFlows[RedlockLease]):
     where = " on a majority of masters"
     max_extensions: int | None
 
-    def _init_redlock(self, client: Any, max_extensions: int | None) -> None:
+    def _init_redlock(self, client: Any, max_extensions: int | None, fenced: object = False) -> None:
         ms, _, node_timeout = client._ttl(self.ttl)
         client._renew_policy(self.auto_renew, self.on_lost, ms, node_timeout)
         client._extension_limit(max_extensions)
+        key = encode_name(self.name)
+        self.fenced = fenced is not False and check_fenced(fenced, client.key_prefix, key, 0)
         self._init_flows(client)
         self.max_extensions = max_extensions
         self._result: RedlockResult | None = None
+
+    @property
+    def fences(self) -> tuple[int | None, ...] | None:
+        """The per-master fences of the lease held (a Lock made with ``fenced=True``), else None."""
+        lease = self._lease
+        return lease.fences if isinstance(lease, FencedRedlockLease) else None
 
     @property
     def result(self) -> RedlockResult | None:
@@ -243,7 +251,7 @@ class RedlockLockFlows(LockFlows[RedlockLease]):
     def _acquire_flow(self, wait: float | None) -> Flow[RedlockLease | None]:
         result: RedlockResult = yield from self.client._acquire_flow(
             self.name, self.ttl, wait != 0.0, wait or None, self._token, self.auto_renew, self.on_lost,
-            self.max_extensions)
+            self.max_extensions, self.fenced)
         with self._state_lock:
             self._result = result
             self._released = False
@@ -259,7 +267,7 @@ class RedlockLockFlows(LockFlows[RedlockLease]):
         return RedlockNotAcquiredError(f"not acquired{waited}: {detail}", result, names=[self.name])
 
     def _settings(self) -> dict[str, Any]:
-        return {**super()._settings(), "max_extensions": self.max_extensions}
+        return {**super()._settings(), "max_extensions": self.max_extensions, "fenced": self.fenced}
 
     def __repr__(self) -> str:
         status = self.status

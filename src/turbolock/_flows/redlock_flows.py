@@ -22,10 +22,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from turbolock._flows.client_settings import check_fenced
 from turbolock._flows.lock_rules import check_wait
 from turbolock._flows.redlock_bulk import acquire_many_flow
 from turbolock._flows.redlock_claim import claim_many_flow
 from turbolock._flows.redlock_result import (
+    FencedRedlockLease,
     InstanceSummary,
     RedlockLease,
     RedlockManyResult,
@@ -50,9 +52,9 @@ from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_token, encode_n
 from turbolock.errors import ExtensionLimitError, QuorumError
 from turbolock.lease import FREE, LockInfo, commands_ran, commands_sent, commands_unknown, info_from_pttl
 
-Attempt = tuple[bytes, bytes, int, float, float, "int | None", "AutoRenew | None"]
+Attempt = tuple[bytes, bytes, int, float, float, "int | None", "AutoRenew | None", bool]
 """What an attempt needs, checked before anything is sent: (key, token, ttl in ms, drift in ms,
-per-node timeout, max_extensions, renewal policy)."""
+per-node timeout, max_extensions, renewal policy, fenced)."""
 
 
 class RedlockFlows(RedlockRules):
@@ -62,8 +64,9 @@ class RedlockFlows(RedlockRules):
     # acquire+release pair 6-7% more instructions. The flows below reuse the same pieces.
 
     def _attempting(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
-                    on_lost: OnLost | None, max_extensions: int | None) -> Attempt:
+                    on_lost: OnLost | None, max_extensions: int | None, fenced: bool = False) -> Attempt:
         key = encode_name(name)
+        fenced = fenced is not False and check_fenced(fenced, self.key_prefix, key, 0)
         ms, drift, node_timeout = self._ttl(ttl)
         if token is None:
             token = secrets.token_bytes(TOKEN_BYTES)
@@ -71,24 +74,34 @@ class RedlockFlows(RedlockRules):
             check_token(token)
         limit = None if max_extensions is None else count_int(max_extensions, "max_extensions", False)
         policy = self._renew_policy(auto_renew, on_lost, ms, node_timeout)
-        return key, token, ms, drift, node_timeout, limit, policy
+        return key, token, ms, drift, node_timeout, limit, policy, fenced
 
     @staticmethod
-    def _set_nx(key: bytes, token: bytes, ms: int) -> Callable[[Any], None]:
+    def _attempt_call(attempt: Attempt) -> tuple[Callable[[Any], None], float, _scripts.Script | None]:
+        """The fan-out of an attempt: ``SET NX PX`` on every master, or the fenced acquire
+        (each master answers its own counter's next value: see ``FencedRedlockLease``)."""
+        key, token, ms, _, node_timeout, _, _, fenced = attempt
+        if fenced:
+            sha = _scripts.FENCED_ACQUIRE.sha
+
+            def encode_fenced(buf: Any) -> None:
+                buf.append_evalsha(sha, key, token, ms)
+            return encode_fenced, node_timeout, _scripts.FENCED_ACQUIRE
+
         def encode(buf: Any) -> None:
             buf.append_set_nx_px(key, token, ms)
-        return encode
+        return encode, node_timeout, None
 
     def _attempted(self, name: str | bytes, attempt: Attempt, started: float, replies: list[object],
                    failures: list[str | None], attempts: int) -> tuple[RedlockResult, list[int]]:
         """One attempt's result from the masters' replies to its ``SET NX``, and the masters
         where a failed attempt may have taken the lock (to release there)."""
-        key, token, ms, drift, _, limit, _ = attempt
+        key, token, ms, drift, _, limit, _, fenced = attempt
         valid = started + (ms - drift) / 1000.0 > time.monotonic()
         acquired = conflicted = errored = 0
         maybe_held: list[int] = []
         for m, reply in enumerate(replies):
-            if reply == b"OK":
+            if reply == b"OK" or (fenced and type(reply) is int):
                 acquired += 1
                 maybe_held.append(m)
             elif reply is None:
@@ -101,7 +114,12 @@ class RedlockFlows(RedlockRules):
         status = decide(summary, self.quorum, valid)
         errors = self._master_errors(replies, failures) if errored else ()
         if status is RedlockStatus.ACQUIRED:
-            lease = RedlockLease(name, key, token, ms, started, self._owner, drift, summary, limit)
+            if fenced:
+                fences = tuple(reply if type(reply) is int else None for reply in replies)
+                lease: RedlockLease = FencedRedlockLease(name, key, token, ms, started, self._owner, drift,
+                                                         summary, limit, fences)
+            else:
+                lease = RedlockLease(name, key, token, ms, started, self._owner, drift, summary, limit)
             return RedlockResult(name, status, summary, attempts, lease, self.quorum, errors), []
         return RedlockResult(name, status, summary, attempts, None, self.quorum, errors), maybe_held
 
@@ -119,9 +137,9 @@ class RedlockFlows(RedlockRules):
 
     def _acquire_flow(self, name: str | bytes, ttl: Seconds, blocking: bool, timeout: Seconds | None,
                       token: bytes | None, auto_renew: bool | AutoRenew, on_lost: OnLost | None,
-                      max_extensions: int | None) -> Flow[RedlockResult]:
+                      max_extensions: int | None, fenced: bool = False) -> Flow[RedlockResult]:
         wait = check_wait(blocking, timeout)
-        attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions)
+        attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions, fenced)
         deadline = None if wait is None else time.monotonic() + wait
         attempts = 0
         while True:
@@ -143,10 +161,10 @@ class RedlockFlows(RedlockRules):
             yield Sleep(delay)
 
     def _attempt_flow(self, name: str | bytes, attempt: Attempt, attempts: int) -> Flow[RedlockResult]:
-        key, token, ms, _, node_timeout, _, _ = attempt
+        key, token, ms, _, node_timeout, _, _, _ = attempt
         started = time.monotonic()
         try:
-            replies, failures = yield Call(self._fan_one, (self._set_nx(key, token, ms), node_timeout))
+            replies, failures = yield Call(self._fan_one, self._attempt_call(attempt))
         except BaseException:  # interrupted or cancelled: it may have taken the lock anywhere
             self._abandoned(key, token, started + ms / 1000.0 + CLEANUP_GRACE)
             raise

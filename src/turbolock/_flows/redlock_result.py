@@ -108,6 +108,25 @@ class RedlockLease(Lease):
                 f"status={self.status.value!r}, instances=({self.instances}){renew}{state})")
 
 
+
+class FencedRedlockLease(RedlockLease):
+    """A Redlock lease with its fences: one per master, from that master's own counter for the
+    name, None where the acquire was not granted. Masters count independently, so no single
+    number orders grants: two majorities always share a master, whose fence grew between the
+    two grants, but the largest fence of each grant need not grow. A resource that keeps, per
+    master, the highest fence it has seen and refuses any fence vector with an entry below it
+    (``turbolock.fencing.FencedStore`` does, given ``lease.fences``) refuses every stale holder
+    once its successor has been there. That holds while the counters do: a master restarted
+    without persistence forgets its counter (run the masters with ``appendonly yes``)."""
+
+    __slots__ = ("fences",)
+
+    def __init__(self, name: str | bytes, key: bytes, token: bytes, ttl_ms: int, acquired_at: float,
+                 owner: object, drift: float, instances: InstanceSummary, max_extensions: int | None,
+                 fences: tuple[int | None, ...]) -> None:
+        super().__init__(name, key, token, ttl_ms, acquired_at, owner, drift, instances, max_extensions)
+        self.fences = fences
+
 class RedlockResult:
     """One Redlock acquire: its ``status``, the masters' answers on the last attempt
     (``instances``), how many ``attempts`` were made, and the ``lease`` when Acquired.

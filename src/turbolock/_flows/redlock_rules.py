@@ -13,7 +13,7 @@ from typing import Any
 
 from turbolock._flows.client_settings import CodecAndChunks, renew_policy
 from turbolock._flows.ownership import Owner, check_lease
-from turbolock._flows.redlock_result import InstanceSummary, RedlockLease, drift_ms
+from turbolock._flows.redlock_result import FencedRedlockLease, InstanceSummary, RedlockLease, drift_ms
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._wire.validate import (
     Seconds,
@@ -133,7 +133,7 @@ class RedlockRules(CodecAndChunks):
         return count_int(max_extensions, "max_extensions", allow_none=True)
 
     def _check_lease(self, lease: object, argument: str = "lease") -> RedlockLease:
-        check_lease(lease, self._owner, RedlockLease, argument)
+        check_lease(lease, self._owner, RedlockLease, argument, FencedRedlockLease)
         assert isinstance(lease, RedlockLease)
         return lease
 

@@ -24,6 +24,6 @@ class RedlockLock(LockCalls, RedlockLockFlows):
     def __init__(self, client: RedlockClient, name: str | bytes, ttl: Seconds, *, blocking: bool = True,
                  timeout: Seconds | None = None, token: bytes | None = None,
                  auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
-                 max_extensions: int | None = None) -> None:
+                 max_extensions: int | None = None, fenced: bool = False) -> None:
         self._setup(name, ttl, blocking, timeout, token, auto_renew, on_lost)
-        self._init_redlock(client, max_extensions)
+        self._init_redlock(client, max_extensions, fenced)

@@ -65,22 +65,23 @@ class AsyncRedlockClient(RedlockFlows):
     async def acquire(self, name: str | bytes, ttl: Seconds, *, blocking: bool = True,
                       timeout: Seconds | None = None, token: bytes | None = None,
                       auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
-                      max_extensions: int | None = None) -> RedlockResult:
+                      max_extensions: int | None = None, fenced: bool = False) -> RedlockResult:
         """Take ``name`` on a majority of the masters; the result says how it went (see
         ``RedlockClient.acquire``)."""
-        flow = self._acquire_flow(name, ttl, blocking, timeout, token, auto_renew, on_lost, max_extensions)
+        flow = self._acquire_flow(name, ttl, blocking, timeout, token, auto_renew, on_lost, max_extensions,
+                                  fenced)
         return await run(flow)
 
     async def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
                           auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
-                          max_extensions: int | None = None) -> RedlockLease | None:
+                          max_extensions: int | None = None, fenced: bool = False) -> RedlockLease | None:
         """One attempt: a ``RedlockLease``, or None (Conflicted or Expired); ``QuorumError`` when
         too many masters failed to answer to decide."""
-        attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions)
-        key, tok, ms, _, node_timeout, _, policy = attempt
+        attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions, fenced)
+        key, tok, ms, _, node_timeout, _, policy, _ = attempt
         started = time.monotonic()
         try:
-            replies, failures = await self._fan_one(self._set_nx(key, tok, ms), node_timeout)
+            replies, failures = await self._fan_one(*self._attempt_call(attempt))
         except BaseException:  # cancelled: it may have taken the lock anywhere
             self._abandoned(key, tok, started + ms / 1000.0 + CLEANUP_GRACE)
             raise
@@ -118,12 +119,13 @@ class AsyncRedlockClient(RedlockFlows):
     def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
              timeout: Seconds | None = None, token: bytes | None = None,
              auto_renew: bool | AutoRenew | None = None, on_lost: OnLost | None = None,
-             max_extensions: int | None = None) -> AsyncRedlockLock:
+             max_extensions: int | None = None, fenced: bool = False) -> AsyncRedlockLock:
         """An ``AsyncRedlockLock`` for ``name``: ``async with``, a decorator for coroutines, or
         acquire()/release(). With no ``ttl``: 30 s renewed until released, as for every Lock."""
         ttl, renew = lock_ttl(ttl, auto_renew)
         return AsyncRedlockLock(self, name, ttl, blocking=blocking, timeout=timeout, token=token,
-                                auto_renew=renew, on_lost=on_lost, max_extensions=max_extensions)
+                                auto_renew=renew, on_lost=on_lost, max_extensions=max_extensions,
+                                fenced=fenced)
 
     # -- bulk -----------------------------------------------------------------------------------
 
@@ -200,6 +202,6 @@ class AsyncRedlockLock(AsyncLockCalls, RedlockLockFlows):
     def __init__(self, client: AsyncRedlockClient, name: str | bytes, ttl: Seconds, *, blocking: bool = True,
                  timeout: Seconds | None = None, token: bytes | None = None,
                  auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
-                 max_extensions: int | None = None) -> None:
+                 max_extensions: int | None = None, fenced: bool = False) -> None:
         self._setup(name, ttl, blocking, timeout, token, auto_renew, on_lost)
-        self._init_redlock(client, max_extensions)
+        self._init_redlock(client, max_extensions, fenced)

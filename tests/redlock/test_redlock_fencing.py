@@ -1,0 +1,102 @@
+"""Redlock fencing: ``fenced=True`` gives each grant one fence per master (that master's own
+counter), threads and asyncio, 3 and 5 masters. Grants on different majorities: no single
+number orders them (the negative control shows the largest fence going backwards), but a
+store that checks every master's fence refuses the stale holder once its successor wrote."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
+
+import pytest
+import redis
+
+from _blocking_async import FRONTS, Fronts
+from turbolock import FencedStore, InvalidArgumentTypeError
+from turbolock._flows.redlock_result import FencedRedlockLease, RedlockLease
+from turbolock.asyncio import AsyncRedlockClient
+from turbolock.redis_server import RedisServer
+from turbolock.redlock import RedlockClient
+
+
+@pytest.fixture(params=FRONTS)
+def make_client(request: pytest.FixtureRequest, core_name: str,
+                key_prefix: str) -> Iterator[Callable[[list[RedisServer]], Any]]:
+    made: list[Fronts] = []
+
+    def make(servers: list[RedisServer]) -> Any:
+        urls = [server.url for server in servers]
+        fronts = Fronts(request.param, partial(RedlockClient, urls), partial(AsyncRedlockClient, urls),
+                        core=core_name, key_prefix=key_prefix)
+        made.append(fronts)
+        return fronts.make()
+
+    yield make
+    for fronts in made:
+        fronts.close()
+
+
+def test_every_master_counts_its_own_fences(make_client: Callable[[list[RedisServer]], Any],
+                                            masters: list[RedisServer], key_prefix: str) -> None:
+    client = make_client(masters)
+    seen = []
+    for _ in range(3):
+        lease = client.try_acquire("ledger", 10, fenced=True)
+        assert isinstance(lease, FencedRedlockLease)
+        seen.append(lease.fences)
+        assert client.release(lease)
+    assert seen == [(1,) * len(masters), (2,) * len(masters), (3,) * len(masters)]
+    lock = client.lock("ledger", 10, fenced=True)
+    assert lock.acquire(timeout=1)
+    assert lock.fences == (4,) * len(masters)
+    lock.release()
+    fenced = client.try_acquire("ledger", 10, fenced=True)
+    assert fenced is not None and client.extend(fenced, 10)  # a fenced lease is a lease like any
+    assert client.release_many([fenced]) == [True]
+    plain = client.try_acquire("plain", 10)
+    assert isinstance(plain, RedlockLease) and not isinstance(plain, FencedRedlockLease)
+    counter = b"{" + key_prefix.encode() + b"ledger}:fence"
+    for server in masters:
+        with redis.Redis(port=server.port) as raw:
+            assert raw.get(counter) == b"5" and raw.pttl(counter) == -1
+    with pytest.raises(InvalidArgumentTypeError, match="fenced"):
+        client.try_acquire("ledger", 10, fenced="yes")
+
+
+def test_a_stale_holder_on_another_majority_is_refused(make_client: Callable[[list[RedisServer]], Any],
+                                                       own_masters: Callable[[int], list[RedisServer]],
+                                                       redis_server: RedisServer, key_prefix: str) -> None:
+    a, _, c = masters = own_masters(3)
+    client = make_client(masters)
+    counter = b"{" + key_prefix.encode() + b"account}:fence"
+    with redis.Redis(port=a.port) as raw_a:
+        raw_a.set(counter, 5)  # master A has granted this name before
+    c.pause()
+    try:
+        stale = client.try_acquire("account", 1.0, fenced=True)  # on A and B
+    finally:
+        c.resume()
+    assert stale is not None and stale.fences == (6, 1, None)
+    time.sleep(1.1)  # the holder pauses past its ttl
+    a.pause()
+    try:
+        successor = client.try_acquire("account", 10, fenced=True)  # on B and C
+    finally:
+        a.resume()
+    assert successor is not None and successor.fences[0] is None and successor.fences[1] == 2
+    resource = redis.Redis(port=redis_server.port)
+    store = FencedStore(resource)
+    key = key_prefix + "resource"
+    assert store.write(key, "successor", successor.fences)
+    assert not store.write(key, "stale", stale.fences)  # B's fence went from 1 to 2
+    assert resource.hget(key, "value") == b"successor"
+    # The negative control: the largest fence of each grant as one number goes backwards (6,
+    # then 2), and a store of single fences takes the stale write over the successor's.
+    control = key_prefix + "control"
+    assert store.write(control, "successor", max(f for f in successor.fences if f is not None))
+    assert store.write(control, "stale", max(f for f in stale.fences if f is not None))
+    assert resource.hget(control, "value") == b"stale"
+    assert client.release(successor)
+    resource.close()
