@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import multiprocessing
 import os
-import platform
 import statistics
 import sys
 import threading
@@ -35,13 +33,12 @@ import redis
 from redis._parsers import _HiredisParser, _RESP2Parser
 from redis.utils import HIREDIS_AVAILABLE
 
-import turbolock
 from turbolock import LockClient
 from turbolock.redis_server import RedisServer
 
 from .contenders import core_available
-from .report import Comparison, Row, Section, evaluate, key, to_json
-from .table import render
+from .publish import publish, run_meta
+from .report import Comparison, Row, Section, evaluate, key
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "contention_compare.json")
 KEY_PREFIX = "bench:contention:"
@@ -216,27 +213,10 @@ def main(argv: list[str] | None = None) -> int:
                              f"p99 {measured['delay-p99']:.3f} ms (ping {rtt:.3f})")
     sections = [section for shape in SHAPES for section in _sections(shape)]
     results = evaluate(samples, sections)
-    meta = {
-        "command": " ".join(["python -m benchmarks.contention_compare", *args_list]),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "seconds": round(time.monotonic() - started, 1),
-        "seconds_per_run": seconds,
-        "repeats": repeats,
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg(),
-        "redis_server": server_version,
-        "redis_py": redis.__version__,
-        "turbolock": turbolock.__version__,
-    }
-    print(render(results), end="")
-    print(f"\n{meta['command']}: {seconds:g} s per run, {repeats} repeats in {meta['seconds']:.0f} s, load "
-          f"average {meta['load_average'][0]:.2f}, {meta['cpus']} CPUs; redis-server {server_version}, "
-          f"redis-py {redis.__version__}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as out:
-        json.dump(to_json(results, samples, meta), out, indent=2)
-    progress(f"wrote {args.json}")
+    meta = run_meta(runner="contention_compare", args=args_list, started=started,
+                    server_version=server_version,
+                    seconds_per_run=seconds, repeats=repeats)
+    publish(results, samples, meta, args.json, f"{seconds:g} s per run, {repeats} repeats")
     return 0
 
 

@@ -13,9 +13,7 @@ fence 1. Progress goes to stderr, the table to stdout, samples and ratios to JSO
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import time
 from collections import defaultdict
@@ -26,14 +24,13 @@ import redis
 from redis._parsers import _HiredisParser, _RESP2Parser
 from redis.utils import HIREDIS_AVAILABLE
 
-import turbolock
 from turbolock import LockClient
 from turbolock._wire import scripts as _scripts
 from turbolock.redis_server import RedisServer
 
 from .contenders import BenchmarkError, Timing, core_available, timed
-from .report import Comparison, Row, Section, evaluate, key, to_json
-from .table import render
+from .publish import publish, run_meta
+from .report import Comparison, Row, Section, evaluate, key
 from .workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS, names
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "fencing_compare.json")
@@ -132,27 +129,9 @@ def main(argv: list[str] | None = None) -> int:
                 progress(f"[{repeat + 1}/{repeats}] {label:55s} {rate:,.0f}/s")
         admin.close()
     results = evaluate(samples, SECTIONS)
-    meta = {
-        "command": " ".join(["python -m benchmarks.fencing_compare", *args_list]),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "seconds": round(time.monotonic() - started, 1),
-        "locks": count,
-        "repeats": repeats,
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg(),
-        "redis_server": server_version,
-        "redis_py": redis.__version__,
-        "turbolock": turbolock.__version__,
-    }
-    print(render(results), end="")
-    print(f"\n{meta['command']}: {count:,} locks, {repeats} repeats in {meta['seconds']:.0f} s, load average "
-          f"{meta['load_average'][0]:.2f}, {meta['cpus']} CPUs; redis-server {server_version}, "
-          f"redis-py {redis.__version__}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as out:
-        json.dump(to_json(results, samples, meta), out, indent=2)
-    progress(f"wrote {args.json}")
+    meta = run_meta(runner="fencing_compare", args=args_list, started=started, server_version=server_version,
+                    locks=count, repeats=repeats)
+    publish(results, samples, meta, args.json, f"{count:,} locks, {repeats} repeats")
     return 0
 
 

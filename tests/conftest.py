@@ -11,13 +11,17 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
 
 import pytest
 import redis
 
+from _blocking_async import FRONTS, Fronts
 from _pki import Pki, make_pki
 from turbolock import LockClient
 from turbolock._wire import core as _core
+from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
 
 REQUIRE_C = os.environ.get("TURBOLOCK_REQUIRE_EXTENSIONS", "").strip().lower() not in ("", "0", "false", "no")
@@ -64,6 +68,18 @@ def key_prefix() -> str:
 def client(redis_server: RedisServer, core_name: str, key_prefix: str) -> Iterator[LockClient]:
     with LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix) as lock_client:
         yield lock_client
+
+
+@pytest.fixture(params=FRONTS)
+def make_client(request: pytest.FixtureRequest, redis_server: RedisServer, core_name: str,
+                key_prefix: str) -> Iterator[Callable[..., Any]]:
+    """``make_client(**options)``: a LockClient on the shared server, or its asyncio twin driven
+    by ``Blocking`` (the test runs on both), on this test's core and key prefix."""
+    url = redis_server.url
+    fronts = Fronts(request.param, partial(LockClient.from_url, url), partial(AsyncLockClient.from_url, url),
+                    core=core_name, key_prefix=key_prefix)
+    yield fronts.make
+    fronts.close()
 
 
 @pytest.fixture

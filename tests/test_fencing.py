@@ -5,14 +5,12 @@ are refused before anything is sent; ``FencedStore`` refuses reads and writes wi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from functools import partial
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import redis
 
-from _blocking_async import FRONTS, Fronts
 from turbolock import (
     FencedLease,
     FencedStore,
@@ -20,19 +18,6 @@ from turbolock import (
     InvalidArgumentTypeError,
     StaleFenceError,
 )
-from turbolock.asyncio import AsyncLockClient
-from turbolock.client import LockClient
-from turbolock.redis_server import RedisServer
-
-
-@pytest.fixture(params=FRONTS)
-def make_client(request: pytest.FixtureRequest, redis_server: RedisServer, core_name: str,
-                key_prefix: str) -> Iterator[Callable[..., Any]]:
-    url = redis_server.url
-    fronts = Fronts(request.param, partial(LockClient.from_url, url), partial(AsyncLockClient.from_url, url),
-                    core=core_name, key_prefix=key_prefix)
-    yield fronts.make
-    fronts.close()
 
 
 def test_fences_grow_with_every_grant_and_survive_expiry(make_client: Callable[..., Any], key_prefix: str,

@@ -10,29 +10,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from functools import partial
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import redis
 
-from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
 from _waking import PROMPT, acquire_in_thread, handover_delays, stop_polling
-from turbolock.asyncio import AsyncLockClient
 from turbolock.client import LockClient
 from turbolock.redis_server import RedisServer
-
-
-@pytest.fixture(params=FRONTS)
-def make_client(request: pytest.FixtureRequest, redis_server: RedisServer, core_name: str,
-                key_prefix: str) -> Iterator[Callable[..., Any]]:
-    url = redis_server.url
-    fronts = Fronts(request.param, partial(LockClient.from_url, url), partial(AsyncLockClient.from_url, url),
-                    core=core_name, key_prefix=key_prefix)
-    yield fronts.make
-    fronts.close()
 
 
 @pytest.fixture

@@ -35,14 +35,14 @@ from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, Sta
 # 'fence' or 'fence:<master>'. Every number must be at least the highest its field has seen;
 # then each field keeps the higher of the two.
 
-# KEYS[1] = the resource's key (a hash); ARGV as above. Replies {1, value} and records the fence
-# when no number of it is lower than its field's, {0} when one is (nothing changes).
-_READ = """\
+# KEYS[1] = the resource's key (a hash); ARGV as above. Returns ``refused`` when a number of the
+# fence is lower than its field's (nothing changes), else records the fence and goes on.
+_GUARD = """\
 local n = tonumber(ARGV[1])
 local key = KEYS[1]
 for i = 1, n do
   if tonumber(ARGV[2 * i + 1]) < tonumber(redis.call('hget', key, ARGV[2 * i]) or '0') then
-    return {0}
+    return {refused}
   end
 end
 for i = 1, n do
@@ -50,27 +50,13 @@ for i = 1, n do
     redis.call('hset', key, ARGV[2 * i], ARGV[2 * i + 1])
   end
 end
-return {1, redis.call('hget', key, 'value')}
 """
 
-# KEYS[1] = the resource's key; ARGV as above, then the value. Replies 1 when written, 0 when a
-# number of the fence is lower than its field's (nothing changes).
-_WRITE = """\
-local n = tonumber(ARGV[1])
-local key = KEYS[1]
-for i = 1, n do
-  if tonumber(ARGV[2 * i + 1]) < tonumber(redis.call('hget', key, ARGV[2 * i]) or '0') then
-    return 0
-  end
-end
-for i = 1, n do
-  if tonumber(ARGV[2 * i + 1]) > tonumber(redis.call('hget', key, ARGV[2 * i]) or '0') then
-    redis.call('hset', key, ARGV[2 * i], ARGV[2 * i + 1])
-  end
-end
-redis.call('hset', key, 'value', ARGV[2 * n + 2])
-return 1
-"""
+# Replies {1, value} once the fence is recorded, {0} when refused.
+_READ = _GUARD.format(refused="{0}") + "return {1, redis.call('hget', key, 'value')}\n"
+
+# ARGV as above, then the value. Replies 1 when written, 0 when refused.
+_WRITE = _GUARD.format(refused="0") + "redis.call('hset', key, 'value', ARGV[2 * n + 2])\nreturn 1\n"
 
 Fence = int | Sequence[int | None]
 """``lease.fence`` of a fenced single-server (or cluster, or Sentinel) acquire, or
