@@ -68,6 +68,20 @@ def test_a_release_just_before_the_subscription_is_not_missed(make_client: Calla
     waiter.release()
 
 
+def test_a_bulk_release_wakes_the_waiters_of_its_names(make_client: Callable[..., Any],
+                                                      no_polling: None) -> None:
+    client = make_client()
+    held = client.acquire_many(["bulk0", "bulk1", "bulk2"], 30).acquired
+    assert len(held) == 3
+    waiting = [acquire_in_thread(client.lock(name, 30), 10) for name in ("bulk0", "bulk2")]
+    time.sleep(0.3)
+    released = time.monotonic()
+    assert client.release_many(held) == [True, True, True]
+    for thread, done in waiting:
+        thread.join(10)
+        assert done and done[0] - released < PROMPT, done
+
+
 def test_one_release_wakes_one_waiter_in_arrival_order(make_client: Callable[..., Any],
                                                        no_polling: None) -> None:
     client = make_client()

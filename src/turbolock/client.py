@@ -256,7 +256,7 @@ class LockClient(ClientRules[Lock]):
             self._cleaner.run_once(deadline)
         self._closed = True
         if self._waker_instance is not None:
-            self._waker_instance.close()
+            self._waker_instance.close(deadline)
         self._close_connections()
 
     def __enter__(self) -> LockClient:

@@ -217,14 +217,17 @@ class Waker:
             self.book.disconnected()
             self._changed.notify_all()
 
-    def close(self) -> None:
+    def close(self, deadline: float) -> None:
+        """Stop: the thread closes the connection as soon as it looks up (at once when it waits
+        in ``select``; a connect in progress ends within its own timeout). Waits for that until
+        ``deadline`` at most: the thread is a daemon."""
         with self._lock:
             self._closed = True
             thread = self._thread
             self._changed.notify_all()
         self._poke()
         if thread is not None and thread is not threading.current_thread():
-            thread.join(self.options.timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def forget_after_fork(self) -> None:
         """In a forked child: the parent's socket and thread are not ours."""
