@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from _pki import Pki
+from _waking import PROMPT, handover_delays, stop_polling
 from turbolock import ConnectionError, InvalidArgumentError, LockClient, OutcomeUnknownError
 from turbolock.redis_server import RedisServer, free_port
 
@@ -83,6 +84,17 @@ def test_rediss_url_with_the_ca_works(tls_server: RedisServer, pki: Pki, core_na
             _raw_tls(tls_server, pki) as raw:
         assert client.options.ssl
         _lifecycle(client, raw)
+
+
+def test_a_waiter_is_woken_over_tls(tls_server: RedisServer, pki: Pki, core_name: str, key_prefix: str,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # The subscriber's thread reads and writes its TLS socket alone (a TLS connection is not
+    # for two threads at once).
+    stop_polling(monkeypatch)
+    url = f"rediss://localhost:{tls_server.port}/0"
+    with LockClient.from_url(url, core=core_name, key_prefix=key_prefix, ssl_ca_certs=str(pki.ca)) as client:
+        delays = handover_delays(client, 2)
+    assert max(delays) < PROMPT, delays
 
 
 def test_ca_in_the_url_query_works(tls_server: RedisServer, pki: Pki, core_name: str,
