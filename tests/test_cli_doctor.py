@@ -30,6 +30,7 @@ def test_a_healthy_server_passes_every_check(redis_server: RedisServer) -> None:
     assert lines[0].startswith("ok") and "Redis 7" in lines[0] and "standalone, master" in lines[0]
     assert any(line.startswith("ok") and "locks:" in line for line in lines)
     assert any(line.startswith("note") and "persistence: none" in line for line in lines)
+    assert any(line.startswith("ok") and "waking:" in line for line in lines)
     assert lines[-1] == "0 problems"
 
 
@@ -51,6 +52,16 @@ def test_a_user_without_the_scripts_permissions_is_a_problem(capsys: pytest.Capt
     assert code == 1
     locks = next(line for line in out.splitlines() if "locks:" in line)
     assert locks.startswith("problem") and "NOPERM" in locks.upper(), out
+    assert PASSWORD not in out
+
+
+def test_a_user_without_channels_is_told_its_waiters_poll(capsys: pytest.CaptureFixture[str]) -> None:
+    acl = f"user nochannels on >{PASSWORD} ~* +@all resetchannels"
+    with RedisServer(extra_config=[acl]) as server:
+        code, out = _doctor(capsys, f"redis://nochannels:{PASSWORD}@{server.host}:{server.port}/0")
+    assert code == 0, out  # a note, not a problem: locks work, waiters poll
+    waking = next(line for line in out.splitlines() if "waking:" in line)
+    assert waking.startswith("note") and "no permissions" in waking and "poll" in waking, out
     assert PASSWORD not in out
 
 

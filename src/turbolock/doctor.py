@@ -131,6 +131,29 @@ def _lock_cycle(url: str, cluster: bool) -> Finding:
     return Finding(OK, "locks", "acquire, query, extend and release work for this user (scripts loaded)")
 
 
+def _waking(url: str, cluster: bool) -> Finding:
+    """Whether this user may subscribe to lock releases (``SSUBSCRIBE``): without it, blocking
+    acquires still work, polling instead of being woken."""
+    if cluster:
+        return Finding(NOTE, "waking", "cluster clients' blocking acquires poll (no waking on release yet)")
+    listener = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+    subscriber = listener.pubsub()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    try:
+        subscriber.ssubscribe(DOCTOR_LOCK)
+        confirmed = subscriber.get_sharded_message(timeout=5.0)
+    except redis.ResponseError as exc:
+        return Finding(NOTE, "waking", f"SSUBSCRIBE refused ({exc}): blocking acquires poll instead of being "
+                                       "woken by releases; grant channels (&*) to wake them")
+    except redis.RedisError as exc:
+        return Finding(NOTE, "waking", f"could not try SSUBSCRIBE: {type(exc).__name__}")
+    finally:
+        subscriber.close()
+        listener.close()
+    if not confirmed or confirmed.get("type") != "ssubscribe":
+        return Finding(NOTE, "waking", "SSUBSCRIBE was not confirmed in 5 s: blocking acquires may only poll")
+    return Finding(OK, "waking", "blocking acquires are woken by releases (SSUBSCRIBE allowed)")
+
+
 def diagnose(url: str) -> list[Finding]:
     """Every finding about the server at ``url`` (``InvalidArgumentError`` for a bad URL)."""
     options = options_from_url(url)
@@ -150,7 +173,9 @@ def diagnose(url: str) -> list[Finding]:
         findings.extend(_memory(server))
         findings.append(_round_trip(server))
         if str(info.get("role")) != "slave":
-            findings.append(_lock_cycle(url, cluster=str(info.get("redis_mode")) == "cluster"))
+            cluster = str(info.get("redis_mode")) == "cluster"
+            findings.append(_lock_cycle(url, cluster))
+            findings.append(_waking(url, cluster))
         return findings
     finally:
         server.close()
