@@ -39,6 +39,7 @@ from turbolock._flows.single import (
 from turbolock._flows.topology import Server
 from turbolock._flows.wake_book import Ticket
 from turbolock._sync.cleaner import BackgroundCleaner
+from turbolock._sync.cluster_waker import ClusterWaker
 from turbolock._sync.drive import run
 from turbolock._sync.executor import Executor
 from turbolock._sync.pool import ConnectionPool
@@ -73,7 +74,7 @@ class LockClient(ClientRules[Lock]):
         self._open(max_connections)
         self._cleaner = BackgroundCleaner(self._cleanup, self._release_keys, self.options.timeout)
         self._renewer_lock = threading.Lock()
-        self._waker_instance: Waker | None = None
+        self._waker_instance: Waker | ClusterWaker | None = None
         forget_parent_locks_after_fork(self)
 
     def _open(self, max_connections: int) -> None:
@@ -104,24 +105,29 @@ class LockClient(ClientRules[Lock]):
                 self._renewer_instance = Renewer(self)
             return self._renewer_instance
 
-    def _waker(self) -> Waker:
+    def _waker(self) -> Waker | ClusterWaker:
         with self._renewer_lock:
             if self._waker_instance is None:
-                self._waker_instance = Waker(self.options, self._pool.open_unpooled)
+                self._waker_instance = self._new_waker()
             return self._waker_instance
+
+    def _new_waker(self) -> Waker | ClusterWaker:
+        """The subscriber of this client's waiters: it connects where the pool does."""
+        return Waker(self.options, self._pool.open_unpooled)
 
     # The steps of a blocking acquire woken by releases (``SingleLockFlows._acquire_flow``).
     def _wake_join(self, key: bytes, deadline: float) -> Ticket:
         return self._waker().join(key, deadline)
 
     def _wake_wait(self, ticket: Ticket, seconds: float) -> bool:
-        return self._waker().wait(ticket, seconds)
+        woken: bool = ticket.home.wait(ticket, seconds)
+        return woken
 
     def _wake_leave(self, ticket: Ticket) -> None:
-        self._waker().leave(ticket)
+        ticket.home.leave(ticket)
 
     def _wake_consume(self, ticket: Ticket) -> None:
-        self._waker().consume(ticket)
+        ticket.home.consume(ticket)
 
     # -- single locks ---------------------------------------------------------------------------
 

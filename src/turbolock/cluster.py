@@ -19,6 +19,7 @@ from turbolock._flows.cluster_routes import cluster_startup, startup_addresses
 from turbolock._flows.renewal_book import Batch
 from turbolock._flows.steps import Flow
 from turbolock._sync.cluster import ClusterExecutor
+from turbolock._sync.cluster_waker import ClusterWaker
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
 from turbolock._wire.validate import Seconds
 from turbolock.client import DEFAULT_MAX_CONNECTIONS, LockClient
@@ -50,6 +51,10 @@ class ClusterLockClient(LockClient):
         self._exec = self._cluster = ClusterExecutor(options, self.core, self.key_prefix, max_connections,
                                                      options.timeout, self._chunk_size, startup)
         self._exec_renewals = self._exec
+        self._wakes_waiters = options.wake_waiters
+
+    def _new_waker(self) -> ClusterWaker:
+        return ClusterWaker(self.options, self._cluster, self.key_prefix)
 
     def _close_connections(self) -> None:
         self._cluster.close()

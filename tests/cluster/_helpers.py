@@ -43,7 +43,7 @@ def names_on(cluster: RedisCluster, prefix: str, port: int, count: int, stem: st
              elsewhere: bool = False) -> list[str]:
     """``count`` lock names (``stem:i``) whose keys the master on ``port`` serves (with
     ``elsewhere``: that another master serves), by one read of the slot map."""
-    owners = _slot_owners(cluster)
+    owners = slot_owners(cluster)
     names: list[str] = []
     i = 0
     while len(names) < count:
@@ -54,7 +54,7 @@ def names_on(cluster: RedisCluster, prefix: str, port: int, count: int, stem: st
     return names
 
 
-def _slot_owners(cluster: RedisCluster) -> list[int]:
+def slot_owners(cluster: RedisCluster) -> list[int]:
     """The port of the master serving each slot, as the first node's CLUSTER SLOTS says."""
     owners = [0] * 16384
     raw = redis.Redis(host=cluster.nodes[0].host, port=cluster.nodes[0].port)

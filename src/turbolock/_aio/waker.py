@@ -46,14 +46,14 @@ class AsyncWaker:
         ``deadline`` (``time.monotonic()``) passed."""
         if self._closed:
             raise ConnectionError("the client is closed")
-        ticket = Ticket(key, (event := asyncio.Event()).set, event)
+        ticket = Ticket(key, (event := asyncio.Event()).set, event, self)
         subscribe, unsubscribe = self.book.join(ticket)
         protocol = self._protocol
         if protocol is not None:
             self._send(protocol, subscribe, unsubscribe)
         elif self._connecting is None:
             self._connecting = asyncio.get_running_loop().create_task(self._connect())
-        if not self.book.subscribed(key) and self.book.refusal is None:
+        if self.book.pending(key):
             heard = asyncio.get_running_loop().create_future()
             self._heard.setdefault(key, []).append(heard)
             try:
@@ -76,6 +76,18 @@ class AsyncWaker:
                 pass
         event.clear()
         return self.book.consume(ticket)
+
+    def listening(self, key: bytes) -> bool:
+        """Whether this subscriber is (or is about to be) subscribed to ``key``."""
+        return self.book.listening(key)
+
+    def queued(self, key: bytes) -> bool:
+        """Whether waiters of this client wait for ``key``."""
+        return key in self.book.queues
+
+    def waiting(self) -> bool:
+        """Whether any waiter of this client waits."""
+        return bool(self.book.queues)
 
     def consume(self, ticket: Ticket) -> None:
         """Forget that ``ticket`` was woken (its next attempt sees the lock as it is)."""
@@ -142,7 +154,9 @@ class AsyncWaker:
         refusal = book.refusal
         for reply in replies:
             book.on_reply(reply)
-            if type(reply) is list and len(reply) == 3 and reply[0] == b"ssubscribe":
+            if type(reply) is not list:  # refused or redirected: which key, RESP2 does not say
+                self._tell_waiters(None)
+            elif len(reply) == 3 and reply[0] == b"ssubscribe":
                 self._tell_waiters(reply[1])
         if refusal is None and book.refusal is not None:
             log.warning("turbolock: %s refused to subscribe to lock releases (%s): blocking acquires "

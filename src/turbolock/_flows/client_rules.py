@@ -87,7 +87,7 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
             return
         key = self.key_prefix + key  # the channel: the key as the server has it
         waker = self._waker_instance
-        if waker is not None and waker.book.listening(key):
+        if waker is not None and waker.listening(key):
             told -= 1  # this client's own subscriber heard it too
         if told > 0:
             now = time.monotonic()
@@ -104,10 +104,10 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
         client queue for it (first come, first served: one release wakes one), or just after
         this client released it to waiters elsewhere; None to attempt at once."""
         waker = self._waker_instance
-        if not self._yield_until and (waker is None or not waker.book.queues):
+        if not self._yield_until and (waker is None or not waker.waiting()):
             return None
         key = self.key_prefix + encode_name(name)
-        if waker is not None and key in waker.book.queues:
+        if waker is not None and waker.queued(key):
             return key, None
         until = self._yield_until.pop(key, None)
         left = 0.0 if until is None else until - time.monotonic()

@@ -33,6 +33,9 @@ IDLE_SECONDS = 1.0
 subscribers it told, and a subscriber nobody behind it waits for would make the releaser yield
 for nothing (see ``ClientRules._released``)."""
 
+REDIRECTS = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")
+"""Error replies of a Redis Cluster that say where a key lives now, not that subscribing is refused."""
+
 NONE, SUBSCRIBING, SUBSCRIBED, AFTER_UNSUBSCRIBE = 0, 1, 2, 3
 """A key's subscription: none (a key still in ``state`` with NONE has its SUNSUBSCRIBE in
 flight), asked, confirmed, or asked again while an earlier SUNSUBSCRIBE is in flight (the
@@ -44,14 +47,16 @@ class Ticket:
     ``heard`` says whether the key's subscription was confirmed when the waiter joined (if
     not, the waiter keeps polling at the pace of a waiter that is never woken)."""
 
-    __slots__ = ("key", "woken", "wake", "heard", "event")
+    __slots__ = ("key", "woken", "wake", "heard", "event", "home")
 
-    def __init__(self, key: bytes, wake: Callable[[], None], event: Any = None) -> None:
+    def __init__(self, key: bytes, wake: Callable[[], None], event: Any = None, home: Any = None) -> None:
         self.key = key
         self.woken = False
         self.wake = wake
         self.heard = False
         self.event = event
+        self.home = home
+        """The waker the ticket waits in (its ``wait``, ``consume`` and ``leave``)."""
 
     def __repr__(self) -> str:
         return f"Ticket(woken={self.woken})"
@@ -88,6 +93,10 @@ class WakeBook:
 
     def subscribed(self, key: bytes) -> bool:
         return self.state.get(key, NONE) == SUBSCRIBED
+
+    def pending(self, key: bytes) -> bool:
+        """Whether ``key``'s subscription is asked for and not yet confirmed (nor refused)."""
+        return self.state.get(key, NONE) in (SUBSCRIBING, AFTER_UNSUBSCRIBE)
 
     def listening(self, key: bytes) -> bool:
         """Whether this connection is (or is about to be) subscribed to ``key``."""
@@ -133,7 +142,10 @@ class WakeBook:
     def on_reply(self, reply: object) -> None:
         """A message, a confirmation or a refusal read from the subscriber connection."""
         if type(reply) is not list:
-            self._refused(reply)
+            if str(reply).startswith(REDIRECTS):  # a cluster's slot moved: its waiters poll
+                self._not_subscribed()
+            else:
+                self._refused(reply)
             return
         if len(reply) != 3:
             return
@@ -154,11 +166,20 @@ class WakeBook:
                 del self.state[key]
             elif state == AFTER_UNSUBSCRIBE:
                 self.state[key] = SUBSCRIBING
+            elif state == SUBSCRIBED:  # the server's own doing: a cluster moved the key's slot
+                del self.state[key]
+                self.idle.pop(key, None)
+                self._wake_all(key)
 
     def _refused(self, reply: object) -> None:
         """An error reply (a user without channel permissions, a server without SSUBSCRIBE):
         no key will ever be heard, so no waiter waits for a subscription again."""
         self.refusal = str(reply)
+        self._not_subscribed()
+
+    def _not_subscribed(self) -> None:
+        """The subscriptions asked for are not made (which one an error answers, RESP2 does not
+        say): their waiters poll, and a later waiter of those keys asks again."""
         for key, state in list(self.state.items()):
             if state in (SUBSCRIBING, AFTER_UNSUBSCRIBE):
                 del self.state[key]

@@ -68,7 +68,7 @@ class Waker:
         """A ticket for ``key``, once its subscription is confirmed, or the connection failed, or
         ``deadline`` passed (then the waiter polls, woken only if the subscription comes later)."""
         event = threading.Event()
-        ticket = Ticket(key, event.set, event)
+        ticket = Ticket(key, event.set, event, self)
         with self._lock:
             if self._closed:
                 raise ConnectionError("the client is closed")
@@ -82,8 +82,7 @@ class Waker:
             elif subscribe or unsubscribe:
                 self._poke()
             failures = self.failures
-            while (not self.book.subscribed(key) and self.failures == failures and not self._closed
-                   and self.book.refusal is None):
+            while self.book.pending(key) and self.failures == failures and not self._closed:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -98,6 +97,18 @@ class Waker:
         with self._lock:
             event.clear()
             return self.book.consume(ticket)
+
+    def listening(self, key: bytes) -> bool:
+        """Whether this subscriber is (or is about to be) subscribed to ``key``."""
+        return self.book.listening(key)
+
+    def queued(self, key: bytes) -> bool:
+        """Whether waiters of this client wait for ``key``."""
+        return key in self.book.queues
+
+    def waiting(self) -> bool:
+        """Whether any waiter of this client waits."""
+        return bool(self.book.queues)
 
     def consume(self, ticket: Ticket) -> None:
         """Forget that ``ticket`` was woken (its next attempt sees the lock as it is)."""

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Sequence
 from types import TracebackType
 from typing import Any
 
+from turbolock._aio.cluster_waker import AsyncClusterWaker
 from turbolock._aio.drive import run
 from turbolock._aio.executor import Executor, abandon
 from turbolock._aio.pool import ConnectionPool
@@ -88,7 +89,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         self._open(max_connections)
         self._tokens = TokenSource()
         self._cleanup_runner: asyncio.Task[None] | None = None
-        self._waker_instance: AsyncWaker | None = None
+        self._waker_instance: AsyncWaker | AsyncClusterWaker | None = None
 
     def _open(self, max_connections: int) -> None:
         """The server side: the pipelining connections and the executor over them."""
@@ -109,23 +110,28 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             self._renewer_instance = Renewer(self)
         return self._renewer_instance
 
-    def _waker(self) -> AsyncWaker:
+    def _waker(self) -> AsyncWaker | AsyncClusterWaker:
         if self._waker_instance is None:
-            self._waker_instance = AsyncWaker(self.options, self._pool.open_unpooled)
+            self._waker_instance = self._new_waker()
         return self._waker_instance
+
+    def _new_waker(self) -> AsyncWaker | AsyncClusterWaker:
+        """The subscriber of this client's waiters: it connects where the pool does."""
+        return AsyncWaker(self.options, self._pool.open_unpooled)
 
     # The steps of a blocking acquire woken by releases (``SingleLockFlows._acquire_flow``).
     async def _wake_join(self, key: bytes, deadline: float) -> Ticket:
         return await self._waker().join(key, deadline)
 
     async def _wake_wait(self, ticket: Ticket, seconds: float) -> bool:
-        return await self._waker().wait(ticket, seconds)
+        woken: bool = await ticket.home.wait(ticket, seconds)
+        return woken
 
     def _wake_leave(self, ticket: Ticket) -> None:
-        self._waker().leave(ticket)
+        ticket.home.leave(ticket)
 
     def _wake_consume(self, ticket: Ticket) -> None:
-        self._waker().consume(ticket)
+        ticket.home.consume(ticket)
 
     # -- single locks ---------------------------------------------------------------------------
 

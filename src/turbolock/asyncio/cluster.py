@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from turbolock._aio.cluster import ClusterExecutor
+from turbolock._aio.cluster_waker import AsyncClusterWaker
 from turbolock._flows.claim import ClaimResult
 from turbolock._flows.client_settings import (
     CLIENT_KEYWORDS,
@@ -48,6 +49,10 @@ class AsyncClusterLockClient(AsyncLockClient):
         self._size = max_connections
         self._exec = self._cluster = ClusterExecutor(options, self.core, self.key_prefix, max_connections,
                                                      self._on_orphan, self._chunk_size, startup)
+        self._wakes_waiters = options.wake_waiters
+
+    def _new_waker(self) -> AsyncClusterWaker:
+        return AsyncClusterWaker(self.options, self._cluster, self.key_prefix)
 
     @property
     def max_connections(self) -> int:

@@ -1,0 +1,89 @@
+"""A Redis Cluster client's subscribers: one ``Waker`` per master, each key's waiters on the
+master of its slot (the release publishes on the key's own shard). A key whose master is not
+known (no slot map, a map that cannot be read) gets a ticket that only polls."""
+
+from __future__ import annotations
+
+import threading
+
+from turbolock._flows.wake_book import Ticket
+from turbolock._sync.cluster import ClusterExecutor
+from turbolock._sync.waker import Waker
+from turbolock._wire.slot_map import Address
+from turbolock.errors import LockError
+from turbolock.options import ConnectionOptions
+
+
+class ClusterWaker:
+    def __init__(self, options: ConnectionOptions, cluster: ClusterExecutor, key_prefix: bytes) -> None:
+        self.options = options
+        self._cluster = cluster
+        self._prefix = key_prefix
+        self._wakers: dict[Address, Waker] = {}
+        self._lock = threading.Lock()
+
+    def _master(self, key: bytes, deadline: float | None) -> Waker | None:
+        """The waker of ``key``'s master; with a ``deadline``, the slot map is read if need be."""
+        routes = self._cluster.routes
+        name = key[len(self._prefix):]
+        address = routes.master_of(name)
+        if address is None and deadline is not None:
+            try:
+                self._cluster.refresh(deadline)
+            except LockError:
+                return None
+            address = routes.master_of(name)
+        if address is None:
+            return self._wakers_at(key)
+        with self._lock:
+            waker = self._wakers.get(address)
+            if waker is None:
+                pool = self._cluster.node(address).pool
+                waker = self._wakers[address] = Waker(pool.options, pool.open_unpooled)
+            return waker
+
+    def _wakers_at(self, key: bytes) -> Waker | None:
+        """Without a map: the waker where ``key`` waits already, if any."""
+        for waker in list(self._wakers.values()):
+            if waker.queued(key) or waker.listening(key):
+                return waker
+        return None
+
+    def join(self, key: bytes, deadline: float) -> Ticket:
+        waker = self._master(key, deadline)
+        if waker is not None:
+            return waker.join(key, deadline)
+        event = threading.Event()
+        return Ticket(key, event.set, event, self)  # never heard: it polls
+
+    # A ticket that only polls has this as its home.
+    def wait(self, ticket: Ticket, seconds: float) -> bool:
+        ticket.event.wait(seconds)
+        return False
+
+    def consume(self, ticket: Ticket) -> None:
+        ticket.event.clear()
+
+    def leave(self, ticket: Ticket) -> None:
+        pass
+
+    def listening(self, key: bytes) -> bool:
+        waker = self._master(key, None)
+        return waker is not None and waker.listening(key)
+
+    def queued(self, key: bytes) -> bool:
+        waker = self._master(key, None)
+        return waker is not None and waker.queued(key)
+
+    def waiting(self) -> bool:
+        return any(waker.waiting() for waker in list(self._wakers.values()))
+
+    def close(self, deadline: float) -> None:
+        for waker in list(self._wakers.values()):
+            waker.close(deadline)
+
+    def forget_after_fork(self) -> None:
+        for waker in list(self._wakers.values()):
+            waker.forget_after_fork()
+        self._wakers = {}
+        self._lock = threading.Lock()
