@@ -147,7 +147,7 @@ def test_a_fenced_lock_that_waits_gets_the_next_fence(make_client: Callable[...,
 def test_the_sql_recipe_refuses_an_older_fence_in_sqlite() -> None:
     import sqlite3
 
-    from turbolock.fencing import fenced_read_sql, fenced_write_sql
+    from turbolock.fenced_sql import fenced_read_sql, fenced_write_sql
 
     db = sqlite3.connect(":memory:")
     db.execute("CREATE TABLE accounts (id TEXT PRIMARY KEY, balance INTEGER, "

@@ -13,7 +13,7 @@ import pytest
 
 from _postgres import Postgres, binaries
 from turbolock.client import LockClient
-from turbolock.fencing import fenced_read_sql, fenced_write_sql
+from turbolock.fenced_sql import fenced_read_sql, fenced_write_sql
 
 
 @pytest.fixture(scope="module")
