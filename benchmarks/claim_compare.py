@@ -16,10 +16,8 @@ to stdout, samples and medians to JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
-import platform
 import random
 import statistics
 import sys
@@ -31,15 +29,14 @@ from typing import Any, Protocol
 
 import redis
 
-import turbolock
 from turbolock import LockClient
 from turbolock._wire import scripts as _scripts
 from turbolock.redis_server import RedisServer
 
 from .contenders import BenchmarkError, core_available
+from .publish import publish, run_meta
 from .report import Comparison, RatioResult, Row, RowResult, Section, SectionResult, key
 from .stats import paired_ratio, summarize
-from .table import render
 from .workload import CHUNK_SIZE, KEY_PREFIX, TOKEN_BYTES, TTL_MS, TTL_SECONDS
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "claim_compare.json")
@@ -311,24 +308,6 @@ def schedule_for(workload: Workload) -> list[str]:
     return schedule
 
 
-def _meta(workload: Workload, server_version: str, started: float, argv: list[str]) -> dict[str, Any]:
-    return {
-        "command": " ".join(["python -m benchmarks.claim_compare", *argv]),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "seconds": round(time.monotonic() - started, 1),
-        "workload": {**asdict(workload), "workers": WORKERS, "shards": SHARDS, "k": K,
-                     "chunk_size": CHUNK_SIZE},
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg(),
-        "redis_server": server_version,
-        "redis_py": redis.__version__,
-        "turbolock": turbolock.__version__,
-        "turbolock_c": core_available("c"),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.claim_compare",
                                      description=(__doc__ or "").split("\n")[0])
@@ -353,16 +332,10 @@ def main(argv: list[str] | None = None) -> int:
             admin.close()
     samples = measure(per_worker, schedule, workload.repeats)
     results = evaluate(samples)
-    meta = _meta(workload, server_version, started, args_list)
-    print(render(results), end="")
-    print(f"\n{meta['command']}: {workload.repeats} repeats in {meta['seconds']:.0f} s, load average "
-          f"{meta['load_average'][0]:.2f}, {meta['cpus']} CPUs; redis-server {server_version}, "
-          f"redis-py {redis.__version__}")
-    directory = os.path.dirname(os.path.abspath(args.json))
-    os.makedirs(directory, exist_ok=True)
-    with open(args.json, "w") as out:
-        json.dump({"meta": meta, "samples": {k: list(v) for k, v in samples.items()}}, out, indent=2)
-    progress(f"wrote {args.json}")
+    meta = run_meta("claim_compare", args_list, started, server_version,
+                    workload={**asdict(workload), "workers": WORKERS, "shards": SHARDS, "k": K,
+                              "chunk_size": CHUNK_SIZE})
+    publish(results, samples, meta, args.json, f"{workload.repeats} repeats")
     return 0
 
 

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -37,7 +35,6 @@ import redis
 from redis._parsers import _HiredisParser, _RESP2Parser
 from redis.utils import HIREDIS_AVAILABLE
 
-import turbolock
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
@@ -46,9 +43,9 @@ from turbolock.redis_server import RedisServer
 
 from . import redis_benchmark
 from .contenders import BenchmarkError, Timing, core_available, timed
+from .publish import publish, run_meta
 from .renewal_contenders import TurbolockRenewer, core_renews
-from .report import Comparison, Row, Section, evaluate, key, to_json
-from .table import render
+from .report import Comparison, Row, Section, evaluate, key
 from .workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS, names
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "cluster_compare.json")
@@ -412,28 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             run.close()
     results = evaluate(run.samples, SECTIONS)
-    meta = {
-        "command": " ".join(["python -m benchmarks.cluster_compare", *args_list]),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "seconds": round(time.monotonic() - started, 1),
-        "workload": dataclasses.asdict(workload),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg(),
-        "redis_server": server_version,
-        "redis_py": redis.__version__,
-        "turbolock": turbolock.__version__,
-        "turbolock_c": core_available("c"),
-    }
-    print(render(results), end="")
-    print(f"\n{meta['command']}: {workload.repeats} repeats in {meta['seconds']:.0f} s, load average "
-          f"{meta['load_average'][0]:.2f}, {meta['cpus']} CPUs; redis-py {redis.__version__}; "
-          f"redis-server {server_version}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as out:
-        json.dump(to_json(results, run.samples, meta), out, indent=2)
-    progress(f"wrote {args.json}")
+    meta = run_meta("cluster_compare", args_list, started, server_version,
+                    workload=dataclasses.asdict(workload))
+    publish(results, run.samples, meta, args.json, f"{workload.repeats} repeats")
     return 0
 
 

@@ -14,6 +14,7 @@ import redis
 
 import turbolock
 
+from .contenders import core_available
 from .report import SectionResult, to_json
 from .table import render
 
@@ -27,11 +28,13 @@ def run_meta(runner: str, args: Sequence[str], started: float, server_version: s
         "seconds": round(time.monotonic() - started, 1),
         **workload,
         "python": platform.python_version(),
+        "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "load_average": os.getloadavg(),
         "redis_server": server_version,
         "redis_py": redis.__version__,
         "turbolock": turbolock.__version__,
+        "turbolock_c": core_available("c"),
     }
 
 

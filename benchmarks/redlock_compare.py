@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
-import platform
 import socket
 import sys
 import time
@@ -28,15 +26,14 @@ from typing import Any
 
 import redis
 
-import turbolock
 from turbolock import RedlockClient
 from turbolock._wire import core as _core
 from turbolock._wire import scripts as _scripts
 from turbolock.redis_server import RedisServer
 
 from .contenders import BenchmarkError, Timing, Turbolock, core_available, timed
-from .report import Comparison, Row, Section, evaluate, key, to_json
-from .table import render
+from .publish import publish, run_meta
+from .report import Comparison, Row, Section, evaluate, key
 from .workload import CHUNK_SIZE, KEY_PREFIX, TOKEN_BYTES, TTL_MS, TTL_SECONDS, names
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "redlock_compare.json")
@@ -282,27 +279,6 @@ class Run:
             admin.close()
 
 
-def _meta(workload: Workload, server_version: str, started: float, argv: list[str]) -> dict[str, Any]:
-    from importlib.metadata import version
-
-    return {
-        "command": " ".join(["python -m benchmarks.redlock_compare", *argv]),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "seconds": round(time.monotonic() - started, 1),
-        "workload": dataclasses.asdict(workload),
-        "masters": MASTERS,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg(),
-        "redis_server": server_version,
-        "pottery": version("pottery"),
-        "redis_py": redis.__version__,
-        "turbolock": turbolock.__version__,
-        "turbolock_c": core_available("c"),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.redlock_compare",
                                      description=(__doc__ or "").split("\n")[0])
@@ -332,16 +308,11 @@ def main(argv: list[str] | None = None) -> int:
         for server in servers:
             server.stop()
     results = evaluate(run.samples, SECTIONS)
-    meta = _meta(workload, server_version, started, args_list)
-    print(render(results), end="")
-    print(f"\n{meta['command']}: {workload.repeats} repeats in {meta['seconds']:.0f} s, load average "
-          f"{meta['load_average'][0]:.2f}, {meta['cpus']} CPUs; pottery {meta['pottery']}; "
-          f"redis-server {server_version}")
-    directory = os.path.dirname(os.path.abspath(args.json))
-    os.makedirs(directory, exist_ok=True)
-    with open(args.json, "w") as out:
-        json.dump(to_json(results, run.samples, meta), out, indent=2)
-    progress(f"wrote {args.json}")
+    from importlib.metadata import version
+
+    meta = run_meta("redlock_compare", args_list, started, server_version,
+                    workload=dataclasses.asdict(workload), masters=MASTERS, pottery=version("pottery"))
+    publish(results, run.samples, meta, args.json, f"{workload.repeats} repeats, pottery {meta['pottery']}")
     return 0
 
 
