@@ -11,13 +11,17 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
 import redis
 
+from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
 from _waking import PROMPT, acquire_in_thread, handover_delays, stop_polling
+from turbolock._flows import keepalive
+from turbolock.asyncio import AsyncLockClient
 from turbolock.client import LockClient
 from turbolock.redis_server import RedisServer
 
@@ -131,6 +135,38 @@ def test_the_subscriber_connection_killed_mid_wait_comes_back(make_client: Calla
     thread.join(10)
     assert done and done[0] - released < PROMPT, done
     waiter.release()
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_silent_subscriber_connection_is_made_again(front: str, own_server: RedisServer, core_name: str,
+                                                      key_prefix: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # A server that stops answering (SIGSTOP stands in for a vanished host): the subscriber's
+    # PING goes unanswered, the connection is dropped and made again once the server is back,
+    # and the waiter is woken by the release after that.
+    monkeypatch.setattr(keepalive, "PING_AFTER", 0.2)
+    stop_polling(monkeypatch)
+    url = own_server.url
+    fronts = Fronts(front, partial(LockClient.from_url, url), partial(AsyncLockClient.from_url, url),
+                    core=core_name, key_prefix=key_prefix, timeout=0.5, connect_timeout=0.5)
+    try:
+        client = fronts.make()
+        held = client.try_acquire("silent", 30)
+        assert held is not None
+        thread, done = acquire_in_thread(client.lock("silent", 30), 20)
+        key = (key_prefix + "silent").encode()
+        assert eventually(lambda: client._waker().book.subscribed(key), 5)
+        assert client._waker().connects == 1
+        own_server.pause()
+        time.sleep(1.5)
+        own_server.resume()
+        assert eventually(lambda: client._waker().connects >= 2 and client._waker().book.subscribed(key), 10)
+        released = time.monotonic()
+        assert client.release(held)
+        thread.join(10)
+        assert done and done[0] - released < PROMPT, done
+    finally:
+        fronts.close()
 
 
 def test_a_crashed_holder_is_outwaited_by_polling(make_client: Callable[..., Any], redis_server: RedisServer,

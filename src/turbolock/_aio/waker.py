@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from turbolock._aio.protocol import RedisProtocol
+from turbolock._flows.keepalive import Keepalive
 from turbolock._flows.wake_book import IDLE_SECONDS, Ticket, WakeBook
 from turbolock.errors import ConnectionError, LockError
 from turbolock.options import ConnectionOptions
@@ -23,6 +24,9 @@ log = logging.getLogger("turbolock")
 
 RECONNECT_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0)
 """Pauses between attempts to connect again after the subscriber connection was lost."""
+
+KEEPALIVE_CHECK = 0.25
+"""How often the subscriber's keepalive looks at the connection (see ``_flows.keepalive``)."""
 
 
 class AsyncWaker:
@@ -37,6 +41,8 @@ class AsyncWaker:
         self._connecting: asyncio.Task[None] | None = None
         self._heard: dict[bytes, list[asyncio.Future[None]]] = {}
         self._expiry: asyncio.TimerHandle | None = None
+        self._keepalive: asyncio.TimerHandle | None = None
+        self._alive = Keepalive(options.timeout, time.monotonic())
         self._closed = False
         self.failures = 0
         self.connects = 0
@@ -145,11 +151,29 @@ class AsyncWaker:
                 protocol.on_push = self._on_replies
                 protocol.on_close = self._on_lost
                 self._send(protocol, self.book.resubscribe(), [])
+                self._alive = Keepalive(self.options.timeout, time.monotonic())
+                self._keepalive = protocol.loop.call_later(KEEPALIVE_CHECK, self._check_alive, protocol)
                 return
         finally:
             self._connecting = None
 
+    def _check_alive(self, protocol: RedisProtocol) -> None:
+        """Every ``KEEPALIVE_CHECK``: a PING when the connection was quiet, and a connection
+        whose PING went unanswered is dropped (then made again)."""
+        if protocol is not self._protocol:
+            return
+        now = time.monotonic()
+        if self._alive.dead(now):
+            protocol.abort(ConnectionError(f"{self.options.address} did not answer the subscriber's PING "
+                                           "in time"))
+            return
+        if self._alive.ping_due(now):
+            protocol.buffer.append_command((b"PING",))
+            protocol.write_now()
+        self._keepalive = protocol.loop.call_later(KEEPALIVE_CHECK, self._check_alive, protocol)
+
     def _on_replies(self, replies: list[object]) -> None:
+        self._alive.heard(time.monotonic())
         book = self.book
         refusal = book.refusal
         for reply in replies:
@@ -178,9 +202,10 @@ class AsyncWaker:
         if self._protocol is not protocol:
             return
         self._protocol = None
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
+        for timer in (self._expiry, self._keepalive):
+            if timer is not None:
+                timer.cancel()
+        self._expiry = self._keepalive = None
         self.book.disconnected()
         self._tell_waiters(None)
         if not self._closed and self.book.queues and self._connecting is None:
@@ -192,9 +217,10 @@ class AsyncWaker:
         if connecting is not None:
             connecting.cancel()
             await asyncio.wait([connecting])
-        expiry, self._expiry = self._expiry, None
-        if expiry is not None:
-            expiry.cancel()
+        for timer in (self._expiry, self._keepalive):
+            if timer is not None:
+                timer.cancel()
+        self._expiry = self._keepalive = None
         protocol, self._protocol = self._protocol, None
         if protocol is not None:
             protocol.on_close = None

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from turbolock._flows.keepalive import Keepalive
 from turbolock._flows.wake_book import Ticket, WakeBook
 from turbolock._sync.connection import Connection
 from turbolock.errors import ConnectionError, LockError, ProtocolError
@@ -180,12 +181,18 @@ class Waker:
         parser = conn.parser
         view = memoryview(bytearray(65536))
         poke = self._poke_r
+        alive = Keepalive(self.options.timeout, time.monotonic())
         while True:
+            now = time.monotonic()
             with self._lock:
                 if self._idle():
                     return
                 outbox, self._outbox = self._outbox, []
-                outbox.extend((b"SUNSUBSCRIBE", k) for k in self.book.expire_idle(time.monotonic()))
+                outbox.extend((b"SUNSUBSCRIBE", k) for k in self.book.expire_idle(now))
+            if alive.dead(now):
+                raise ConnectionError(f"{self.options.address} did not answer the subscriber's PING in time")
+            if alive.ping_due(now):
+                outbox.append((b"PING",))
             if outbox:
                 buffer = conn.buffer
                 for command in outbox:
@@ -204,6 +211,7 @@ class Waker:
             n = sock.recv_into(view)
             if not n:
                 raise ConnectionError(f"{self.options.address} closed the subscriber connection")
+            alive.heard(time.monotonic())
             parser.feed(view[:n])
             try:
                 replies = parser.get_replies()
