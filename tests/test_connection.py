@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from _eventually import eventually as _eventually
+from _waking import PROMPT, acquire_in_thread, stop_polling
 from turbolock import (
     AcquireOutcomeUnknownError,
     ConnectionError,
@@ -566,3 +567,47 @@ def test_tokens_hidden_in_outcome_unknown_errors(own_server: RedisServer, core_n
             own_server.resume()
         _assert_token_hidden(raised_acquire.value, token=TOKEN[::-1])
         _assert_token_hidden(raised_release.value, raised_extend.value)
+
+
+def test_a_forked_child_waits_with_its_own_subscriber(own_server: RedisServer, core_name: str,
+                                                      key_prefix: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # The parent's subscriber (thread and socket) is not the child's: the child's blocking
+    # acquire makes its own and is woken by the parent's release (polling is off: only a
+    # wake-up can hand the lock over within the wait); the parent's subscriber keeps working.
+    stop_polling(monkeypatch)
+    with LockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=5) as client:
+        held = client.try_acquire("forked", 60)
+        assert held is not None
+        assert not client.lock("forked", 60).acquire(timeout=0.3)  # the parent's subscriber exists
+        parent_waker = client._waker()
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(read_fd)
+                lock = client.lock("forked", 60)
+                assert lock.acquire(timeout=10)
+                assert client._waker() is parent_waker and client._waker().connects == 1  # made anew
+                lock.release()
+                message = "ok"
+            except BaseException:
+                message = traceback.format_exc()
+            finally:
+                try:
+                    os.write(write_fd, message.encode())
+                finally:
+                    os._exit(0)
+        os.close(write_fd)
+        time.sleep(1.0)  # the child waits, subscribed by now
+        assert client.release(held)
+        assert _wait_for_child(pid, read_fd) == "ok"
+        again = client.try_acquire("forked", 60)
+        assert again is not None  # the child released it
+        thread, done = acquire_in_thread(client.lock("forked", 60), 10)
+        time.sleep(0.3)
+        released = time.monotonic()
+        assert client.release(again)
+        thread.join(10)
+        assert done and done[0] - released < PROMPT, done
+        assert parent_waker.connects == 1  # the parent's own subscriber served both waits
