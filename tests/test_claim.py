@@ -333,8 +333,8 @@ def test_plan_encodes_each_chunk_with_what_is_still_wanted(core_name: str) -> No
     command = encoded(plan, core_name)
     assert command[:3] == [b"EVALSHA", CLAIM.sha, b"8"]
     assert command[3:11] == [b"p:shard:%d" % i for i in (17, 18, 19, 0, 1, 2, 3, 4)]
-    assert command[11:13] == [b"30000", b"6"]
-    assert len(command) == 13 + 8 and len(set(command[13:])) == 8 and all(len(t) == 16 for t in command[13:])
+    assert command[11:14] == [b"30000", b"6", b"0"]  # ttl, wanted, not fenced
+    assert len(command) == 14 + 8 and len(set(command[14:])) == 8 and all(len(t) == 16 for t in command[14:])
     assert plan.settle([1, 5])  # took 18 and 2; the other six were held elsewhere
     plan.next_chunk()
     command = encoded(plan, core_name)

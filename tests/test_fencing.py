@@ -111,9 +111,28 @@ def test_bad_fenced_bulk_acquires_are_refused_before_sending(make_client: Callab
         client.acquire_many(["fine", "a}b"], 10, fenced=True)
     assert bad_name.value.argument == "name"
     with pytest.raises(InvalidArgumentError) as claim:
-        client.acquire_many(["a", "b"], 10, fenced=True, limit=1)
-    assert claim.value.argument == "fenced"
+        client.acquire_many(["fine", "a}b"], 10, fenced=True, limit=1)
+    assert claim.value.argument == "name"
     assert raw.keys(f"*{key_prefix}*") == []
+
+
+def test_a_fenced_claim_gives_each_lock_taken_its_fence(make_client: Callable[..., Any], raw: redis.Redis,
+                                                        key_prefix: str) -> None:
+    client = make_client()
+    shards = [f"shard:{i}" for i in range(50)]
+    held = client.acquire_many(shards[:20], 10)  # others hold 20 of them
+    first = client.acquire_many(shards, 10, limit=10, fenced=True)
+    assert len(first.acquired) == 10 and all(isinstance(lease, FencedLease) for lease in first.acquired)
+    assert {lease.fence for lease in first.acquired} == {1}
+    assert not {lease.name for lease in first.acquired} & set(shards[:20])
+    assert all(client.release_many(first.acquired)) and all(client.release_many(held.acquired))
+    raw.script_flush()  # the claim's script is loaded again
+    second = client.acquire_many([lease.name for lease in first.acquired], 10, limit=10, fenced=True)
+    assert {lease.fence for lease in second.acquired} == {2}  # the same names: their counters grew
+    plain = client.acquire_many(shards[20:40], 10, limit=5)
+    assert all(lease.fence is None and not isinstance(lease, FencedLease) for lease in plain.acquired)
+    assert raw.get("{" + key_prefix + first.acquired[0].name + "}:fence") == b"2"
+    assert all(client.release_many(second.acquired + plain.acquired))
 
 
 def test_a_fenced_lock_object_gets_a_new_fence_on_every_acquire(make_client: Callable[..., Any]) -> None:

@@ -23,6 +23,7 @@ from turbolock._sync.cluster_waker import ClusterWaker
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
 from turbolock._wire.validate import Seconds
 from turbolock.client import DEFAULT_MAX_CONNECTIONS, LockClient
+from turbolock.errors import InvalidArgumentError
 
 NOT_YET = "is not supported on Redis Cluster yet"
 
@@ -66,5 +67,7 @@ class ClusterLockClient(LockClient):
         return list(self._cluster.renew(batches, deadline))
 
     def _claim_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, limit: int,
-                         tokens: Sequence[bytes] | None) -> Flow[ClaimResult]:
+                         tokens: Sequence[bytes] | None, fenced: bool = False) -> Flow[ClaimResult]:
+        if fenced is not False:
+            raise InvalidArgumentError("fenced", "claims (limit=k) on a cluster are not fenced yet")
         return cluster_claim_flow(self, names, ttl, limit, tokens)

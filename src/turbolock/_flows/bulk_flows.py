@@ -29,6 +29,7 @@ from turbolock._flows.bulk_plan import (
 )
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.claim import ClaimPlan, ClaimResult, MaybeHeld, check_claim
+from turbolock._flows.client_settings import check_fenced
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
@@ -62,12 +63,10 @@ def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Second
                                                                  fenced)
     else:
         check_claim(limit, all_or_nothing)
-        if fenced is not False:
-            raise InvalidArgumentError("fenced", "claims (limit=k) are not fenced yet")
         if client.options.replicas_ack:
             raise InvalidArgumentError("limit", "claims do not wait for replicas; with replicas_ack, "
                                                 "acquire the names without limit")
-        result = yield from client._claim_many_flow(names, ttl, limit, tokens)
+        result = yield from client._claim_many_flow(names, ttl, limit, tokens, fenced)
     if policy is not None:
         client._renewer().add(result.acquired, policy, on_lost)
     return result
@@ -120,12 +119,14 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
 
 
 def claim_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, limit: int,
-                    tokens: Sequence[bytes] | None = None) -> Flow[ClaimResult]:
+                    tokens: Sequence[bytes] | None = None, fenced: bool = False) -> Flow[ClaimResult]:
     """At most ``limit`` free locks, one round trip per chunk. A claim that fails part-way leaves
     the caller nothing: what it took, and what a chunk whose reply was lost may have taken, is
     released in the background; a lost reply raises ``AcquireOutcomeUnknownError`` naming every
-    lock the call may hold."""
+    lock the call may hold. ``fenced``: each lock taken comes with its fence."""
     plan = ClaimPlan(names, ttl_ms(ttl), limit, tokens, client._owner, client.chunk_size)
+    if fenced is not False:
+        plan.fenced = all([check_fenced(fenced, client.key_prefix, key, 0) for key in plan.keys])
     return (yield from claim_plan_flow(client, plan, client._exec.many))
 
 

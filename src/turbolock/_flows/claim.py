@@ -23,23 +23,30 @@ from typing import Any
 from turbolock._flows.bulk_plan import check_tokens, encode_unique_names
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._wire.replies import reply_error
-from turbolock._wire.scripts import Script
+from turbolock._wire.scripts import NEXT_FENCE, Script
 from turbolock._wire.validate import TOKEN_BYTES
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, LockError, ResponseError
-from turbolock.lease import Lease
+from turbolock.lease import FencedLease, Lease
 
 # KEYS = lock keys, in the order to try them; ARGV[1] = ttl in ms, ARGV[2] = how many to take at
-# most, ARGV[2 + i] = the token of KEYS[i]. Replies the 0-based indices of the keys it took, in
-# order; it stops right after the last one wanted, so keys after it were not tried.
-CLAIM = Script("claim", b"""\
+# most, ARGV[3] = '1' for fenced, ARGV[3 + i] = the token of KEYS[i]. Replies the 0-based indices
+# of the keys it took, in order (fenced: each followed by its fence); it stops right after the
+# last one wanted, so keys after it were not tried.
+CLAIM = Script("claim", NEXT_FENCE + b"""\
 local call = redis.call
 local ttl = ARGV[1]
 local want = tonumber(ARGV[2])
+local fenced = ARGV[3] == '1'
 local taken = {}
+local count = 0
 for i = 1, #KEYS do
-  if call('set', KEYS[i], ARGV[i + 2], 'NX', 'PX', ttl) then
+  if call('set', KEYS[i], ARGV[i + 3], 'NX', 'PX', ttl) then
     taken[#taken + 1] = i - 1
-    if #taken == want then
+    if fenced then
+      taken[#taken + 1] = next_fence(KEYS[i])
+    end
+    count = count + 1
+    if count == want then
       break
     end
   end
@@ -109,13 +116,16 @@ class ClaimPlan:
 
     def __init__(self, names: Sequence[str | bytes], ttl_ms: int, limit: object,
                  tokens: Sequence[bytes] | None, owner: object, chunk_size: int,
-                 start: int | None = None) -> None:
+                 start: int | None = None, fenced: bool = False) -> None:
         self.keys = encode_unique_names(names)
         self.names = list(names)
         self.count = count = len(self.keys)
         self.limit = check_limit(limit)
         self.tokens = None if tokens is None else check_tokens(tokens, count)
         self.ttl_ms = ttl_ms
+        self.fenced = fenced
+        """Whether each lock taken gets a fence (``FencedLease``): the reply then pairs each index
+        with its fence."""
         self.owner = owner
         self.chunk_size = chunk_size
         self.start = random_start(count) if start is None else start % max(count, 1)
@@ -161,7 +171,7 @@ class ClaimPlan:
         keys = self.keys
         chunk_keys = [prefix + keys[i] for i in self._chunk]
         buf.append_command((b"EVALSHA", CLAIM.sha, len(chunk_keys), *chunk_keys,
-                            self.ttl_ms, self._wanted, *self._chunk_tokens))
+                            self.ttl_ms, self._wanted, b"1" if self.fenced else b"0", *self._chunk_tokens))
 
     def reencode(self, buf: Any, indices: Sequence[int]) -> None:
         """The same chunk again, same tokens and limit (a ``Reencoder``, after NOSCRIPT)."""
@@ -171,14 +181,23 @@ class ClaimPlan:
         """Leases for what the chunk took; False when the reply does not say (an error reply),
         and then nothing is recorded: the chunk may hold anything up to its limit."""
         chunk = self._chunk
-        if not _valid_indices(reply, len(chunk), self._wanted):
+        if type(reply) is not list:
             return False
-        taken: list[int] = reply  # type: ignore[assignment]
+        if self.fenced:
+            taken, fences = reply[0::2], reply[1::2]
+            if len(taken) != len(fences) or not all(type(f) is int and f > 0 for f in fences):
+                return False
+        else:
+            taken, fences = reply, []
+        if not _valid_indices(taken, len(chunk), self._wanted):
+            return False
         names, keys, tokens, leases = self.names, self.keys, self._chunk_tokens, self.leases
-        for j in taken:
+        ttl, sent_at, owner = self.ttl_ms, self.sent_at, self.owner
+        for n, j in enumerate(taken):
             i = chunk[j]
-            leases[i] = self._mine[i] = Lease(names[i], keys[i], tokens[j], self.ttl_ms, self.sent_at,
-                                              self.owner)
+            lease = (FencedLease(names[i], keys[i], tokens[j], ttl, sent_at, owner, fences[n]) if fences
+                     else Lease(names[i], keys[i], tokens[j], ttl, sent_at, owner))
+            leases[i] = self._mine[i] = lease
         # The script stops right after the last name wanted: the names before that point it did
         # not take are held by others, the names after it were not tried.
         stop = taken[-1] + 1 if taken and len(taken) == self._wanted else len(chunk)

@@ -137,9 +137,9 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
         return renew_policy(auto_renew, on_lost, ms)
 
     def _claim_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, limit: int,
-                         tokens: Sequence[bytes] | None) -> Flow[ClaimResult]:
+                         tokens: Sequence[bytes] | None, fenced: bool = False) -> Flow[ClaimResult]:
         """A claim (``acquire_many(..., limit=k)``) on this client's topology."""
-        return claim_many_flow(self, names, ttl, limit, tokens)
+        return claim_many_flow(self, names, ttl, limit, tokens, fenced)
 
     def _refused(self, reply: object, name: str | bytes) -> LockError:
         """The error for an acquire's error reply (a Sentinel client also drops its master on

@@ -109,17 +109,25 @@ return out
 # ':fence' after it when the key has a hash tag, else '{key}:fence' (the whole key as the tag;
 # names with a '}' outside a tag are refused by the client, as that would move the counter to
 # another slot). Replies nil when the lock is held.
-FENCED_ACQUIRE = Script("fenced_acquire", b"""\
+NEXT_FENCE = b"""\
+local function next_fence(key)
+  local open = string.find(key, '{', 1, true)
+  local close = open and string.find(key, '}', open + 1, true)
+  if open and close and close > open + 1 then
+    return redis.call('incr', key .. ':fence')
+  end
+  return redis.call('incr', '{' .. key .. '}:fence')
+end
+"""
+"""Lua: ``next_fence(key)``, the next value of a lock key's fence counter (for the scripts that
+take fenced locks: this one and the claim's)."""
+
+FENCED_ACQUIRE = Script("fenced_acquire", NEXT_FENCE + b"""\
 local key = KEYS[1]
 if not redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
   return false
 end
-local open = string.find(key, '{', 1, true)
-local close = open and string.find(key, '}', open + 1, true)
-if open and close and close > open + 1 then
-  return redis.call('incr', key .. ':fence')
-end
-return redis.call('incr', '{' .. key .. '}:fence')
+return next_fence(key)
 """)
 
 ALL = (RELEASE, EXTEND, CHECK, RENEW_MANY, RENEW_MANY_ARGV, FENCED_ACQUIRE)
