@@ -23,7 +23,6 @@ from turbolock._sync.cluster_waker import ClusterWaker
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
 from turbolock._wire.validate import Seconds
 from turbolock.client import DEFAULT_MAX_CONNECTIONS, LockClient
-from turbolock.errors import InvalidArgumentError
 
 NOT_YET = "is not supported on Redis Cluster yet"
 
@@ -68,6 +67,4 @@ class ClusterLockClient(LockClient):
 
     def _claim_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, limit: int,
                          tokens: Sequence[bytes] | None, fenced: bool = False) -> Flow[ClaimResult]:
-        if fenced is not False:
-            raise InvalidArgumentError("fenced", "claims (limit=k) on a cluster are not fenced yet")
-        return cluster_claim_flow(self, names, ttl, limit, tokens)
+        return cluster_claim_flow(self, names, ttl, limit, tokens, fenced)

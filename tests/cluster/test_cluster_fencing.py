@@ -57,3 +57,16 @@ def test_bulk_fenced_acquires_across_masters(cluster: RedisCluster, make_client:
     assert [lease.name for lease in second.acquired] == names
     assert {lease.fence for lease in second.acquired} == {2}
     assert all(client.release_many(second.acquired))
+
+
+def test_fenced_claims_across_masters(cluster: RedisCluster, make_client: Callable[..., Any]) -> None:
+    client = make_client()
+    shards = [f"claim:{i}" for i in range(60)]
+    held = client.acquire_many(shards[:30], 10)
+    first = client.acquire_many(shards, 10, limit=12, fenced=True)
+    assert len(first.acquired) == 12 and {lease.fence for lease in first.acquired} == {1}
+    assert not {lease.name for lease in first.acquired} & set(shards[:30])
+    assert all(client.release_many(first.acquired)) and all(client.release_many(held.acquired))
+    again = client.acquire_many([lease.name for lease in first.acquired], 10, limit=12, fenced=True)
+    assert {lease.fence for lease in again.acquired} == {2}
+    assert all(client.release_many(again.acquired))

@@ -19,23 +19,32 @@ from typing import Any
 from turbolock._flows.bulk_flows import claim_plan_flow
 from turbolock._flows.bulk_plan import check_tokens, encode_unique_names
 from turbolock._flows.claim import ClaimPlan, ClaimResult, check_limit
+from turbolock._flows.client_settings import check_fenced
 from turbolock._flows.steps import Call, Flow
-from turbolock._wire.scripts import Script
+from turbolock._wire.scripts import NEXT_FENCE, Script
 from turbolock._wire.validate import Seconds, ttl_ms
 from turbolock.errors import ClusterError
 from turbolock.lease import Lease
 
-# CLAIM with keys in ARGV: ARGV[1] = ttl in ms, ARGV[2] = how many to take at most, ARGV[1 + 2i]
-# = a key, ARGV[2 + 2i] its token. Replies the 0-based indices of the keys it took, in order.
-CLAIM_ARGV = Script("claim_argv", b"""\
+# CLAIM with keys in ARGV: ARGV[1] = ttl in ms, ARGV[2] = how many to take at most, ARGV[3] = '1'
+# for fenced, ARGV[2 + 2i] = a key, ARGV[3 + 2i] its token. Replies the 0-based indices of the
+# keys it took, in order (fenced: each followed by its fence, from a counter in the key's slot).
+CLAIM_ARGV = Script("claim_argv", NEXT_FENCE + b"""\
 local call = redis.call
 local ttl = ARGV[1]
 local want = tonumber(ARGV[2])
+local fenced = ARGV[3] == '1'
 local taken = {}
-for i = 1, (#ARGV - 2) / 2 do
-  if call('set', ARGV[1 + 2 * i], ARGV[2 + 2 * i], 'NX', 'PX', ttl) then
+local count = 0
+for i = 1, (#ARGV - 3) / 2 do
+  local key = ARGV[2 + 2 * i]
+  if call('set', key, ARGV[3 + 2 * i], 'NX', 'PX', ttl) then
     taken[#taken + 1] = i - 1
-    if #taken == want then
+    if fenced then
+      taken[#taken + 1] = next_fence(key)
+    end
+    count = count + 1
+    if count == want then
       break
     end
   end
@@ -52,7 +61,8 @@ class NodeClaimPlan(ClaimPlan):
     def encode(self, buf: Any, start: int = 0, stop: int = 1) -> None:
         prefix: bytes = buf.key_prefix
         keys = self.keys
-        args: list[Any] = [b"EVALSHA", CLAIM_ARGV.sha, b"0", self.ttl_ms, self._wanted]
+        args: list[Any] = [b"EVALSHA", CLAIM_ARGV.sha, b"0", self.ttl_ms, self._wanted,
+                           b"1" if self.fenced else b"0"]
         for i, token in zip(self._chunk, self._chunk_tokens, strict=True):
             args.append(prefix + keys[i])
             args.append(token)
@@ -77,12 +87,15 @@ class ClusterClaimResult(ClaimResult):
 
 
 def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, limit: int,
-                       tokens: Sequence[bytes] | None) -> Flow[ClaimResult]:
-    """At most ``limit`` free locks of ``names``, master by master (``client._cluster``)."""
+                       tokens: Sequence[bytes] | None, fenced: bool = False) -> Flow[ClaimResult]:
+    """At most ``limit`` free locks of ``names``, master by master (``client._cluster``);
+    ``fenced``: each lock taken comes with its fence."""
     keys = encode_unique_names(names)  # every argument checked before anything is sent
     ms = ttl_ms(ttl)
     wanted = check_limit(limit)
     checked = None if tokens is None else check_tokens(tokens, len(keys))
+    if fenced is not False:
+        fenced = all([check_fenced(fenced, client.key_prefix, key, 0) for key in keys])
     cluster = client._cluster
     routes = cluster.routes
     groups = routes.groups(range(len(keys)), keys)
@@ -106,7 +119,7 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
                 continue
             plan = NodeClaimPlan([names[i] for i in indices], ms, wanted - len(acquired),
                                  None if checked is None else [checked[i] for i in indices], client._owner,
-                                 client.chunk_size)
+                                 client.chunk_size, fenced=fenced)
             part = yield from claim_plan_flow(client, plan, cluster.node(address).many)
             for position, lease in enumerate(part.leases):
                 if lease is not None:

@@ -27,7 +27,6 @@ from turbolock._flows.steps import Flow
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler, Unconfirmed
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
 from turbolock.asyncio.client import DEFAULT_MAX_CONNECTIONS, AsyncLockClient
-from turbolock.errors import InvalidArgumentError
 from turbolock.lease import Lease
 
 
@@ -85,9 +84,7 @@ class AsyncClusterLockClient(AsyncLockClient):
 
     def _claim_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, limit: int,
                          tokens: Sequence[bytes] | None, fenced: bool = False) -> Flow[ClaimResult]:
-        if fenced is not False:
-            raise InvalidArgumentError("fenced", "claims (limit=k) on a cluster are not fenced yet")
-        return cluster_claim_flow(self, names, ttl, limit, tokens)
+        return cluster_claim_flow(self, names, ttl, limit, tokens, fenced)
 
     async def _renew_batches(self, batches: list[Batch], encode: Encoder, reencode: Reencoder,
                              on_replies: ReplyHandler, deadline: float) -> list[object]:
