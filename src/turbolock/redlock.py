@@ -197,14 +197,14 @@ class RedlockClient(RedlockFlows):
     def acquire_many(self, names: Sequence[str | bytes], ttl: Seconds, *, all_or_nothing: bool = False,
                      tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
                      on_lost: OnLost | None = None, max_extensions: int | None = None,
-                     limit: int | None = None) -> RedlockManyResult:
+                     limit: int | None = None, fenced: bool = False) -> RedlockManyResult:
         """One attempt per name, pipelined to every master at once, the quorum decided per name;
         a result per name in input order. Names not acquired are released on every master.
         Never raises for what the masters said: see ``result.statuses``.
         ``limit=k`` takes at most k *free* names instead, from a random point of the list, in chunks
         of at most the names still wanted (for workers claiming shards); see ``result.not_tried``."""
         return run(self._acquire_many_flow(names, ttl, all_or_nothing, tokens, auto_renew, on_lost,
-                                           max_extensions, limit))
+                                           max_extensions, limit, fenced))
 
     def release_many(self, leases: Sequence[RedlockLease]) -> list[bool]:
         """``release`` for every lease, pipelined; True/False per lease in input order.

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from _blocking_async import FRONTS, Fronts
-from turbolock import FencedStore, InvalidArgumentTypeError
+from turbolock import FencedStore, InvalidArgumentError, InvalidArgumentTypeError
 from turbolock._flows.redlock_result import FencedRedlockLease, RedlockLease
 from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer
@@ -100,3 +100,26 @@ def test_a_stale_holder_on_another_majority_is_refused(make_client: Callable[[li
     assert resource.hget(control, "value") == b"stale"
     assert client.release(successor)
     resource.close()
+
+
+def test_a_fenced_bulk_acquire_gives_every_lease_its_fences(make_client: Callable[[list[RedisServer]], Any],
+                                                            masters: list[RedisServer]) -> None:
+    client = make_client(masters)
+    names = [f"bulk:{i}" for i in range(300)]
+    first = client.acquire_many(names, 10, fenced=True)
+    assert len(first.acquired) == 300
+    assert all(isinstance(lease, FencedRedlockLease) for lease in first.acquired)
+    assert {lease.fences for lease in first.acquired} == {(1,) * len(masters)}
+    assert all(client.release_many(first.acquired))
+    for server in masters:
+        with redis.Redis(port=server.port) as raw:
+            raw.script_flush()  # every master answers NOSCRIPT first: loaded and sent again
+    second = client.acquire_many(names, 10, fenced=True)
+    assert [lease.name for lease in second.acquired] == names
+    assert {lease.fences for lease in second.acquired} == {(2,) * len(masters)}
+    held = client.acquire_many(names[:5], 10, fenced=True)  # held by the leases above: none granted
+    assert held.acquired == [] and len(held.not_acquired) == 5
+    assert all(client.release_many(second.acquired))
+    with pytest.raises(InvalidArgumentError) as claim:
+        client.acquire_many(names, 10, fenced=True, limit=3)
+    assert claim.value.argument == "fenced"

@@ -8,12 +8,15 @@ are released on every master, so nothing is left held where the lock did not cou
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from turbolock._flows.bulk_plan import check_size, check_tokens, encode_unique_names
+from turbolock._flows.client_settings import check_fenced
 from turbolock._flows.redlock_result import (
+    FencedRedlockLease,
     InstanceSummary,
     RedlockLease,
     RedlockManyResult,
@@ -34,19 +37,36 @@ _OK = b"OK"
 
 def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: int, drift: float,
                       all_or_nothing: bool, tokens: Sequence[bytes] | None,
-                      max_extensions: int | None) -> Flow[RedlockManyResult]:
+                      max_extensions: int | None, fenced: bool = False) -> Flow[RedlockManyResult]:
+    """Every name on every master at once, the quorum decided per name. ``fenced``: the fenced
+    acquire script instead of ``SET NX``, each lease a ``FencedRedlockLease``."""
     keys = encode_unique_names(names)
     names = list(names)
     count = len(keys)
+    if fenced is not False:
+        fenced = all([check_fenced(fenced, client.key_prefix, key, 0) for key in keys])
     fresh_tokens = tokens is None
+    if fenced and fresh_tokens:  # the script's tokens are made here, not by the encoder
+        blob = secrets.token_bytes(TOKEN_BYTES * count)
+        tokens = [blob[i:i + TOKEN_BYTES] for i in range(0, len(blob), TOKEN_BYTES)]
+        fresh_tokens = False
     tokens = [b""] * count if tokens is None else check_tokens(tokens, count)
+    sha = _scripts.FENCED_ACQUIRE.sha
 
     def encode(buf: Any, start: int, stop: int) -> None:
         # Encoded once per chunk; the same bytes go to every master.
-        if fresh_tokens:
+        if fenced:
+            buf.append_evalsha_many(sha, keys[start:stop], tokens[start:stop], ms)
+        elif fresh_tokens:
             tokens[start:stop] = buf.append_set_nx_px_random(keys[start:stop], ms, TOKEN_BYTES)
         else:
             buf.append_set_nx_px_many(keys[start:stop], tokens[start:stop], ms)
+
+    def reencode(buf: Any, indices: Sequence[int]) -> None:  # after NOSCRIPT (fenced only)
+        buf.append_evalsha_many(sha, [keys[i] for i in indices], [tokens[i] for i in indices], ms)
+
+    def granted(reply: object) -> bool:
+        return type(reply) is int if fenced else reply == _OK
 
     masters = len(client.masters)
     quorum = client.quorum
@@ -72,10 +92,24 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
                 for name, key, token in zip(names[start:stop], keys[start:stop], tokens[start:stop],
                                             strict=True)]
             return
+        _decide_chunk(start, stop, started, rows, valid)
+
+    def fenced_chunk(start: int, stop: int, started: float, rows: list[list[object]]) -> None:
+        _decide_chunk(start, stop, started, rows, started + life > time.monotonic())
+        for i in range(start, stop):
+            lease = leases[i]
+            if lease is not None:
+                fences: tuple[int | None, ...] = tuple(
+                    reply if type(reply) is int else None for reply in (row[i - start] for row in rows))
+                leases[i] = FencedRedlockLease(lease.name, lease.key, lease.token, ms, started, owner, drift,
+                                               lease.instances, max_extensions, fences)
+
+    def _decide_chunk(start: int, stop: int, started: float, rows: list[list[object]], valid: bool) -> None:
+        size = stop - start
         ok = [0] * size
         held = [0] * size
         for row in rows:
-            ok = [n + 1 if reply == _OK else n for n, reply in zip(ok, row, strict=True)]
+            ok = [n + 1 if granted(reply) else n for n, reply in zip(ok, row, strict=True)]
             held = [n + 1 if reply is None else n for n, reply in zip(held, row, strict=True)]
         acquired[start:stop] = ok
         conflicted[start:stop] = held
@@ -95,14 +129,23 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
 
     timeout = client.chunk_timeout_for(ms)
     try:
-        outcome = yield Call(client._fan_many, (count, encode, timeout, client.chunk_size),
-                             {"on_chunk": on_chunk})
+        if fenced:  # decided once every chunk is in: those answered NOSCRIPT are sent again first
+            outcome = yield Call(client._fan_many, (count, encode, timeout, client.chunk_size,
+                                                    _scripts.FENCED_ACQUIRE, reencode))
+        else:
+            outcome = yield Call(client._fan_many, (count, encode, timeout, client.chunk_size),
+                                 {"on_chunk": on_chunk})
     except BaseException:  # interrupted or cancelled: whatever was sent may be held anywhere
         forget_at = time.monotonic() + ms / 1000.0 + CLEANUP_GRACE
         for key, token in zip(keys, tokens, strict=True):
             if token:  # encoded, so perhaps sent
                 client._abandoned(key, token, forget_at)
         raise
+    chunk = client.chunk_size
+    for n, started in enumerate(outcome.started if fenced else ()):
+        start = n * chunk
+        stop = min(count, start + chunk)
+        fenced_chunk(start, stop, started, [row[start:stop] for row in outcome.replies])
     if not outcome.started:  # no master could be reached: nothing was sent
         acquired, conflicted = [0] * count, [0] * count
     errored = [masters - a - c for a, c in zip(acquired, conflicted, strict=True)]
@@ -110,7 +153,8 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
         failed = [i for i in range(count) if acquired[i] or errored[i]]
         leases = [None] * count
     if failed:
-        yield from _release_failed(client, outcome.errors, outcome.replies, keys, tokens, failed, ms, timeout)
+        yield from _release_failed(client, outcome.errors, outcome.replies, keys, tokens, failed, ms, timeout,
+                                   granted)
     return RedlockManyResult(names, leases, statuses, quorum, acquired, conflicted, errored)
 
 
@@ -123,7 +167,7 @@ def _tally(rows: list[list[object]], count: int, hit: Any) -> list[int]:
 
 def _release_failed(client: RedlockRules, errors: list[str | None], acquire_rows: list[list[object]],
                     keys: list[bytes], tokens: list[bytes], failed: list[int], ms: int,
-                    timeout: float) -> Flow[None]:
+                    timeout: float, granted: Any) -> Flow[None]:
     """Release every name that did not count, on every master; remember it where it may be held
     and the release got no answer."""
     sub_keys = [keys[i] for i in failed]
@@ -134,7 +178,7 @@ def _release_failed(client: RedlockRules, errors: list[str | None], acquire_rows
     expires_at = time.monotonic() + ms / 1000.0 + CLEANUP_GRACE
     for master, acquire_row, release_row in zip(client.masters, acquire_rows, replies, strict=True):
         for j, i in enumerate(failed):
-            maybe_held = acquire_row[i] == _OK or acquire_row[i] is UNKNOWN
+            maybe_held = granted(acquire_row[i]) or acquire_row[i] is UNKNOWN
             if maybe_held and type(release_row[j]) is not int:
                 remember(master, [keys[i]], [tokens[i]], expires_at)
 

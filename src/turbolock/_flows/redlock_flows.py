@@ -49,7 +49,7 @@ from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, extended
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_token, encode_name
-from turbolock.errors import ExtensionLimitError, QuorumError
+from turbolock.errors import ExtensionLimitError, InvalidArgumentError, QuorumError
 from turbolock.lease import FREE, LockInfo, commands_ran, commands_sent, commands_unknown, info_from_pttl
 
 Attempt = tuple[bytes, bytes, int, float, float, "int | None", "AutoRenew | None", bool]
@@ -328,13 +328,16 @@ class RedlockFlows(RedlockRules):
     def _acquire_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
                            tokens: Sequence[bytes] | None, auto_renew: bool | AutoRenew,
                            on_lost: OnLost | None, max_extensions: int | None,
-                           limit: int | None) -> Flow[RedlockManyResult]:
+                           limit: int | None, fenced: bool = False) -> Flow[RedlockManyResult]:
         ms, drift, node_timeout = self._ttl(ttl)
         max_ext = count_int(max_extensions, "max_extensions", allow_none=True)
         policy = self._renew_policy(auto_renew, on_lost, ms, node_timeout)
         if limit is None:
-            result = yield from acquire_many_flow(self, names, ms, drift, all_or_nothing, tokens, max_ext)
+            result = yield from acquire_many_flow(self, names, ms, drift, all_or_nothing, tokens, max_ext,
+                                                  fenced)
         else:
+            if fenced is not False:
+                raise InvalidArgumentError("fenced", "Redlock claims (limit=k) are not fenced yet")
             result = yield from claim_many_flow(self, names, ms, drift, limit, all_or_nothing, tokens,
                                                 max_ext)
         if policy is not None:

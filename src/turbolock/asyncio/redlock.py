@@ -133,11 +133,11 @@ class AsyncRedlockClient(RedlockFlows):
                            all_or_nothing: bool = False,
                            tokens: Sequence[bytes] | None = None, auto_renew: bool | AutoRenew = False,
                            on_lost: OnLost | None = None, max_extensions: int | None = None,
-                           limit: int | None = None) -> RedlockManyResult:
+                           limit: int | None = None, fenced: bool = False) -> RedlockManyResult:
         """One attempt per name on every master at once, the quorum decided per name (see
         ``RedlockClient.acquire_many``)."""
         flow = self._acquire_many_flow(names, ttl, all_or_nothing, tokens, auto_renew, on_lost,
-                                       max_extensions, limit)
+                                       max_extensions, limit, fenced)
         return await run(flow)
 
     async def release_many(self, leases: Sequence[RedlockLease]) -> list[bool]:
