@@ -20,6 +20,7 @@ import redis
 from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
 from _waking import PROMPT, acquire_in_thread, handover_delays, stop_polling
+from turbolock import LockError
 from turbolock._flows import keepalive
 from turbolock.asyncio import AsyncLockClient
 from turbolock.client import LockClient
@@ -166,6 +167,39 @@ def test_a_silent_subscriber_connection_is_made_again(front: str, own_server: Re
         thread.join(10)
         assert done and done[0] - released < PROMPT, done
     finally:
+        fronts.close()
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_wait_keeps_its_deadline_when_the_server_stops_as_it_subscribes(
+        front: str, own_server: RedisServer, core_name: str, key_prefix: str) -> None:
+    # The lock is found held, then the server stops answering just before the subscription:
+    # the subscriber cannot connect, and acquire(timeout=0.5) still returns by its deadline.
+    url = own_server.url
+    fronts = Fronts(front, partial(LockClient.from_url, url), partial(AsyncLockClient.from_url, url),
+                    core=core_name, key_prefix=key_prefix, timeout=2.0, connect_timeout=2.0)
+    try:
+        client = fronts.make()
+        assert client.try_acquire("stopped", 30) is not None
+        target = client._target if hasattr(client, "_target") else client
+        join = target._wake_join
+
+        def stop_then_join(key: bytes, deadline: float) -> Any:
+            own_server.pause()
+            return join(key, deadline)
+
+        target._wake_join = stop_then_join
+        lock = client.lock("stopped", 30)
+        started = time.monotonic()
+        try:
+            acquired = lock.acquire(timeout=0.5)
+        except LockError:  # a ConnectionError or TimeoutError of an attempt is allowed too
+            acquired = False
+        elapsed = time.monotonic() - started
+        assert not acquired
+        assert elapsed < 0.5 + 0.15, elapsed
+    finally:
+        own_server.resume()
         fronts.close()
 
 

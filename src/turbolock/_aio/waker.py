@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from turbolock._aio.protocol import RedisProtocol
 from turbolock._flows.keepalive import Keepalive
-from turbolock._flows.wake_book import IDLE_SECONDS, Ticket, WakeBook
+from turbolock._flows.wake_book import IDLE_SECONDS, BookQueries, Ticket, WakeBook
 from turbolock.errors import ConnectionError, LockError
 from turbolock.options import ConnectionOptions
 
@@ -29,7 +29,7 @@ KEEPALIVE_CHECK = 0.25
 """How often the subscriber's keepalive looks at the connection (see ``_flows.keepalive``)."""
 
 
-class AsyncWaker:
+class AsyncWaker(BookQueries):
     """``connect()`` makes the subscriber's connection (where the client's pool connects: one
     server, or the master the Sentinels name)."""
 
@@ -82,18 +82,6 @@ class AsyncWaker:
                 pass
         event.clear()
         return self.book.consume(ticket)
-
-    def listening(self, key: bytes) -> bool:
-        """Whether this subscriber is (or is about to be) subscribed to ``key``."""
-        return self.book.listening(key)
-
-    def queued(self, key: bytes) -> bool:
-        """Whether waiters of this client wait for ``key``."""
-        return key in self.book.queues
-
-    def waiting(self) -> bool:
-        """Whether any waiter of this client waits."""
-        return bool(self.book.queues)
 
     def consume(self, ticket: Ticket) -> None:
         """Forget that ``ticket`` was woken (its next attempt sees the lock as it is)."""

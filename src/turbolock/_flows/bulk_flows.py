@@ -29,7 +29,7 @@ from turbolock._flows.bulk_plan import (
 )
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.claim import ClaimPlan, ClaimResult, MaybeHeld, check_claim
-from turbolock._flows.client_settings import check_fenced
+from turbolock._flows.client_settings import check_fenced_keys
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
@@ -125,8 +125,7 @@ def claim_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, lim
     released in the background; a lost reply raises ``AcquireOutcomeUnknownError`` naming every
     lock the call may hold. ``fenced``: each lock taken comes with its fence."""
     plan = ClaimPlan(names, ttl_ms(ttl), limit, tokens, client._owner, client.chunk_size)
-    if fenced is not False:
-        plan.fenced = all([check_fenced(fenced, client.key_prefix, key, 0) for key in plan.keys])
+    plan.fenced = check_fenced_keys(fenced, client.key_prefix, plan.keys, 0)
     return (yield from claim_plan_flow(client, plan, client._exec.many))
 
 

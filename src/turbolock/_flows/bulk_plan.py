@@ -14,7 +14,7 @@ from itertools import repeat
 from operator import attrgetter
 from typing import Any, Protocol
 
-from turbolock._flows.client_settings import check_fenced
+from turbolock._flows.client_settings import check_fenced_keys
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_DURABLE, NOT_SENT, UNKNOWN, Encoder, Reencoder
 from turbolock._wire.replies import reply_error
@@ -230,10 +230,8 @@ class AcquirePlan:
 
     def fence(self, key_prefix: bytes, replicas_ack: int, fenced: object) -> None:
         """Make this a fenced acquire, after every name's checks (see ``check_fenced``)."""
-        for key in self.keys:
-            if not check_fenced(fenced, key_prefix, key, replicas_ack):
-                return
-        self.script = _scripts.FENCED_ACQUIRE
+        if check_fenced_keys(fenced, key_prefix, self.keys, replicas_ack):
+            self.script = _scripts.FENCED_ACQUIRE
 
     def encode(self, buf: Any, start: int, stop: int) -> None:
         if self.script is not None:

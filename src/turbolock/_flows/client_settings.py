@@ -3,6 +3,7 @@ error a client raises when an acquire's reply was lost."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -91,6 +92,13 @@ def check_fenced(fenced: object, key_prefix: bytes, key: bytes, replicas_ack: in
             raise InvalidArgumentError("name", "a fenced lock's name may not hold '}' outside a {hash tag}: "
                                                "its fence counter would land in another cluster slot")
     return fenced
+
+
+def check_fenced_keys(fenced: object, key_prefix: bytes, keys: Sequence[bytes], replicas_ack: int) -> bool:
+    """``check_fenced`` for every key of a bulk call: whether it is fenced."""
+    if fenced is False:
+        return False
+    return all([check_fenced(fenced, key_prefix, key, replicas_ack) for key in keys])
 
 
 def not_durable_error(names: list[str | bytes], replicas: int) -> NotDurableError:

@@ -19,7 +19,7 @@ from typing import Any
 from turbolock._flows.bulk_flows import claim_plan_flow
 from turbolock._flows.bulk_plan import check_tokens, encode_unique_names
 from turbolock._flows.claim import ClaimPlan, ClaimResult, check_limit
-from turbolock._flows.client_settings import check_fenced
+from turbolock._flows.client_settings import check_fenced_keys
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire.scripts import NEXT_FENCE, Script
 from turbolock._wire.validate import Seconds, ttl_ms
@@ -94,8 +94,7 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
     ms = ttl_ms(ttl)
     wanted = check_limit(limit)
     checked = None if tokens is None else check_tokens(tokens, len(keys))
-    if fenced is not False:
-        fenced = all([check_fenced(fenced, client.key_prefix, key, 0) for key in keys])
+    fenced = check_fenced_keys(fenced, client.key_prefix, keys, 0)
     cluster = client._cluster
     routes = cluster.routes
     groups = routes.groups(range(len(keys)), keys)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from turbolock._flows.bulk_plan import check_size, check_tokens, encode_unique_names
-from turbolock._flows.client_settings import check_fenced
+from turbolock._flows.client_settings import check_fenced_keys
 from turbolock._flows.redlock_result import (
     FencedRedlockLease,
     InstanceSummary,
@@ -43,8 +43,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
     keys = encode_unique_names(names)
     names = list(names)
     count = len(keys)
-    if fenced is not False:
-        fenced = all([check_fenced(fenced, client.key_prefix, key, 0) for key in keys])
+    fenced = check_fenced_keys(fenced, client.key_prefix, keys, 0)
     fresh_tokens = tokens is None
     if fenced and fresh_tokens:  # the script's tokens are made here, not by the encoder
         blob = secrets.token_bytes(TOKEN_BYTES * count)
@@ -94,16 +93,6 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
             return
         _decide_chunk(start, stop, started, rows, valid)
 
-    def fenced_chunk(start: int, stop: int, started: float, rows: list[list[object]]) -> None:
-        _decide_chunk(start, stop, started, rows, started + life > time.monotonic())
-        for i in range(start, stop):
-            lease = leases[i]
-            if lease is not None:
-                fences: tuple[int | None, ...] = tuple(
-                    reply if type(reply) is int else None for reply in (row[i - start] for row in rows))
-                leases[i] = FencedRedlockLease(lease.name, lease.key, lease.token, ms, started, owner, drift,
-                                               lease.instances, max_extensions, fences)
-
     def _decide_chunk(start: int, stop: int, started: float, rows: list[list[object]], valid: bool) -> None:
         size = stop - start
         ok = [0] * size
@@ -121,7 +110,12 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
                 summary = summaries[key] = InstanceSummary(ok[j], held[j], masters - ok[j] - held[j])
             status = decide(summary, quorum, valid)
             statuses[i] = status
-            if status is RedlockStatus.ACQUIRED:
+            if status is RedlockStatus.ACQUIRED and fenced:
+                fences: tuple[int | None, ...] = tuple(
+                    reply if type(reply) is int else None for reply in (row[j] for row in rows))
+                leases[i] = FencedRedlockLease(names[i], keys[i], tokens[i], ms, started, owner, drift,
+                                               summary, max_extensions, fences)
+            elif status is RedlockStatus.ACQUIRED:
                 leases[i] = RedlockLease(names[i], keys[i], tokens[i], ms, started, owner, drift, summary,
                                          max_extensions)
             elif ok[j] or summary.errored:
@@ -145,7 +139,8 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
     for n, started in enumerate(outcome.started if fenced else ()):
         start = n * chunk
         stop = min(count, start + chunk)
-        fenced_chunk(start, stop, started, [row[start:stop] for row in outcome.replies])
+        _decide_chunk(start, stop, started, [row[start:stop] for row in outcome.replies],
+                      started + life > time.monotonic())
     if not outcome.started:  # no master could be reached: nothing was sent
         acquired, conflicted = [0] * count, [0] * count
     errored = [masters - a - c for a, c in zip(acquired, conflicted, strict=True)]

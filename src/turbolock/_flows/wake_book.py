@@ -222,3 +222,21 @@ class WakeBook:
         for ticket in self.queues.get(key, ()):
             ticket.woken = True
             ticket.wake()
+
+
+class BookQueries:
+    """What the clients ask a waker about its book (both drivers' wakers share these)."""
+
+    book: WakeBook
+
+    def listening(self, key: bytes) -> bool:
+        """Whether this subscriber is (or is about to be) subscribed to ``key``."""
+        return self.book.listening(key)
+
+    def queued(self, key: bytes) -> bool:
+        """Whether waiters of this client wait for ``key``."""
+        return key in self.book.queues
+
+    def waiting(self) -> bool:
+        """Whether any waiter of this client waits."""
+        return bool(self.book.queues)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from turbolock._flows.keepalive import Keepalive
-from turbolock._flows.wake_book import Ticket, WakeBook
+from turbolock._flows.wake_book import BookQueries, Ticket, WakeBook
 from turbolock._sync.connection import Connection
 from turbolock.errors import ConnectionError, LockError, ProtocolError
 from turbolock.options import ConnectionOptions
@@ -37,7 +37,7 @@ IDLE_CLOSE = 30.0
 ends); until then a waiter of a key still subscribed needs no round trip to be heard."""
 
 
-class Waker:
+class Waker(BookQueries):
     """``connect(deadline)`` makes the subscriber's connection (where the client's pool connects:
     one server, or the master the Sentinels name)."""
 
@@ -98,18 +98,6 @@ class Waker:
         with self._lock:
             event.clear()
             return self.book.consume(ticket)
-
-    def listening(self, key: bytes) -> bool:
-        """Whether this subscriber is (or is about to be) subscribed to ``key``."""
-        return self.book.listening(key)
-
-    def queued(self, key: bytes) -> bool:
-        """Whether waiters of this client wait for ``key``."""
-        return key in self.book.queues
-
-    def waiting(self) -> bool:
-        """Whether any waiter of this client waits."""
-        return bool(self.book.queues)
 
     def consume(self, ticket: Ticket) -> None:
         """Forget that ``ticket`` was woken (its next attempt sees the lock as it is)."""
