@@ -21,7 +21,10 @@ from turbolock.redis_server import RedisServer, RedisServerError, redis_cli
 
 BUS_OFFSET = 10000
 LOWEST_PORT = 20000
-HIGHEST_PORT = 65535 - BUS_OFFSET
+HIGHEST_PORT = 32767 - BUS_OFFSET
+"""Node ports 20000-22767, bus ports 30000-32767: below Linux's ephemeral range (32768 on), so
+an outgoing connection of the same host cannot take a node's port between the probe and the
+node's bind (seen: "Address already in use" at a node's start)."""
 
 
 def _port_free(port: int) -> bool:
