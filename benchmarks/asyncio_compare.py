@@ -29,13 +29,13 @@ import redis
 
 import turbolock
 from turbolock.asyncio import AsyncLockClient
+from turbolock.bench.contenders import BenchmarkError, core_available
+from turbolock.bench.stats import paired_ratio, summarize
+from turbolock.bench.workload import KEY_PREFIX, TOKEN_BYTES, TTL_MS, TTL_SECONDS
 from turbolock.redis_server import RedisServer
 
-from .contenders import BenchmarkError, core_available
 from .report import Comparison, Row, RowResult, Section, SectionResult
-from .stats import paired_ratio, summarize
 from .table import render
-from .workload import KEY_PREFIX, TOKEN_BYTES, TTL_MS, TTL_SECONDS
 
 TL_C = "turbolock async c"
 TL_PY = "turbolock async py"

@@ -31,13 +31,13 @@ import redis
 
 from turbolock import LockClient
 from turbolock._wire import scripts as _scripts
+from turbolock.bench.contenders import BenchmarkError, core_available
+from turbolock.bench.stats import paired_ratio, summarize
+from turbolock.bench.workload import CHUNK_SIZE, KEY_PREFIX, TOKEN_BYTES, TTL_MS, TTL_SECONDS
 from turbolock.redis_server import RedisServer
 
-from .contenders import BenchmarkError, core_available
 from .publish import publish, run_meta
 from .report import Comparison, RatioResult, Row, RowResult, Section, SectionResult, key
-from .stats import paired_ratio, summarize
-from .workload import CHUNK_SIZE, KEY_PREFIX, TOKEN_BYTES, TTL_MS, TTL_SECONDS
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "claim_compare.json")
 

@@ -37,16 +37,16 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.slots import key_slot
+from turbolock.bench.contenders import BenchmarkError, Timing, core_available, timed
+from turbolock.bench.workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS, names
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
 from . import redis_benchmark
-from .contenders import BenchmarkError, Timing, core_available, timed
 from .publish import publish, run_meta
 from .renewal_contenders import TurbolockRenewer, core_renews
 from .report import Comparison, Row, Section, evaluate, key
-from .workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS, names
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "cluster_compare.json")
 

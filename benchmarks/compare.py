@@ -25,10 +25,11 @@ import redis
 
 import turbolock
 from turbolock._wire import scripts as _scripts
+from turbolock.bench.contenders import RedisPyLock, RedisPyPipeline, RedisPyScript, Turbolock, core_available
+from turbolock.bench.workload import DEFAULT, QUICK, Workload
 from turbolock.redis_server import RedisServer
 
 from . import redis_benchmark as rb
-from .contenders import RedisPyLock, RedisPyPipeline, RedisPyScript, Turbolock, core_available
 from .memory import bytes_per_lease
 from .report import (
     ACQUIRE,
@@ -52,7 +53,6 @@ from .report import (
     to_json,
 )
 from .table import render
-from .workload import DEFAULT, QUICK, Workload
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "compare.json")
 CORES = {TL_C: "c", TL_PY: "py"}

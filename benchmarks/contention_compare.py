@@ -34,9 +34,9 @@ from redis._parsers import _HiredisParser, _RESP2Parser
 from redis.utils import HIREDIS_AVAILABLE
 
 from turbolock import LockClient
+from turbolock.bench.contenders import core_available
 from turbolock.redis_server import RedisServer
 
-from .contenders import core_available
 from .publish import publish, run_meta
 from .report import Comparison, Row, Section, evaluate, key
 

@@ -26,12 +26,12 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from turbolock import LockClient
 from turbolock._wire import scripts as _scripts
+from turbolock.bench.contenders import BenchmarkError, Timing, core_available, timed
+from turbolock.bench.workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS, names
 from turbolock.redis_server import RedisServer
 
-from .contenders import BenchmarkError, Timing, core_available, timed
 from .publish import publish, run_meta
 from .report import Comparison, Row, Section, evaluate, key
-from .workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS, names
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "fencing_compare.json")
 

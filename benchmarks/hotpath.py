@@ -20,9 +20,8 @@ from collections.abc import Callable
 import redis
 
 from turbolock import LockClient
+from turbolock.bench.workload import KEY_PREFIX, TTL_SECONDS, names
 from turbolock.redis_server import RedisServer
-
-from .workload import KEY_PREFIX, TTL_SECONDS, names
 
 Job = tuple[Callable[[], None], Callable[[], None]]
 """An untimed set-up, then the timed run."""

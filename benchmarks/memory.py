@@ -6,8 +6,7 @@ import gc
 import tracemalloc
 
 from turbolock import LockClient
-
-from .workload import CHUNK_SIZE, KEY_PREFIX, TTL_SECONDS, names
+from turbolock.bench.workload import CHUNK_SIZE, KEY_PREFIX, TTL_SECONDS, names
 
 
 def bytes_per_lease(url: str, core: str, lock_names: list[str]) -> tuple[float, float]:

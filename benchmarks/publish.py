@@ -13,8 +13,8 @@ from typing import Any
 import redis
 
 import turbolock
+from turbolock.bench.contenders import core_available
 
-from .contenders import core_available
 from .report import SectionResult, to_json
 from .table import render
 

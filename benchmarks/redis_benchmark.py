@@ -14,7 +14,7 @@ import csv
 import shutil
 import subprocess
 
-from .workload import KEY_PREFIX, TOKEN_BYTES, TTL_MS
+from turbolock.bench.workload import KEY_PREFIX, TOKEN_BYTES, TTL_MS
 
 KEYSPACE = 1_000_000_000
 TOKEN = "t" * TOKEN_BYTES

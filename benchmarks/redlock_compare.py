@@ -29,12 +29,12 @@ import redis
 from turbolock import RedlockClient
 from turbolock._wire import core as _core
 from turbolock._wire import scripts as _scripts
+from turbolock.bench.contenders import BenchmarkError, Timing, Turbolock, core_available, timed
+from turbolock.bench.workload import CHUNK_SIZE, KEY_PREFIX, TOKEN_BYTES, TTL_MS, TTL_SECONDS, names
 from turbolock.redis_server import RedisServer
 
-from .contenders import BenchmarkError, Timing, Turbolock, core_available, timed
 from .publish import publish, run_meta
 from .report import Comparison, Row, Section, evaluate, key
-from .workload import CHUNK_SIZE, KEY_PREFIX, TOKEN_BYTES, TTL_MS, TTL_SECONDS, names
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "redlock_compare.json")
 MASTERS = 3

@@ -47,24 +47,22 @@ import turbolock
 from turbolock import LockClient
 from turbolock._wire import core as _core
 from turbolock._wire import scripts as _scripts
+from turbolock.bench.contenders import BenchmarkError
+from turbolock.bench.renewal import HeldLocks, RedisPyPipelinedRenewMany, hold
+from turbolock.bench.stats import Summary, paired_ratio, summarize
+from turbolock.bench.workload import KEY_PREFIX, names
 from turbolock.redis_server import RedisServer
 
-from .contenders import BenchmarkError
 from .renewal_contenders import (
-    HeldLocks,
     RedisPyExtend,
     RedisPyPipelinedExtend,
-    RedisPyPipelinedRenewMany,
     RedisPyRenewMany,
     SteadyRenewer,
     TurbolockRenewer,
     core_renews,
-    hold,
     retained_per_lease,
 )
 from .report import TL_C, TL_PY, key
-from .stats import Summary, paired_ratio, summarize
-from .workload import KEY_PREFIX, names
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "renewal.json")
 CORES = {TL_C: "c", TL_PY: "py"}

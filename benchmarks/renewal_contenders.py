@@ -19,20 +19,20 @@ import time
 import tracemalloc
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import redis
 
 from turbolock import AutoRenew, LockClient
-from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, RENEW_CHUNK
+from turbolock._flows.renewal_book import RENEW_CHUNK
 from turbolock._sync.renewer import Renewer
 from turbolock._wire import core as _core
 from turbolock._wire import scripts as _scripts
+from turbolock.bench.contenders import BenchmarkError, Timing, timed
+from turbolock.bench.renewal import HeldLocks, check_all_renewed
+from turbolock.bench.workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS
 from turbolock.lease import Lease
 from turbolock.options import DEFAULT_TIMEOUT
-
-from .contenders import BenchmarkError, Timing, timed
-from .workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS
 
 ROUND_LEAD = 1.5
 """Seconds from an acquire's send to its locks' renewal in the throughput round: long enough for
@@ -47,28 +47,6 @@ def core_renews(core: str) -> bool:
     if core == "py":
         return True
     return _core.core_c is not None and hasattr(_core.core_c, "TimerWheel")
-
-
-class HeldLocks(NamedTuple):
-    keys: list[str]
-    """Full Redis keys (``KEY_PREFIX + name``), as redis-py names them."""
-    tokens: list[bytes]
-
-
-def hold(client: LockClient, names: Sequence[str], ttl: float = TTL_SECONDS) -> HeldLocks:
-    """Take every name (untimed set-up); the keys and tokens redis-py then renews."""
-    result = client.acquire_many(names, ttl)
-    leases = result.acquired
-    if len(leases) != len(names):
-        raise BenchmarkError(f"set-up: {len(names) - len(leases)} of {len(names)} locks not taken")
-    prefix = client.key_prefix.decode()
-    return HeldLocks([prefix + str(lease.name) for lease in leases], [lease.token for lease in leases])
-
-
-def _check_all_renewed(label: str, replies: Sequence[Any], count: int) -> None:
-    renewed = sum(1 for reply in replies if reply == 1)
-    if renewed != count:
-        raise BenchmarkError(f"{label}: {count - renewed} of {count} renewals refused")
 
 
 # -- redis-py -------------------------------------------------------------------------------------
@@ -96,7 +74,7 @@ class RedisPyExtend:
             return [lock.extend(TTL_SECONDS, replace_ttl=True) for lock in locks]
 
         replies, wall, cpu = timed(run)
-        _check_all_renewed("redis-py Lock.extend", [int(r) for r in replies], len(locks))
+        check_all_renewed("redis-py Lock.extend", [int(r) for r in replies], len(locks))
         return Timing(len(locks), wall, cpu)
 
     def close(self) -> None:
@@ -113,7 +91,7 @@ class RedisPyPipelinedExtend:
 
     def renew(self, held: HeldLocks) -> Timing:
         sha = self.sha
-        keys, tokens = held
+        keys, tokens = held.keys, held.tokens
 
         def run() -> list[Any]:
             pipe = self.redis.pipeline(transaction=False)
@@ -126,7 +104,7 @@ class RedisPyPipelinedExtend:
             return replies
 
         replies, wall, cpu = timed(run)
-        _check_all_renewed("redis-py pipelined EVALSHA", replies, len(keys))
+        check_all_renewed("redis-py pipelined EVALSHA", replies, len(keys))
         return Timing(len(keys), wall, cpu)
 
     def close(self) -> None:
@@ -143,7 +121,7 @@ class RedisPyRenewMany:
 
     def renew(self, held: HeldLocks) -> Timing:
         script = self.script
-        keys, tokens = held
+        keys, tokens = held.keys, held.tokens
 
         def run() -> list[Any]:
             replies: list[Any] = []
@@ -153,41 +131,7 @@ class RedisPyRenewMany:
             return replies
 
         replies, wall, cpu = timed(run)
-        _check_all_renewed("redis-py EVALSHA per 1000 keys", replies, len(keys))
-        return Timing(len(keys), wall, cpu)
-
-    def close(self) -> None:
-        self.redis.close()
-
-
-class RedisPyPipelinedRenewMany:
-    """Not one of the issue's anchors, the strongest redis-py shape we know: RENEW_MANY per
-    ``RENEW_CHUNK`` keys, ``COMMANDS_PER_WRITE`` of them per pipelined ``execute()`` (what
-    turbolock's renewer writes at once)."""
-
-    def __init__(self, url: str) -> None:
-        self.redis = redis.Redis.from_url(url)
-        self.sha = self.redis.script_load(_scripts.RENEW_MANY.source)
-
-    def renew(self, held: HeldLocks) -> Timing:
-        sha = self.sha
-        keys, tokens = held
-        per_write = RENEW_CHUNK * COMMANDS_PER_WRITE
-
-        def run() -> list[Any]:
-            pipe = self.redis.pipeline(transaction=False)
-            replies: list[Any] = []
-            for write in range(0, len(keys), per_write):
-                for start in range(write, min(len(keys), write + per_write), RENEW_CHUNK):
-                    stop = start + RENEW_CHUNK
-                    chunk = keys[start:stop]
-                    pipe.evalsha(sha, len(chunk), *chunk, TTL_MS, *tokens[start:stop])
-                for reply in pipe.execute():
-                    replies.extend(reply)
-            return replies
-
-        replies, wall, cpu = timed(run)
-        _check_all_renewed("redis-py pipelined renew_many", replies, len(keys))
+        check_all_renewed("redis-py EVALSHA per 1000 keys", replies, len(keys))
         return Timing(len(keys), wall, cpu)
 
     def close(self) -> None:

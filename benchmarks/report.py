@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .stats import Summary, paired_ratio, summarize
+from turbolock.bench.stats import Summary, paired_ratio, summarize
 
 TL_C = "turbolock c"
 TL_PY = "turbolock py"

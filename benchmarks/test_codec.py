@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from turbolock._wire import scripts as _scripts
-
-from .workload import KEY_PREFIX, TTL_MS
+from turbolock.bench.workload import KEY_PREFIX, TTL_MS
 
 COUNT = 1000
 NAMES = [f"codec:{i:012d}".encode() for i in range(COUNT)]

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from turbolock import LockClient
+from turbolock.bench.workload import CHUNK_SIZE, TTL_SECONDS, names
 from turbolock.redis_server import RedisServer
-
-from .workload import CHUNK_SIZE, TTL_SECONDS, names
 
 BULK = 10_000
 

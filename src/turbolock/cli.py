@@ -1,6 +1,6 @@
 """The ``turbolock`` command: ``turbolock demo`` runs the flash-sale demo, ``turbolock doctor URL``
 checks a server before it is trusted with locks, ``turbolock locks list|inspect|release`` shows
-and frees the locks on one."""
+and frees the locks on one, ``turbolock bench`` measures turbolock against redis-py."""
 
 from __future__ import annotations
 
@@ -38,7 +38,28 @@ def build_parser() -> argparse.ArgumentParser:
                     "lock of its own (taken and released). Exit code 1 when a check finds a problem.")
     doctor.add_argument("url", help="redis://, rediss:// or unix:// URL of the server (or of a cluster node)")
     _add_locks(commands)
+    _add_bench(commands)
     return parser
+
+
+def _add_bench(commands: Any) -> None:
+    bench = commands.add_parser(
+        "bench", help="turbolock against redis-py on your server: pairs, bulk, renewal, contention",
+        description="Measures turbolock and redis-py (as installed here, with and without hiredis, and the "
+                    "best hand-written redis-py code per workload) side by side, the order rotating every "
+                    "repeat. Writes keys under bench: on the server and releases them. With no --url and "
+                    "no REDIS_URL it starts a throwaway redis-server.")
+    bench.add_argument("--url", help="redis://, rediss:// or unix:// URL (default: $REDIS_URL, "
+                                     "else a throwaway server)")
+    bench.add_argument("--core", choices=("c", "py"), default=None, help="turbolock's core (default: the "
+                                                                        "compiled one when built)")
+    bench.add_argument("--quick", action="store_true", help="small sizes and 3 repeats (about 10 s)")
+    bench.add_argument("--repeats", type=_positive, default=None, help="repeats (default 5; --quick 3)")
+    bench.add_argument("--only", metavar="WORKLOADS", help="comma-separated: pairs,bulk,renewal,contention")
+    bench.add_argument("--json", metavar="PATH",
+                       help="write samples, medians and ratios as JSON ('-': stdout)")
+    bench.add_argument("--plot", metavar="FILE", help="draw the comparison to FILE.png or FILE.svg "
+                                                      "(needs matplotlib: pip install 'turbolock[cli]')")
 
 
 def _add_locks(commands: Any) -> None:
@@ -97,6 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (InvalidArgumentError, InvalidArgumentTypeError) as exc:
             print(f"turbolock locks: {exc}", file=sys.stderr)
             return 2
+    if args.command == "bench":
+        from turbolock.bench.command import main as bench_main
+
+        return bench_main(args.url, args.core, args.quick, args.repeats, args.only, args.json, args.plot)
     if args.command == "doctor":
         from turbolock.doctor import main as doctor_main
         from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError

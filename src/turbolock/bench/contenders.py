@@ -101,15 +101,32 @@ class Turbolock:
         self.client.close()
 
 
-def _redis(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url)
+def hiredis_available() -> bool:
+    """Whether redis-py here parses replies with hiredis (``pip install hiredis``)."""
+    try:
+        from redis.utils import HIREDIS_AVAILABLE
+    except ImportError:  # pragma: no cover - every redis-py turbolock supports has it
+        return False
+    return bool(HIREDIS_AVAILABLE)
+
+
+def redis_py(url: str, hiredis: bool | None = None, **options: Any) -> redis.Redis:
+    """A redis-py client with hiredis's parser or redis-py's own (``None``: as installed)."""
+    if hiredis is not None:
+        try:
+            from redis._parsers import _HiredisParser, _RESP2Parser
+        except ImportError:  # redis-py 4.x
+            from redis.connection import HiredisParser as _HiredisParser  # type: ignore[attr-defined,no-redef]
+            from redis.connection import PythonParser as _RESP2Parser  # type: ignore[attr-defined,no-redef]
+        options["parser_class"] = _HiredisParser if hiredis else _RESP2Parser
+    return redis.Redis.from_url(url, **options)
 
 
 class RedisPyLock:
     """``redis.lock.Lock``: a Lock object per name, acquire(blocking=False), release()."""
 
-    def __init__(self, url: str) -> None:
-        self.redis = _redis(url)
+    def __init__(self, url: str, hiredis: bool | None = None) -> None:
+        self.redis = redis_py(url, hiredis)
 
     def pairs(self, names: list[str]) -> Timing:
         client = self.redis
@@ -131,8 +148,8 @@ class RedisPyLock:
 class RedisPyScript:
     """What a careful redis-py user writes by hand: ``SET NX PX`` and a registered Lua release."""
 
-    def __init__(self, url: str) -> None:
-        self.redis = _redis(url)
+    def __init__(self, url: str, hiredis: bool | None = None) -> None:
+        self.redis = redis_py(url, hiredis)
         self.release = self.redis.register_script(_scripts.RELEASE.source)
 
     def pairs(self, names: list[str]) -> Timing:
@@ -156,8 +173,8 @@ class RedisPyScript:
 class RedisPyPipeline:
     """``pipeline(transaction=False)``: SET NX PX, then EVALSHA release, in chunks of CHUNK_SIZE."""
 
-    def __init__(self, url: str) -> None:
-        self.redis = _redis(url)
+    def __init__(self, url: str, hiredis: bool | None = None) -> None:
+        self.redis = redis_py(url, hiredis)
         self.sha = self.redis.script_load(_scripts.RELEASE.source)
 
     def _acquire(self, names: list[str]) -> tuple[list[str], list[bytes], list[Any]]:
