@@ -58,7 +58,7 @@ ensure_venv() {
         # The build runs in this venv (no isolated build env to download every time): its
         # requirements from pyproject.toml come first.
         "$PY" -m pip install -q "setuptools>=77" wheel "Cython>=3.0.10,<4"
-        (cd "$ROOT" && "$PY" -m pip install -q --no-build-isolation -e ".[test,bench,cli]")
+        (cd "$ROOT" && "$PY" -m pip install -q --no-build-isolation -e ".[test,bench,cli,otel]")
         echo "$want" > "$VENV/.turbolock-installed"
     fi
 }

@@ -173,11 +173,12 @@ class LockClient(ClientRules[Lock]):
         """Delete the lock if it is still ours. False when it expired or is now someone else's
         (their key is never touched)."""
         releasing(self, lease)
+        sent_at = time.monotonic()
         try:
             reply = self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
         except BaseException as exc:
             raise release_failed(self, lease, exc) from None
-        return release_result(self, reply, lease)
+        return release_result(self, reply, lease, sent_at)
 
     def extend(self, lease: Lease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not (the

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
+from turbolock import _metrics
 from turbolock.errors import LockLostError
 
 if TYPE_CHECKING:
@@ -132,6 +133,9 @@ class Lease:
         event = self._lost_event
         if event is not None:
             event.set()
+        sink = _metrics.sink
+        if sink is not None:
+            sink.lost(self.name)
         return True
 
     def __repr__(self) -> str:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from turbolock import _metrics
 from turbolock._flows.bulk_plan import (
     AcquirePlan,
     check_leases,
@@ -114,8 +115,14 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
         raise plan.first_error(replies)
     if all_or_nothing and (plan.not_acquired or plan.not_durable):
         yield Call(client.release_many, (plan.taken(),))
-        return AcquireManyResult(plan.names, [None] * plan.count, plan.not_acquired, plan.not_durable)
-    return AcquireManyResult(plan.names, plan.leases, plan.not_acquired, plan.not_durable)
+        result = AcquireManyResult(plan.names, [None] * plan.count, plan.not_acquired, plan.not_durable)
+    else:
+        result = AcquireManyResult(plan.names, plan.leases, plan.not_acquired, plan.not_durable)
+    sink = _metrics.sink
+    if sink is not None:
+        sink.acquired(len(result.acquired), len(plan.not_acquired), time.monotonic() - plan.sent_at,
+                      "acquire_many")
+    return result
 
 
 def claim_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, limit: int,
@@ -182,13 +189,19 @@ def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = ma
     def on_replies(start: int, replies: list[object]) -> None:
         replied[0] = start + len(replies)
 
+    started = time.monotonic()
     try:
         replies = yield from run_release_flow(client, keys, tokens, deadline, on_replies)
     except BaseException as exc:
         if not isinstance(exc, Exception):  # interrupted or cancelled: what got no answer is retried
             _forget(client, leases[replied[0]:])
         raise
-    return settle_release(client, leases, replies)
+    released = settle_release(client, leases, replies)
+    sink = _metrics.sink
+    if sink is not None:
+        done = sum(released)
+        sink.released(done, len(released) - done, time.monotonic() - started, "release_many")
+    return released
 
 
 def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow[list[bool]]:
@@ -203,7 +216,12 @@ def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow
     except BaseException:
         commands_unknown(leases, sent_at)  # interrupted or cancelled, perhaps after some were sent
         raise
-    return settle_extend(client, leases, replies, ms, sent_at)
+    extended = settle_extend(client, leases, replies, ms, sent_at)
+    sink = _metrics.sink
+    if sink is not None:
+        done = sum(extended)
+        sink.extended(done, len(extended) - done, time.monotonic() - sent_at, "extend_many")
+    return extended
 
 
 def query_many_flow(client: Any, names: Sequence[str | bytes]) -> Flow[list[LockInfo]]:

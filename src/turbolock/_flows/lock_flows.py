@@ -7,9 +7,11 @@ single-server and the Redlock ones differ only in how the lock is taken.
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
+from turbolock import _metrics
 from turbolock._flows.client_settings import check_fenced
 from turbolock._flows.lock_rules import LockState, Waiting, worth_retrying
 from turbolock._flows.redlock_result import FencedRedlockLease, RedlockLease, RedlockResult, RedlockStatus
@@ -40,6 +42,8 @@ class LockFlows(LockState[LeaseT]):
     """How the server side is named in messages ("" for one server)."""
 
     _released = False
+    _wait_began: float | None = None
+    """When a blocking acquire began, while telemetry listens (``_metrics``)."""
 
     _state_lock: AbstractContextManager[Any] = threading.Lock()
     """Guards the lease's check-and-set on the flows' slower paths. A threaded Lock object has
@@ -64,6 +68,8 @@ class LockFlows(LockState[LeaseT]):
         """The wait of an acquire() (None: until free; 0: one attempt), once the Lock is free to take."""
         wait = self._wait if blocking is None and timeout is None else self._wait_for(blocking, timeout)
         self._check_unheld()
+        if _metrics.sink is not None and wait != 0:
+            self._wait_began = time.monotonic()
         return wait
 
     def _one_attempt(self) -> tuple[Any, ...] | None:
@@ -77,6 +83,11 @@ class LockFlows(LockState[LeaseT]):
 
     def _acquired(self, lease: LeaseT | None, entering: bool) -> bool:
         """The end of acquire(); ``entering`` for ``with``, where not taking the lock is an error."""
+        if self._wait_began is not None:
+            sink = _metrics.sink
+            if sink is not None:
+                sink.waited(time.monotonic() - self._wait_began, lease is not None, self.name)
+            self._wait_began = None
         if lease is None:
             if entering:
                 raise self._not_acquired_error()

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from turbolock import _metrics
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder, item_encoders
 from turbolock._wire.validate import timeout_seconds
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
@@ -297,6 +298,11 @@ class RenewalBook:
                 self._schedule(state, lease.expires_at - guard)
             else:
                 to_send.append(lease)
+        sink = _metrics.sink
+        if sink is not None and to_send:
+            # The most overdue lock of the round: the one a slow renewer puts at risk first.
+            due = min(lease.expires_at - lease.renewal.renew_before for lease in to_send if lease.renewal)
+            sink.renewal_lag(max(0.0, now - due))
         return to_send, lost
 
     def round_deadline(self, leases: Sequence[Lease], now: float, timeout: float) -> float:

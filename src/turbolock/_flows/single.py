@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from turbolock import _metrics
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_DURABLE, Unconfirmed
@@ -32,6 +33,9 @@ def acquire_result(client: Any, reply: object, name: str | bytes, key: bytes, to
     a fence (renewed under ``policy`` if there is one), None when someone else holds the lock; an
     error reply raises."""
     if reply is None:
+        sink = _metrics.sink
+        if sink is not None:
+            sink.acquired(0, 1, time.monotonic() - sent_at, "acquire", name)
         return None
     lease: Lease | None = None
     if reply == b"OK":
@@ -41,16 +45,23 @@ def acquire_result(client: Any, reply: object, name: str | bytes, key: bytes, to
     if lease is not None:
         if policy is not None:
             client._renewer().add((lease,), policy, on_lost)
+        sink = _metrics.sink
+        if sink is not None:
+            sink.acquired(1, 0, time.monotonic() - sent_at, "acquire", name)
         return lease
     if reply is NOT_DURABLE:
         raise client._not_durable([(name, key, token, time.monotonic() + ttl_ms / 1000.0)])
     raise client._refused(reply, name)
 
 
-def release_result(client: Any, reply: object, lease: Lease) -> bool:
+def release_result(client: Any, reply: object, lease: Lease, sent_at: float) -> bool:
     if type(reply) is int:
         if reply > 1:  # 1 + the subscribers told (see ``scripts.RELEASE``)
             client._released(lease.key, reply)
+        sink = _metrics.sink
+        if sink is not None:
+            ours = reply >= 1
+            sink.released(int(ours), int(not ours), time.monotonic() - sent_at, "release")
         return reply >= 1
     raise reply_error(reply, lease.name)
 
@@ -83,6 +94,9 @@ def extend_result(client: Any, reply: object, lease: Lease, ttl_ms: int, sent_at
     if type(reply) is not int:
         commands_refused((lease,), sent_at)
         raise reply_error(reply, lease.name)
+    sink = _metrics.sink
+    if sink is not None:
+        sink.extended(1 if reply == 1 else 0, 0 if reply == 1 else 1, time.monotonic() - sent_at, "extend")
     if reply != 1:
         commands_refused((lease,), sent_at)
         client._lease_lost(lease, "an extend found its key gone or held by another token")

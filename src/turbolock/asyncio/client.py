@@ -207,11 +207,12 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         (their key is never touched). A release whose task is cancelled once it has started is
         finished in the background."""
         releasing(self, lease)
+        sent_at = time.monotonic()
         try:
             reply = await self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
         except BaseException as exc:
             raise release_failed(self, lease, exc) from None
-        return release_result(self, reply, lease)
+        return release_result(self, reply, lease, sent_at)
 
     async def extend(self, lease: Lease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now if it is still ours; False when it is not (the

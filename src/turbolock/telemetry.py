@@ -1,0 +1,133 @@
+"""OpenTelemetry metrics, through ``opentelemetry-api`` (``pip install 'turbolock[otel]'``).
+
+    import turbolock.telemetry
+    turbolock.telemetry.instrument()            # the global MeterProvider, or meter_provider=...
+
+Every client in the process then reports (instrument names, all under ``turbolock.``):
+
+- ``turbolock.lock.acquisitions`` (counter): locks granted; ``turbolock.lock.contended``
+  (counter): acquire attempts that found the lock held by someone else.
+- ``turbolock.lock.releases`` (counter, attribute ``turbolock.released`` true/false: false when
+  the lock was no longer ours), ``turbolock.lock.extensions`` (the same for extends).
+- ``turbolock.lock.lost`` (counter): held locks whose lost signal fired.
+- ``turbolock.lock.wait`` (histogram, s; attribute ``turbolock.acquired``): how long blocking
+  acquires of Lock objects waited.
+- ``turbolock.renewal.lag`` (histogram, s): how late each renewal round began past the due
+  time of its most overdue lock (a busy renewer shows here long before locks are lost).
+- ``turbolock.call.duration`` (histogram, s; attribute ``turbolock.operation``: acquire,
+  release, extend, acquire_many, release_many, extend_many): client calls, from the first byte
+  sent to the answer.
+
+The lock's name is never an attribute unless ``lock_name_attribute=True`` (one time series per
+name: a cardinality most backends charge for), and the token never is. Nothing is recorded,
+and nothing is imported, until ``instrument()``; ``uninstrument()`` stops it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turbolock import _metrics
+
+_BOOL = {True: "true", False: "false"}
+
+
+class _Instruments:
+    """``_metrics.Sink`` over OpenTelemetry instruments."""
+
+    def __init__(self, meter: Any, lock_name_attribute: bool) -> None:
+        self._names = lock_name_attribute
+        self._acquisitions = meter.create_counter("turbolock.lock.acquisitions", unit="{lock}",
+                                                  description="Locks granted")
+        self._contended = meter.create_counter("turbolock.lock.contended", unit="{attempt}",
+                                               description="Acquire attempts that found the lock held")
+        self._releases = meter.create_counter("turbolock.lock.releases", unit="{lock}",
+                                              description="Releases, by whether the lock was still ours")
+        self._extensions = meter.create_counter("turbolock.lock.extensions", unit="{lock}",
+                                                description="Extends, by whether the lock was still ours")
+        self._lost = meter.create_counter("turbolock.lock.lost", unit="{lock}",
+                                          description="Held locks whose lost signal fired")
+        self._wait = meter.create_histogram("turbolock.lock.wait", unit="s",
+                                            description="Time blocking acquires waited")
+        self._lag = meter.create_histogram("turbolock.renewal.lag", unit="s",
+                                           description="How late renewal rounds began past their due time")
+        self._duration = meter.create_histogram("turbolock.call.duration", unit="s",
+                                                description="Client calls, first byte sent to answer")
+
+    def _named(self, attributes: dict[str, str], name: str | bytes | None) -> dict[str, str]:
+        if self._names and name is not None:
+            text = name if isinstance(name, str) else name.decode(errors="replace")
+            attributes["turbolock.lock.name"] = text
+        return attributes
+
+    def _call(self, seconds: float | None, operation: str) -> None:
+        if seconds is not None:
+            self._duration.record(seconds, {"turbolock.operation": operation})
+
+    def acquired(self, granted: int, contended: int, seconds: float | None, operation: str,
+                 name: str | bytes | None = None) -> None:
+        if granted:
+            self._acquisitions.add(granted, self._named({}, name))
+        if contended:
+            self._contended.add(contended, self._named({}, name))
+        self._call(seconds, operation)
+
+    def released(self, released: int, refused: int, seconds: float | None, operation: str) -> None:
+        if released:
+            self._releases.add(released, {"turbolock.released": "true"})
+        if refused:
+            self._releases.add(refused, {"turbolock.released": "false"})
+        self._call(seconds, operation)
+
+    def extended(self, extended: int, refused: int, seconds: float | None, operation: str) -> None:
+        if extended:
+            self._extensions.add(extended, {"turbolock.extended": "true"})
+        if refused:
+            self._extensions.add(refused, {"turbolock.extended": "false"})
+        self._call(seconds, operation)
+
+    def waited(self, seconds: float, acquired: bool, name: str | bytes | None = None) -> None:
+        self._wait.record(seconds, self._named({"turbolock.acquired": _BOOL[acquired]}, name))
+
+    def lost(self, name: str | bytes | None = None) -> None:
+        self._lost.add(1, self._named({}, name))
+
+    def renewal_lag(self, seconds: float) -> None:
+        self._lag.record(seconds)
+
+
+def instrument(meter_provider: Any = None, *, lock_name_attribute: bool = False) -> None:
+    """Start reporting to ``meter_provider`` (default: OpenTelemetry's global one).
+
+    Raises ``ImportError`` naming the extra when ``opentelemetry-api`` is not installed.
+    """
+    if not isinstance(lock_name_attribute, bool):
+        from turbolock.errors import InvalidArgumentTypeError
+
+        raise InvalidArgumentTypeError("lock_name_attribute",
+                                       f"must be a bool, not {type(lock_name_attribute).__name__}")
+    try:
+        from opentelemetry import metrics
+    except ImportError:
+        raise ImportError("turbolock.telemetry needs opentelemetry-api: "
+                          "pip install 'turbolock[otel]'") from None
+    meter = metrics.get_meter("turbolock", _version(), meter_provider=meter_provider)
+    _metrics.sink = _Instruments(meter, lock_name_attribute)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("turbolock")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return ""
+
+
+def uninstrument() -> None:
+    """Stop reporting; calls cost what they did before ``instrument()``."""
+    _metrics.sink = None
+
+
+def instrumented() -> bool:
+    return _metrics.sink is not None

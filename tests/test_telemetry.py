@@ -1,0 +1,187 @@
+"""OpenTelemetry metrics (``turbolock.telemetry``) read back through the SDK's in-memory reader,
+on both front ends and both cores: the right counts per outcome, call durations per operation,
+blocking waits, lost locks and renewal lag; no lock name unless asked, never a token; nothing
+recorded after ``uninstrument()``; a clear error without opentelemetry-api or with a bad argument."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from turbolock import AutoRenew, telemetry
+from turbolock.errors import InvalidArgumentTypeError
+
+
+class Recorded:
+    """What the reader holds: ``points(name)`` -> [(attributes, data point)]."""
+
+    def __init__(self, reader: InMemoryMetricReader) -> None:
+        self.reader = reader
+
+    def points(self, name: str) -> list[tuple[dict[str, Any], Any]]:
+        data = self.reader.get_metrics_data()
+        found = []
+        for resource in data.resource_metrics if data else ():
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == name:
+                        found.extend((dict(p.attributes), p) for p in metric.data.data_points)
+        return found
+
+    def total(self, name: str, **attributes: str) -> int:
+        return sum(p.value for attrs, p in self.points(name) if attributes.items() <= attrs.items())
+
+    def histogram(self, name: str, **attributes: str) -> tuple[int, float]:
+        matching = [p for attrs, p in self.points(name) if attributes.items() <= attrs.items()]
+        return sum(p.count for p in matching), sum(p.sum for p in matching)
+
+    def every_attribute_value(self) -> list[str]:
+        data = self.reader.get_metrics_data()
+        return [str(value) for resource in data.resource_metrics for scope in resource.scope_metrics
+                for metric in scope.metrics for point in metric.data.data_points
+                for value in point.attributes.values()]
+
+
+def _instrumented(lock_name_attribute: bool = False) -> Iterator[Recorded]:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    telemetry.instrument(provider, lock_name_attribute=lock_name_attribute)
+    try:
+        yield Recorded(reader)
+    finally:
+        telemetry.uninstrument()
+        provider.shutdown()
+
+
+@pytest.fixture
+def recorded() -> Iterator[Recorded]:
+    yield from _instrumented()
+
+
+@pytest.fixture
+def recorded_with_names() -> Iterator[Recorded]:
+    yield from _instrumented(lock_name_attribute=True)
+
+
+def test_single_calls_are_counted_by_outcome_with_their_durations(
+        make_client: Callable[..., Any], recorded: Recorded, raw: redis.Redis, key_prefix: str) -> None:
+    client = make_client()
+    first = client.try_acquire("a", 30)
+    second = client.try_acquire("b", 30)
+    assert first is not None and second is not None
+    assert client.try_acquire("a", 30) is None  # held: contended
+    assert client.extend(first, 30)
+    raw.set(key_prefix + "b", b"someone else")  # taken over: its extend and release are refused
+    assert not client.extend(second, 30)
+    assert client.release(first)
+    assert not client.release(second)
+    assert recorded.total("turbolock.lock.acquisitions") == 2
+    assert recorded.total("turbolock.lock.contended") == 1
+    assert recorded.total("turbolock.lock.extensions", **{"turbolock.extended": "true"}) == 1
+    assert recorded.total("turbolock.lock.extensions", **{"turbolock.extended": "false"}) == 1
+    assert recorded.total("turbolock.lock.releases", **{"turbolock.released": "true"}) == 1
+    assert recorded.total("turbolock.lock.releases", **{"turbolock.released": "false"}) == 1
+    assert recorded.total("turbolock.lock.lost") == 1  # the refused extend found it lost
+    for operation, calls in (("acquire", 3), ("extend", 2), ("release", 2)):
+        count, seconds = recorded.histogram("turbolock.call.duration", **{"turbolock.operation": operation})
+        assert count == calls and 0 < seconds < calls * 1.0
+    values = recorded.every_attribute_value()
+    assert "a" not in values and "b" not in values  # no lock names by default
+    assert not any(first.token.hex() in v or repr(first.token) in v for v in values)
+
+
+def test_bulk_calls_count_every_lock(make_client: Callable[..., Any], recorded: Recorded) -> None:
+    client = make_client()
+    held = client.try_acquire("n3", 30)
+    result = client.acquire_many([f"n{i}" for i in range(10)], 30)
+    assert len(result.acquired) == 9
+    assert recorded.total("turbolock.lock.acquisitions") == 1 + 9
+    assert recorded.total("turbolock.lock.contended") == 1
+    assert client.extend_many(result.acquired, 30) == [True] * 9
+    assert client.release_many([*result.acquired, held]) == [True] * 10
+    assert recorded.total("turbolock.lock.extensions", **{"turbolock.extended": "true"}) == 9
+    assert recorded.total("turbolock.lock.releases", **{"turbolock.released": "true"}) == 10
+    for operation in ("acquire_many", "extend_many", "release_many"):
+        count, _ = recorded.histogram("turbolock.call.duration", **{"turbolock.operation": operation})
+        assert count == 1
+
+
+def test_a_blocking_wait_is_recorded_with_its_outcome(make_client: Callable[..., Any],
+                                                      recorded_with_names: Recorded) -> None:
+    client = make_client()
+    holder = client.try_acquire("queue", 30)
+    assert holder is not None
+    timer = threading.Timer(0.3, client.release, (holder,))
+    timer.start()
+    try:
+        lock = client.lock("queue", 30, timeout=5)
+        assert lock.acquire()
+        lock.release()
+    finally:
+        timer.join()
+    impatient = client.lock("queue", 30, timeout=0.2)
+    again = client.try_acquire("queue", 30)
+    assert not impatient.acquire()
+    client.release(again)
+    count, seconds = recorded_with_names.histogram("turbolock.lock.wait", **{"turbolock.acquired": "true"})
+    assert count == 1 and 0.25 <= seconds < 2.0
+    count, seconds = recorded_with_names.histogram("turbolock.lock.wait", **{"turbolock.acquired": "false"})
+    assert count == 1 and 0.15 <= seconds < 1.0
+    waits = recorded_with_names.points("turbolock.lock.wait")
+    names = {attrs.get("turbolock.lock.name") for attrs, _ in waits}
+    assert names == {"queue"}  # asked for: the name is an attribute
+
+
+def test_renewal_lag_and_a_lost_renewed_lock(make_client: Callable[..., Any], recorded: Recorded,
+                                            raw: redis.Redis, key_prefix: str) -> None:
+    client = make_client()
+    kept = client.try_acquire("kept", 0.6, auto_renew=AutoRenew(renew_before=0.3))
+    doomed = client.try_acquire("doomed", 0.6, auto_renew=AutoRenew(renew_before=0.3))
+    assert kept is not None and doomed is not None
+    raw.delete(key_prefix + "doomed")
+    assert doomed.lost.wait(3.0)
+    time.sleep(0.4)  # another round for the lock still held
+    assert client.release(kept)
+    assert recorded.total("turbolock.lock.lost") == 1
+    count, seconds = recorded.histogram("turbolock.renewal.lag")
+    assert count >= 2 and 0 <= seconds / count < 0.2  # rounds began close to when they were due
+
+
+def test_nothing_is_recorded_after_uninstrument(client: Any) -> None:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    telemetry.instrument(provider)
+    assert telemetry.instrumented()
+    lease = client.try_acquire("x", 30)
+    telemetry.uninstrument()
+    assert not telemetry.instrumented()
+    client.release(lease)
+    client.try_acquire("x", 30)
+    recorded = Recorded(reader)
+    assert recorded.total("turbolock.lock.acquisitions") == 1
+    assert recorded.total("turbolock.lock.releases") == 0
+    provider.shutdown()
+
+
+def test_a_bad_argument_is_named_and_nothing_changes() -> None:
+    with pytest.raises(InvalidArgumentTypeError, match="lock_name_attribute"):
+        telemetry.instrument(lock_name_attribute="yes")  # type: ignore[arg-type]
+    assert not telemetry.instrumented()
+
+
+def test_without_opentelemetry_the_error_names_the_extra() -> None:
+    program = ("import sys; sys.modules['opentelemetry'] = None\n"
+               "from turbolock import telemetry\n"
+               "try:\n    telemetry.instrument()\n"
+               "except ImportError as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert "pip install 'turbolock[otel]'" in done.stdout, done.stderr
