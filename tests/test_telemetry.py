@@ -185,3 +185,22 @@ def test_without_opentelemetry_the_error_names_the_extra() -> None:
                "except ImportError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
     assert "pip install 'turbolock[otel]'" in done.stdout, done.stderr
+
+
+def test_redlock_acquires_and_releases_are_counted(three: list[Any], core_name: str, key_prefix: str,
+                                                   recorded: Recorded) -> None:
+    from turbolock import RedlockClient
+
+    with RedlockClient([server.url for server in three], core=core_name, key_prefix=key_prefix,
+                       retry_count=0) as client:
+        lease = client.try_acquire("quorum", 30)
+        assert lease is not None
+        assert client.try_acquire("quorum", 30) is None
+        assert client.release(lease)
+        assert not client.release(lease)
+    assert recorded.total("turbolock.lock.acquisitions") == 1
+    assert recorded.total("turbolock.lock.contended") == 1
+    assert recorded.total("turbolock.lock.releases", **{"turbolock.released": "true"}) == 1
+    assert recorded.total("turbolock.lock.releases", **{"turbolock.released": "false"}) == 1
+    count, _ = recorded.histogram("turbolock.call.duration", **{"turbolock.operation": "acquire"})
+    assert count == 2

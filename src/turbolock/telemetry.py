@@ -3,24 +3,11 @@
     import turbolock.telemetry
     turbolock.telemetry.instrument()            # the global MeterProvider, or meter_provider=...
 
-Every client in the process then reports (instrument names, all under ``turbolock.``):
-
-- ``turbolock.lock.acquisitions`` (counter): locks granted; ``turbolock.lock.contended``
-  (counter): acquire attempts that found the lock held by someone else.
-- ``turbolock.lock.releases`` (counter, attribute ``turbolock.released`` true/false: false when
-  the lock was no longer ours), ``turbolock.lock.extensions`` (the same for extends).
-- ``turbolock.lock.lost`` (counter): held locks whose lost signal fired.
-- ``turbolock.lock.wait`` (histogram, s; attribute ``turbolock.acquired``): how long blocking
-  acquires of Lock objects waited.
-- ``turbolock.renewal.lag`` (histogram, s): how late each renewal round began past the due
-  time of its most overdue lock (a busy renewer shows here long before locks are lost).
-- ``turbolock.call.duration`` (histogram, s; attribute ``turbolock.operation``: acquire,
-  release, extend, acquire_many, release_many, extend_many): client calls, from the first byte
-  sent to the answer.
-
-The lock's name is never an attribute unless ``lock_name_attribute=True`` (one time series per
-name: a cardinality most backends charge for), and the token never is. Nothing is recorded,
-and nothing is imported, until ``instrument()``; ``uninstrument()`` stops it.
+Every client in the process then reports its acquisitions, contended attempts, releases and
+extends by outcome, lost locks, blocking waits, renewal lag and call durations (the README's
+"Metrics" section lists the instruments and their attributes). The lock's name is an
+attribute only with ``lock_name_attribute=True``; the token never is. Nothing is recorded, and
+nothing is imported, until ``instrument()``; ``uninstrument()`` stops it.
 """
 
 from __future__ import annotations

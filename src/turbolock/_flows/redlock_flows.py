@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from turbolock import _metrics
 from turbolock._flows.client_settings import check_fenced
 from turbolock._flows.lock_rules import check_wait
 from turbolock._flows.redlock_bulk import acquire_many_flow
@@ -112,6 +113,11 @@ class RedlockFlows(RedlockRules):
                     maybe_held.append(m)
         summary = InstanceSummary(acquired, conflicted, errored)
         status = decide(summary, self.quorum, valid)
+        sink = _metrics.sink
+        if sink is not None:
+            granted = status is RedlockStatus.ACQUIRED
+            sink.acquired(int(granted), int(not granted and conflicted > 0), time.monotonic() - started,
+                          "acquire", name)
         errors = self._master_errors(replies, failures) if errored else ()
         if status is RedlockStatus.ACQUIRED:
             if fenced:
@@ -222,6 +228,9 @@ class RedlockFlows(RedlockRules):
                 errored += 1
             elif _scripts.released(reply):
                 released += 1
+        sink = _metrics.sink
+        if sink is not None and (released >= self.quorum or released + errored < self.quorum):
+            sink.released(int(released >= self.quorum), int(released < self.quorum), None, "release")
         if released >= self.quorum:
             return True
         if released + errored >= self.quorum:
