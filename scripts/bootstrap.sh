@@ -1,7 +1,8 @@
 # Sourced by scripts/test and scripts/demo: installs whatever is missing, quickly when nothing is.
 #   - Debian packages: redis-server (and redis-tools), libhiredis-dev, pkg-config, a C compiler,
 #     postgresql (for the fencing recipe's tests)
-#   - a virtualenv in .venv with turbolock installed editable (its C core built), test extras included
+#   - a virtualenv in .venv with turbolock installed editable (its C core built), test, benchmark
+#     and docs extras included
 # Set TURBOLOCK_REQUIRE_EXTENSIONS=1 to make a failed C build an error instead of a fallback.
 set -euo pipefail
 
@@ -53,12 +54,12 @@ ensure_venv() {
     [ -f "$VENV/.turbolock-installed" ] && have="$(cat "$VENV/.turbolock-installed")"
     so="$(ls "$ROOT"/src/turbolock/_core_c*.so 2>/dev/null | head -n1 || true)"
     if [ "$want" != "$have" ] || { [ -z "$so" ] && [ -z "${TURBOLOCK_NO_EXTENSIONS:-}" ]; }; then
-        log "installing turbolock (editable, C core built) with its test and benchmark extras"
+        log "installing turbolock (editable, C core built) with its test, benchmark, CLI, telemetry and docs extras"
         rm -rf "$ROOT/build"
         # The build runs in this venv (no isolated build env to download every time): its
         # requirements from pyproject.toml come first.
         "$PY" -m pip install -q "setuptools>=77" wheel "Cython>=3.0.10,<4"
-        (cd "$ROOT" && "$PY" -m pip install -q --no-build-isolation -e ".[test,bench,cli,otel]")
+        (cd "$ROOT" && "$PY" -m pip install -q --no-build-isolation -e ".[test,bench,cli,otel,docs]")
         echo "$want" > "$VENV/.turbolock-installed"
     fi
 }
