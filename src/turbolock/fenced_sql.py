@@ -1,7 +1,7 @@
 """The resource's half of fencing for SQL: the statements that refuse an old lock grant.
 
 Keep ``last_fence`` in the row; the same check as ``turbolock.fencing.FencedStore`` is then one
-statement::
+statement:
 
     UPDATE accounts SET balance = :balance, last_fence = :fence
      WHERE id = :id AND last_fence <= :fence
