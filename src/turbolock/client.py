@@ -235,6 +235,11 @@ class LockClient(ClientRules[Lock]):
 
     _abandoned = _remember_cleanup
 
+    def _many_batched(self, count: int, encode: Encoder, script: _scripts.Script, reencode: Reencoder,
+                      **options: Any) -> list[object]:
+        """Multi-key script calls (each up to a thousand keys), a few per write."""
+        return self._exec_renewals.many(count, encode, script, reencode, **options)
+
     def _renew_batches(self, batches: list[Batch], encode: Encoder, reencode: Reencoder,
                        on_replies: ReplyHandler, deadline: float) -> list[object]:
         """A renewal round's scripts, a few per write (the renewer's flow settles the replies)."""

@@ -36,6 +36,9 @@ class ClusterLockClient(LockClient):
     and again after a ``MOVED`` reply or a connection error (a failover).
     """
 
+    _batches_keys = False
+    """Keys of many slots cannot share a script call: fenced bulk acquires send one per key."""
+
     _own_keywords = (*CLIENT_KEYWORDS, "startup_nodes")
 
     def __init__(self, host: str = "127.0.0.1", port: int = 6379, *, startup_nodes: Sequence[Any] = (),

@@ -9,6 +9,7 @@ point, once the replies are in, the server holds nothing the caller does not kno
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from typing import Any
 
@@ -193,6 +194,30 @@ def test_cancelled_release_keeps_the_connection_usable_and_is_retried(arun: Runn
             assert await _cancel_after(client.release(lease), 0) == (False, None)
             assert await client.check(lease) is not None
             assert await client.release(lease)
+
+    arun(body)
+
+
+def test_cancelled_fenced_acquire_many_leaves_nothing(arun: Runner, new_client: NewClient,
+                                                      raw: redis.Redis) -> None:
+    # Fenced on one server: one script call per 1000 locks, eight calls per write; a cancel
+    # lands between writes, or in the NOSCRIPT retry, and what the calls in flight took is
+    # released when they answer.
+    async def body() -> None:
+        async with new_client() as client:
+            await client.query("warm-up")
+            cleanups = _count_cleanups(client)
+            for k, flush in itertools.product((0, 1, 2, 3, 5, 8, 13), (False, True)):
+                if flush:  # every call answers NOSCRIPT first: the cancel lands in the retry
+                    raw.script_flush()
+                names = [f"f:{k}:{flush}:{i}" for i in range(20_000)]
+                finished, result = await _cancel_after(client.acquire_many(names, 30, fenced=True), k)
+                if finished:
+                    await client.release_many(result.acquired)
+                await settle(client)
+                left = [key for key in keys_left(raw, client.key_prefix) if not key.endswith(b":fence")]
+                assert left == [], f"left behind after {k} iterations"
+            assert cleanups, "no cancel landed mid-batch"
 
     arun(body)
 

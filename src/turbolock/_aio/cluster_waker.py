@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from turbolock._aio.cluster import ClusterExecutor
+from turbolock._aio.waiting import set_within
 from turbolock._aio.waker import AsyncWaker
 from turbolock._flows.wake_book import Ticket
 from turbolock._wire.slot_map import Address
@@ -49,10 +50,7 @@ class AsyncClusterWaker:
 
     # A ticket that only polls has this as its home.
     async def wait(self, ticket: Ticket, seconds: float) -> bool:
-        try:
-            await asyncio.wait_for(ticket.event.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
+        await set_within(ticket.event, seconds)
         return False
 
     def consume(self, ticket: Ticket) -> None:

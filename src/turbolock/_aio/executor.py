@@ -13,6 +13,7 @@ from typing import Any
 
 from turbolock._aio.pool import ConnectionPool
 from turbolock._aio.protocol import NotSent, OrphanHandler, RedisProtocol
+from turbolock._flows.bulk_plan import join_orphan_tags
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import (
     NOT_SENT,
@@ -214,16 +215,21 @@ class Executor:
 
         await _run_chunks(conn, count, size, encode, store, results, orphans)
         if script is not None and reencode is not None:
-            await self._reload_and_retry(script, reencode, results, size)
+            await self._reload_and_retry(script, reencode, results, size, orphans)
         if durable and self.wait is not None:
             mark_not_durable(results, await self._acked(conn), self.replicas)
         return results
 
     async def _reload_and_retry(self, script: _scripts.Script, reencode: Reencoder, results: list[object],
-                                size: int) -> None:
+                                size: int, orphans: OrphanTags | None = None) -> None:
         missing = noscript_indices(results)
         if not missing:
             return
+        retried: OrphanTags | None = None
+        if orphans is not None:  # a caller cancelled during the retry still has its locks released
+            def retried(start: int, stop: int) -> Any:
+                return join_orphan_tags([orphans(i, i + 1) for i in missing[start:stop]])
+
         conn = self.pool.ready() or await self.pool.connect()
         sub_results: list[object] = [NOT_SENT] * len(missing)
 
@@ -241,7 +247,7 @@ class Executor:
                 results[i] = NOT_SENT
             return
         try:
-            await _run_chunks(conn, len(missing), size, encode, store, sub_results, None)
+            await _run_chunks(conn, len(missing), size, encode, store, sub_results, retried)
         finally:
             for j, i in enumerate(missing):
                 results[i] = sub_results[j]

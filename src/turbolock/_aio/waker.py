@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from turbolock._aio.protocol import RedisProtocol
+from turbolock._aio.waiting import finished_within, set_within
 from turbolock._flows.keepalive import Keepalive
 from turbolock._flows.wake_book import IDLE_SECONDS, BookQueries, Ticket, WakeBook
 from turbolock.errors import ConnectionError, LockError
@@ -63,9 +64,7 @@ class AsyncWaker(BookQueries):
             heard = asyncio.get_running_loop().create_future()
             self._heard.setdefault(key, []).append(heard)
             try:
-                await asyncio.wait_for(asyncio.shield(heard), max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
-                pass
+                await finished_within(heard, deadline - time.monotonic())
             except BaseException:
                 self.leave(ticket)
                 raise
@@ -75,11 +74,7 @@ class AsyncWaker(BookQueries):
     async def wait(self, ticket: Ticket, seconds: float) -> bool:
         """Sleep until ``ticket`` is woken or ``seconds`` pass; whether it was woken."""
         event: asyncio.Event = ticket.event
-        if not event.is_set():
-            try:
-                await asyncio.wait_for(event.wait(), seconds)
-            except asyncio.TimeoutError:
-                pass
+        await set_within(event, seconds)
         event.clear()
         return self.book.consume(ticket)
 

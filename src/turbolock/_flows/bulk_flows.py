@@ -86,13 +86,21 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
     options: dict[str, Any] = {"on_replies": plan.on_replies, "orphans": orphans, "keys": plan.keys}
     if client.options.replicas_ack:
         options["durable"] = True
+    batched = plan.script is not None and client._batches_keys
+    if batched:  # one server: one script call per FENCE_BATCH fenced locks (fenced refuses replicas_ack)
+        call = Call(client._many_batched, (plan.batched_calls(), plan.encode_calls,
+                                           _scripts.FENCED_ACQUIRE_MANY, plan.reencode_calls),
+                    {"on_replies": plan.on_call_replies, "orphans": plan.call_orphans})
+    else:
+        call = Call(client._exec.many, (plan.count, plan.encode, plan.script, plan.encode_indices), options)
     plan.sent_at = time.monotonic()
     try:
-        replies = yield Call(client._exec.many, (plan.count, plan.encode, plan.script, plan.encode_indices),
-                             options)
+        replies = yield call
     except BaseException:
         _forget(client, plan.taken())  # the leases taken so far will never reach the caller
         raise
+    if batched:
+        replies = plan.expand(replies)
     if plan.reloaded:
         plan.settle_reloaded(replies)
     if "durable" in options:
@@ -109,6 +117,9 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
             error.not_sent = plan.not_sent(replies)
         raise error
     if plan.errors:
+        if batched:
+            for key, token, forget_at in plan.maybe_taken_by_errors():
+                client._remember_cleanup(key, token, forget_at)
         taken = plan.taken()
         if taken:
             yield Call(client.release_many, (taken,))

@@ -233,6 +233,52 @@ class AcquirePlan:
         if check_fenced_keys(fenced, key_prefix, self.keys, replicas_ack):
             self.script = _scripts.FENCED_ACQUIRE
 
+    # -- a fenced acquire on one server: one FENCED_ACQUIRE_MANY call per FENCE_BATCH keys --------
+
+    def batched_calls(self) -> int:
+        """How many script calls take every lock (the items the executor then counts)."""
+        return -(-self.count // _scripts.FENCE_BATCH)
+
+    def _call_range(self, call: int) -> tuple[int, int]:
+        start = call * _scripts.FENCE_BATCH
+        return start, min(self.count, start + _scripts.FENCE_BATCH)
+
+    def encode_calls(self, buf: Any, start: int, stop: int) -> None:
+        self.reencode_calls(buf, range(start, stop))
+
+    def reencode_calls(self, buf: Any, calls: Sequence[int]) -> None:
+        sha, keys, tokens, ttl_ms = _scripts.FENCED_ACQUIRE_MANY.sha, self.keys, self.tokens, self.ttl_ms
+        for call in calls:
+            first, last = self._call_range(call)
+            if self._fresh_tokens:
+                blob = os.urandom(TOKEN_BYTES * (last - first))
+                tokens[first:last] = [blob[i:i + TOKEN_BYTES] for i in range(0, len(blob), TOKEN_BYTES)]
+            buf.append_evalsha_multikey(sha, keys[first:last], tokens[first:last], ttl_ms)
+
+    def call_sizes(self, start: int, stop: int) -> list[int]:
+        return [last - first for first, last in map(self._call_range, range(start, stop))]
+
+    def on_call_replies(self, start: int, replies: list[object]) -> None:
+        """``on_replies`` for calls ``start``...: their locks' replies, one per lock."""
+        first = self._call_range(start)[0]
+        self.on_replies(first, expand_calls(replies, self.call_sizes(start, start + len(replies))))
+
+    def call_orphans(self, start: int, stop: int) -> tuple[list[bytes], list[bytes], int, list[int]]:
+        """What calls ``start``..``stop`` may take, for a cancelled caller's protocol to release:
+        keys, tokens, ttl and each call's size (``expand_calls`` reads its replies with them)."""
+        first, last = self._call_range(start)[0], self._call_range(stop - 1)[1]
+        return self.keys[first:last], self.tokens[first:last], self.ttl_ms, self.call_sizes(start, stop)
+
+    def expand(self, replies: list[object]) -> list[object]:
+        return expand_calls(replies, self.call_sizes(0, len(replies)))
+
+    def maybe_taken_by_errors(self) -> list[tuple[bytes, bytes, float]]:
+        """(key, token, forget_at) of the locks of calls that ended in an error reply: the script
+        may have taken the locks before the failing one (an error ends a script, it does not
+        undo it), so each is released with its token in the background."""
+        forget_at = time.monotonic() + self.ttl_ms / 1000.0
+        return [(self.keys[i], self.tokens[i], forget_at) for i in self.errors]
+
     def encode(self, buf: Any, start: int, stop: int) -> None:
         if self.script is not None:
             self.encode_indices(buf, range(start, stop))
@@ -325,6 +371,40 @@ class AcquirePlan:
     def first_error(self, replies: list[object]) -> Exception:
         i = self.errors[0]
         return reply_error(replies[i], self.names[i])
+
+
+def expand_calls(replies: list[object], sizes: Sequence[int]) -> list[object]:
+    """Per-lock replies from batched calls' replies: a call's list as it is (a fence, or None
+    when held), any other reply (an error, ``UNKNOWN``, ``NOT_SENT``) once for each of its locks."""
+    out: list[object] = []
+    for reply, size in zip(replies, sizes, strict=True):
+        if type(reply) is list:
+            out.extend(reply)
+        else:
+            out.extend(repeat(reply, size))
+    return out
+
+
+def join_orphan_tags(tags: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """One orphan tag for the items of ``tags`` sent together (a NOSCRIPT retry's chunk):
+    ``(keys, tokens, ttl)``, or with batched calls' sizes after them."""
+    keys = [key for tag in tags for key in tag[0]]
+    tokens = [token for tag in tags for token in tag[1]]
+    if len(tags[0]) > 3:
+        return keys, tokens, tags[0][2], [size for tag in tags for size in tag[3]]
+    return keys, tokens, tags[0][2]
+
+
+def orphan_replies(tag: tuple[Any, ...], reply: object) -> list[object]:
+    """One reply per lock of an orphan tag, from what its chunk got: a reply per item (one
+    item: that reply alone), or ``UNKNOWN`` for all."""
+    keys = tag[0]
+    if reply is UNKNOWN:
+        return [UNKNOWN] * len(keys)
+    if len(tag) > 3:  # batched calls: a list per call
+        sizes = tag[3]
+        return expand_calls(reply if len(sizes) > 1 else [reply], sizes)  # type: ignore[arg-type]
+    return [reply] if len(keys) == 1 else reply  # type: ignore[return-value]
 
 
 OnReplies = Callable[[int, list[object]], None]

@@ -54,6 +54,9 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
     """Keywords ``from_url`` and ``from_redis`` pass to the client, not to its connections."""
     _renewer_instance: Any
     _waker_instance: Any = None
+    _batches_keys = True
+    """Whether a script call may take many keys (``_many_batched``): one server or Sentinel's
+    master; not a cluster, whose keys live on many nodes."""
     _wakes_waiters = False
     """Whether blocking acquires are woken by releases (``_flows.wake_book``): the
     ``wake_waiters`` option of a one-server or Sentinel client. A cluster's waiters only poll,

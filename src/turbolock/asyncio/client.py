@@ -22,6 +22,7 @@ from turbolock._aio.pool import ConnectionPool
 from turbolock._aio.protocol import NotSent
 from turbolock._aio.renewer import OnLost, Renewer
 from turbolock._aio.tokens import TokenSource
+from turbolock._aio.waiting import finished_within
 from turbolock._aio.waker import AsyncWaker
 from turbolock._flows.bulk_flows import (
     acquire_or_claim_flow,
@@ -30,6 +31,7 @@ from turbolock._flows.bulk_flows import (
     release_many_flow,
     run_release_flow,
 )
+from turbolock._flows.bulk_plan import orphan_replies
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.cleanup_book import retry_delay
 from turbolock._flows.client_rules import ClientRules
@@ -197,10 +199,26 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         return self._attempt_by(attempt, deadline)
 
     async def _attempt_by(self, attempt: Awaitable[Lease | None], deadline: float) -> Lease | None:
+        task = asyncio.ensure_future(attempt)
         try:
-            return await asyncio.wait_for(attempt, max(0.0, deadline - time.monotonic()))
-        except asyncio.TimeoutError:
+            finished = await finished_within(task, deadline - time.monotonic())
+        except BaseException:  # cancelled: the attempt goes too, and a lock it already took goes back
+            task.cancel()
+            if task.done() and not task.cancelled() and task.exception() is None:
+                lease = task.result()
+                if lease is not None:
+                    self._abandon_lease(lease)
+            raise
+        if not finished:
+            task.cancel()  # a lock it may have taken is released when its reply comes
             return None
+        return task.result()
+
+    def _abandon_lease(self, lease: Lease) -> None:
+        """A lease nobody will get: no longer renewed, released with its token in the background."""
+        if lease.renewal is not None:
+            self._renewer().remove((lease,))
+        self._remember_cleanup(lease.key, lease.token, lease.expires_at)
 
     async def release(self, lease: Lease) -> bool:
         """Delete the lock if it is still ours. False when it expired or is now someone else's
@@ -260,6 +278,12 @@ class AsyncLockClient(ClientRules[AsyncLock]):
 
     # -- maybe-held cleanup ---------------------------------------------------------------------
 
+    async def _many_batched(self, count: int, encode: Encoder, script: _scripts.Script, reencode: Reencoder,
+                            **options: Any) -> list[object]:
+        """Multi-key script calls (each up to a thousand keys), a few per write."""
+        return await self._exec.many(count, encode, script, reencode, chunk_size=COMMANDS_PER_WRITE,
+                                     **options)
+
     async def _renew_batches(self, batches: list[Batch], encode: Encoder, reencode: Reencoder,
                              on_replies: ReplyHandler, deadline: float) -> list[object]:
         """A renewal round's scripts, a few per write; what got no reply by ``deadline`` may have run.
@@ -281,14 +305,13 @@ class AsyncLockClient(ClientRules[AsyncLock]):
     def _on_orphan(self, tag: Any, reply: object) -> None:
         """An acquire's reply came (or was lost) after its caller stopped waiting: a lock it
         took, or may have taken, is released with its token."""
-        keys, tokens, ttl = tag
+        keys, tokens, ttl = tag[:3]
         forget_at = time.monotonic() + ttl / 1000.0
         if type(keys) is bytes:
             if reply is UNKNOWN or reply == b"OK" or type(reply) is int:  # an int: a fenced acquire's fence
                 self._remember_cleanup(keys, tokens, forget_at)
             return
-        replies: Any = [reply] * len(keys) if reply is UNKNOWN or len(keys) == 1 else reply
-        for key, token, one in zip(keys, tokens, replies, strict=True):
+        for key, token, one in zip(keys, tokens, orphan_replies(tag, reply), strict=True):
             if one is UNKNOWN or one == b"OK" or type(one) is int:
                 self._remember_cleanup(key, token, forget_at)
 

@@ -34,6 +34,9 @@ class AsyncClusterLockClient(AsyncLockClient):
     """A lock client for Redis Cluster, for asyncio; share one per event loop. Arguments as
     ``ClusterLockClient``'s; ``max_connections`` pipelining connections per master."""
 
+    _batches_keys = False
+    """Keys of many slots cannot share a script call: fenced bulk acquires send one per key."""
+
     _own_keywords = (*CLIENT_KEYWORDS, "startup_nodes")
 
     def __init__(self, host: str = "127.0.0.1", port: int = 6379, *, startup_nodes: Sequence[Any] = (),

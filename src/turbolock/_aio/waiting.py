@@ -1,0 +1,31 @@
+"""Waiting with a time limit without ever losing the caller's cancellation.
+
+``asyncio.wait_for`` before Python 3.12 can turn a cancellation that arrives as its time runs
+out into a ``TimeoutError``, and can drop one that arrives with the inner result: a waiter that
+catches the timeout then goes on waiting although it was cancelled (seen in the tests: a
+cancelled blocking acquire kept waiting for the lock). ``asyncio.wait`` never swallows one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+async def finished_within(future: asyncio.Future[Any], seconds: float) -> bool:
+    """Whether ``future`` finished within ``seconds``; it is never cancelled here."""
+    if future.done():
+        return True
+    done, _ = await asyncio.wait((future,), timeout=max(0.0, seconds))
+    return bool(done)
+
+
+async def set_within(event: asyncio.Event, seconds: float) -> bool:
+    """Whether ``event`` was set within ``seconds``."""
+    if event.is_set():
+        return True
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        return await finished_within(waiter, seconds)
+    finally:
+        waiter.cancel()
