@@ -1,8 +1,14 @@
 """Declares the optional Cython extension ``turbolock._core_c`` (linked against hiredis).
 
+By default hiredis is the system's, found with ``pkg-config hiredis`` and linked dynamically.
 Without a compiler, Cython or libhiredis the install falls back to the pure-Python core and
 prints why. ``TURBOLOCK_REQUIRE_EXTENSIONS=1`` turns that fallback into a failure (CI sets it);
 ``TURBOLOCK_NO_EXTENSIONS=1`` skips the extension altogether.
+
+``TURBOLOCK_BUNDLED_HIREDIS=1`` compiles the bundled hiredis 0.14.1 reader (``ext/hiredis``)
+into the extension instead, with its symbols hidden: no pkg-config or libhiredis needed, and
+the wheel runs its C core on machines without libhiredis. Release wheels are built so
+(``[tool.cibuildwheel]`` in pyproject.toml).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ def _flag(name: str) -> bool:
 
 REQUIRE = _flag("TURBOLOCK_REQUIRE_EXTENSIONS")
 SKIP = _flag("TURBOLOCK_NO_EXTENSIONS")
+BUNDLED = _flag("TURBOLOCK_BUNDLED_HIREDIS")
+BUNDLED_DIR = "ext/hiredis"
 
 
 def _pkg_config(*args: str) -> list[str]:
@@ -46,16 +54,24 @@ def _extensions() -> list[Extension]:
     except ImportError:
         _fail_or_warn("Cython is not installed")
         return []
-    try:
-        cflags = _pkg_config("--cflags")
-        libs = _pkg_config("--libs")
-    except (OSError, subprocess.CalledProcessError):
-        _fail_or_warn("pkg-config cannot find hiredis (apt-get install libhiredis-dev pkg-config)")
-        return []
+    sources = ["ext/_core_c.pyx"]
+    if BUNDLED:
+        sources += [f"{BUNDLED_DIR}/read.c", f"{BUNDLED_DIR}/sds.c"]
+        # Hidden, so a libhiredis of another version loaded into the process cannot take
+        # over these calls (the module's init function stays exported).
+        cflags = [f"-I{BUNDLED_DIR}", "-D_FILE_OFFSET_BITS=64", "-fvisibility=hidden"]
+        libs: list[str] = []
+    else:
+        try:
+            cflags = _pkg_config("--cflags")
+            libs = _pkg_config("--libs")
+        except (OSError, subprocess.CalledProcessError):
+            _fail_or_warn("pkg-config cannot find hiredis (apt-get install libhiredis-dev pkg-config)")
+            return []
     debug = _flag("TURBOLOCK_DEBUG")
     ext = Extension(
         "turbolock._core_c",
-        sources=["ext/_core_c.pyx"],
+        sources=sources,
         extra_compile_args=[*cflags, "-O2", *(["-O0", "-g"] if debug else [])],
         extra_link_args=libs,
     )

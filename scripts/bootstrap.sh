@@ -1,8 +1,8 @@
 # Sourced by scripts/test and scripts/demo: installs whatever is missing, quickly when nothing is.
 #   - Debian packages: redis-server (and redis-tools), libhiredis-dev, pkg-config, a C compiler,
-#     postgresql (for the fencing recipe's tests)
-#   - a virtualenv in .venv with turbolock installed editable (its C core built), test, benchmark
-#     and docs extras included
+#     postgresql (for the fencing recipe's tests), readelf, unshare and mount (the wheel's tests)
+#   - a virtualenv in .venv with turbolock installed editable (its C core built), its test,
+#     benchmark, CLI, telemetry and docs extras included
 # Set TURBOLOCK_REQUIRE_EXTENSIONS=1 to make a failed C build an error instead of a fallback.
 set -euo pipefail
 
@@ -20,6 +20,10 @@ ensure_system_packages() {
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)
     command -v cc >/dev/null 2>&1 || missing+=(gcc)
     if ! pkg-config --exists hiredis 2>/dev/null; then missing+=(libhiredis-dev); fi
+    # tests/test_build.py reads the wheel's extension and runs it where libhiredis is hidden.
+    command -v readelf >/dev/null 2>&1 || missing+=(binutils)
+    command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+    command -v mount >/dev/null 2>&1 || missing+=(mount)
     # The fencing recipe is tested against a real PostgreSQL (a throwaway cluster per run).
     compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
     [ ${#missing[@]} -eq 0 ] && return 0
