@@ -32,7 +32,7 @@ class Sizes:
 
 
 FULL = Sizes(pairs=2000, bulk=100_000, renewal=100_000, contention_seconds=1.0, threads=8, repeats=5)
-QUICK = Sizes(pairs=300, bulk=5000, renewal=5000, contention_seconds=0.3, threads=4, repeats=3)
+QUICK = Sizes(pairs=1000, bulk=5000, renewal=5000, contention_seconds=0.3, threads=4, repeats=3)
 
 
 @dataclass(frozen=True)
