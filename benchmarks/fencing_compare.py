@@ -112,7 +112,7 @@ def redis_py_batched_step(url: str, lock_names: list[str]) -> Callable[[], float
     eight calls per pipelined ``execute()`` (what turbolock writes at once)."""
     client = redis.Redis.from_url(url, parser_class=_HiredisParser if HIREDIS_AVAILABLE else _RESP2Parser)
     keys = [KEY_PREFIX + name for name in lock_names]
-    batch, per_write = _scripts.FENCE_BATCH, 8
+    batch, per_write = _scripts.KEYS_PER_CALL, 8
 
     def step() -> float:
         sha = client.script_load(_scripts.FENCED_ACQUIRE_MANY.source)  # after the flush

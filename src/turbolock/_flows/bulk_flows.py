@@ -19,9 +19,12 @@ from typing import Any
 from turbolock import _metrics
 from turbolock._flows.bulk_plan import (
     AcquirePlan,
+    call_sizes,
     check_leases,
     encode_unique_names,
+    expand_calls,
     extending,
+    multikey_encoders,
     pttl_encoder,
     script_encoders,
     settle_extend,
@@ -87,7 +90,7 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
     if client.options.replicas_ack:
         options["durable"] = True
     batched = plan.script is not None and client._batches_keys
-    if batched:  # one server: one script call per FENCE_BATCH fenced locks (fenced refuses replicas_ack)
+    if batched:  # one server: one script call per KEYS_PER_CALL fenced locks (fenced refuses replicas_ack)
         call = Call(client._many_batched, (plan.batched_calls(), plan.encode_calls,
                                            _scripts.FENCED_ACQUIRE_MANY, plan.reencode_calls),
                     {"on_replies": plan.on_call_replies, "orphans": plan.call_orphans})
@@ -218,15 +221,22 @@ def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = ma
 def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow[list[bool]]:
     keys, tokens = check_leases(client, leases)
     ms = ttl_ms(ttl)
-    encode, reencode = script_encoders(_scripts.EXTEND, keys, tokens, ms)
+    sizes = call_sizes(len(keys)) if client._batches_keys else None
+    if sizes is not None:  # one server: one RENEW_MANY call per KEYS_PER_CALL leases, a few per write
+        encode, reencode = multikey_encoders(_scripts.RENEW_MANY, keys, tokens, ms)
+        step = Call(client._many_batched, (len(sizes), encode, _scripts.RENEW_MANY, reencode))
+    else:
+        encode, reencode = script_encoders(_scripts.EXTEND, keys, tokens, ms)
+        step = Call(client._exec.many, (len(leases), encode, _scripts.EXTEND, reencode), {"keys": keys})
     sent_at = time.monotonic()
     extending(leases, ms, sent_at)
     try:
-        step = Call(client._exec.many, (len(leases), encode, _scripts.EXTEND, reencode), {"keys": keys})
         replies = yield step
     except BaseException:
         commands_unknown(leases, sent_at)  # interrupted or cancelled, perhaps after some were sent
         raise
+    if sizes is not None:
+        replies = expand_calls(replies, sizes)
     extended = settle_extend(client, leases, replies, ms, sent_at)
     sink = _metrics.sink
     if sink is not None:

@@ -115,6 +115,30 @@ def script_encoders(script: _scripts.Script, keys: list[bytes], tokens: list[byt
     return encode, reencode
 
 
+def call_sizes(count: int) -> list[int]:
+    """How many keys each multi-key script call of a bulk call of ``count`` keys takes."""
+    per_call = _scripts.KEYS_PER_CALL
+    return [min(per_call, count - start) for start in range(0, count, per_call)]
+
+
+def multikey_encoders(script: _scripts.Script, keys: list[bytes], tokens: list[bytes],
+                      ttl_ms: int) -> tuple[Encoder, Reencoder]:
+    """Encoders of one multi-key EVALSHA per ``KEYS_PER_CALL`` locks (``RENEW_MANY``'s arguments:
+    the keys, then the ttl and each key's token): by range of calls, and by index after NOSCRIPT."""
+    sha, per_call = script.sha, _scripts.KEYS_PER_CALL
+
+    def reencode(buf: Any, calls: Sequence[int]) -> None:
+        for call in calls:
+            first = call * per_call
+            buf.append_evalsha_multikey(sha, keys[first:first + per_call], tokens[first:first + per_call],
+                                        ttl_ms)
+
+    def encode(buf: Any, start: int, stop: int) -> None:
+        reencode(buf, range(start, stop))
+
+    return encode, reencode
+
+
 def pttl_encoder(keys: list[bytes]) -> Encoder:
     def encode(buf: Any, start: int, stop: int) -> None:
         buf.append_pttl_many(keys[start:stop])
@@ -233,15 +257,15 @@ class AcquirePlan:
         if check_fenced_keys(fenced, key_prefix, self.keys, replicas_ack):
             self.script = _scripts.FENCED_ACQUIRE
 
-    # -- a fenced acquire on one server: one FENCED_ACQUIRE_MANY call per FENCE_BATCH keys --------
+    # -- a fenced acquire on one server: one FENCED_ACQUIRE_MANY call per KEYS_PER_CALL keys --------
 
     def batched_calls(self) -> int:
         """How many script calls take every lock (the items the executor then counts)."""
-        return -(-self.count // _scripts.FENCE_BATCH)
+        return len(call_sizes(self.count))
 
     def _call_range(self, call: int) -> tuple[int, int]:
-        start = call * _scripts.FENCE_BATCH
-        return start, min(self.count, start + _scripts.FENCE_BATCH)
+        start = call * _scripts.KEYS_PER_CALL
+        return start, min(self.count, start + _scripts.KEYS_PER_CALL)
 
     def encode_calls(self, buf: Any, start: int, stop: int) -> None:
         self.reencode_calls(buf, range(start, stop))
@@ -256,7 +280,7 @@ class AcquirePlan:
             buf.append_evalsha_multikey(sha, keys[first:last], tokens[first:last], ttl_ms)
 
     def call_sizes(self, start: int, stop: int) -> list[int]:
-        return [last - first for first, last in map(self._call_range, range(start, stop))]
+        return call_sizes(self.count)[start:stop]
 
     def on_call_replies(self, start: int, replies: list[object]) -> None:
         """``on_replies`` for calls ``start``...: their locks' replies, one per lock."""

@@ -132,7 +132,7 @@ return next_fence(key)
 
 # FENCED_ACQUIRE for many locks in one call (a bulk acquire's, one server): KEYS = lock keys;
 # ARGV[1] = ttl in ms, ARGV[1 + i] = the token of KEYS[i]. Replies one entry per key: its fence,
-# or nil when it is held. One call per FENCE_BATCH keys costs the server far less than a script
+# or nil when it is held. One call per KEYS_PER_CALL keys costs the server far less than a script
 # call per key; callers keep each call near 1000 keys (a script blocks the server).
 FENCED_ACQUIRE_MANY = Script("fenced_acquire_many", NEXT_FENCE + b"""\
 local call = redis.call
@@ -149,8 +149,8 @@ end
 return out
 """)
 
-FENCE_BATCH = 1000
-"""Keys per ``FENCED_ACQUIRE_MANY`` call."""
+KEYS_PER_CALL = 1000
+"""Keys per multi-key script call of a bulk call (``FENCED_ACQUIRE_MANY``, ``RENEW_MANY``)."""
 
 ALL = (RELEASE, EXTEND, CHECK, RENEW_MANY, RENEW_MANY_ARGV, FENCED_ACQUIRE, FENCED_ACQUIRE_MANY)
 BY_SHA = {script.sha: script for script in ALL}
