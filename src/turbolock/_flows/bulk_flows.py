@@ -183,14 +183,27 @@ def claim_plan_flow(client: Any, plan: ClaimPlan, many: Any) -> Flow[ClaimResult
 
 def run_release_flow(client: Any, keys: list[bytes], tokens: list[bytes], deadline: float = math.inf,
                      on_replies: Any = None) -> Flow[list[object]]:
-    """Release by key and token, pipelined; the raw replies (1, 0, errors, UNKNOWN, NOT_SENT)."""
-    encode, reencode = script_encoders(_scripts.RELEASE, keys, tokens, None)
-    options: dict[str, Any] = {"on_replies": on_replies, "keys": keys}
+    """Release by key and token, pipelined; the raw replies (1 + the subscribers told, 0, errors,
+    UNKNOWN, NOT_SENT), one per key. One server: one RELEASE_MANY call per KEYS_PER_CALL keys."""
+    options: dict[str, Any] = {}
     if deadline != math.inf:  # only the threaded client's close and cleaner set one
         options["deadline"] = deadline
-    step = Call(client._exec.many, (len(keys), encode, _scripts.RELEASE, reencode), options)
-    replies: list[object] = yield step
-    return replies
+    if not client._batches_keys:
+        encode, reencode = script_encoders(_scripts.RELEASE, keys, tokens, None)
+        step = Call(client._exec.many, (len(keys), encode, _scripts.RELEASE, reencode),
+                    {**options, "on_replies": on_replies, "keys": keys})
+        replies: list[object] = yield step
+        return replies
+    sizes = call_sizes(len(keys))
+    if on_replies is not None:
+        def on_calls(start: int, got: list[object]) -> None:
+            first = start * _scripts.KEYS_PER_CALL
+            on_replies(first, expand_calls(got, sizes[start:start + len(got)]))
+
+        options["on_replies"] = on_calls
+    encode, reencode = multikey_encoders(_scripts.RELEASE_MANY, keys, tokens, None)
+    step = Call(client._many_batched, (len(sizes), encode, _scripts.RELEASE_MANY, reencode), options)
+    return expand_calls((yield step), sizes)
 
 
 def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = math.inf) -> Flow[list[bool]]:

@@ -122,9 +122,9 @@ def call_sizes(count: int) -> list[int]:
 
 
 def multikey_encoders(script: _scripts.Script, keys: list[bytes], tokens: list[bytes],
-                      ttl_ms: int) -> tuple[Encoder, Reencoder]:
-    """Encoders of one multi-key EVALSHA per ``KEYS_PER_CALL`` locks (``RENEW_MANY``'s arguments:
-    the keys, then the ttl and each key's token): by range of calls, and by index after NOSCRIPT."""
+                      ttl_ms: int | None) -> tuple[Encoder, Reencoder]:
+    """Encoders of one multi-key EVALSHA per ``KEYS_PER_CALL`` locks (the keys, then the ttl if
+    any and each key's token): by range of calls, and by index after NOSCRIPT."""
     sha, per_call = script.sha, _scripts.KEYS_PER_CALL
 
     def reencode(buf: Any, calls: Sequence[int]) -> None:

@@ -130,6 +130,29 @@ end
 return next_fence(key)
 """)
 
+# RELEASE for many locks in one call (a bulk release's, one server): KEYS = lock keys, ARGV[i] =
+# the token of KEYS[i]. Replies one entry per key, as RELEASE does (1 + the subscribers told, or
+# 0 when not ours). Callers keep each call near 1000 keys.
+RELEASE_MANY = Script("release_many", b"""\
+local call, pcall = redis.call, redis.pcall
+local out = {}
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  if call('get', key) == ARGV[i] then
+    call('del', key)
+    local told = pcall('spublish', key, '')
+    if type(told) == 'number' then
+      out[i] = 1 + told
+    else
+      out[i] = 1
+    end
+  else
+    out[i] = 0
+  end
+end
+return out
+""")
+
 # FENCED_ACQUIRE for many locks in one call (a bulk acquire's, one server): KEYS = lock keys;
 # ARGV[1] = ttl in ms, ARGV[1 + i] = the token of KEYS[i]. Replies one entry per key: its fence,
 # or nil when it is held. One call per KEYS_PER_CALL keys costs the server far less than a script
@@ -150,7 +173,9 @@ return out
 """)
 
 KEYS_PER_CALL = 1000
-"""Keys per multi-key script call of a bulk call (``FENCED_ACQUIRE_MANY``, ``RENEW_MANY``)."""
+"""Keys per multi-key script call of a bulk call (``FENCED_ACQUIRE_MANY``, ``RENEW_MANY``,
+``RELEASE_MANY``)."""
 
-ALL = (RELEASE, EXTEND, CHECK, RENEW_MANY, RENEW_MANY_ARGV, FENCED_ACQUIRE, FENCED_ACQUIRE_MANY)
+ALL = (RELEASE, EXTEND, CHECK, RENEW_MANY, RENEW_MANY_ARGV, FENCED_ACQUIRE, FENCED_ACQUIRE_MANY,
+       RELEASE_MANY)
 BY_SHA = {script.sha: script for script in ALL}
