@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from turbolock import LockClient
+from turbolock import LockClient, ResponseError
 from turbolock.redis_server import RedisServer
 
 
@@ -104,3 +104,17 @@ def test_caller_tokens_are_stored(bulk_client: LockClient, raw: redis.Redis) -> 
     result = bulk_client.acquire_many([f"t{i}" for i in range(20)], 5, tokens=tokens)
     assert [lease.token for lease in result.acquired] == tokens
     assert raw.mget([bulk_client.key_prefix + b"t%d" % i for i in range(20)]) == tokens
+
+
+def test_one_failing_key_does_not_stop_a_bulk_release(bulk_client: LockClient, raw: redis.Redis) -> None:
+    # A lock key replaced by a hash behind the client's back: its release fails (WRONGTYPE) and
+    # the call raises it, but every other lock of the call, before and after it, is released.
+    names = [f"w{i}" for i in range(2500)]
+    leases = bulk_client.acquire_many(names, 30).acquired
+    broken = bulk_client.key_prefix + b"w1500"
+    raw.delete(broken)
+    raw.hset(broken, "field", "value")
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        bulk_client.release_many(leases)
+    assert raw.exists(*[bulk_client.key_prefix + n.encode() for n in names]) == 1
+    raw.delete(broken)

@@ -37,7 +37,8 @@ class ClusterLockClient(LockClient):
     """
 
     _batches_keys = False
-    """Keys of many slots cannot share a script call: fenced bulk acquires send one per key."""
+    """Keys of many slots cannot share a script call: bulk fenced acquires, releases and extends
+    send one script call per key."""
 
     _own_keywords = (*CLIENT_KEYWORDS, "startup_nodes")
 

@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from turbolock._aio.connect import open_connection
@@ -17,6 +18,7 @@ from turbolock._aio.drive import run
 from turbolock._aio.executor import Executor, OrphanTags
 from turbolock._aio.pool import ConnectionPool
 from turbolock._aio.protocol import NotSent, OrphanHandler, RedisProtocol
+from turbolock._flows.bulk_plan import join_orphan_tags
 from turbolock._flows.sentinel_routes import (
     CHECK_INTERVAL,
     SentinelRoutes,
@@ -154,8 +156,11 @@ class SentinelExecutor(Executor):
                    keys: Any = None, deadline: float = math.inf, durable: bool = False) -> list[object]:
         """As ``Executor.many``; items refused with ``READONLY`` go once more to the master the
         Sentinels name next (``on_replies`` sees every reply at the end)."""
-        def send(n: int, enc: Encoder, reenc: Reencoder | None) -> CallStep:
-            tags = orphans if n == count else None  # a resent subset's acquires were refused: no orphans
+        def send(n: int, enc: Encoder, reenc: Reencoder | None, indices: Sequence[int] | None) -> CallStep:
+            tags = orphans
+            if orphans is not None and indices is not None:  # what the resent items may take
+                def tags(start: int, stop: int) -> Any:
+                    return join_orphan_tags([orphans(i, i + 1) for i in indices[start:stop]])
             return Call(Executor.many, (self, n, enc, script, reenc, None, tags, chunk_size),
                         {"durable": durable})
 

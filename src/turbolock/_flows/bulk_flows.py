@@ -19,6 +19,7 @@ from typing import Any
 from turbolock import _metrics
 from turbolock._flows.bulk_plan import (
     AcquirePlan,
+    call_failed,
     call_sizes,
     check_leases,
     encode_unique_names,
@@ -39,7 +40,7 @@ from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
 from turbolock._wire.validate import Seconds, ttl_ms
-from turbolock.errors import AcquireOutcomeUnknownError, ConnectionError, InvalidArgumentError
+from turbolock.errors import AcquireOutcomeUnknownError, ConnectionError, InvalidArgumentError, ReplyError
 from turbolock.lease import Lease, LockInfo, commands_unknown
 
 
@@ -53,6 +54,13 @@ def _forget(client: Any, leases: Sequence[Lease]) -> None:
 def _give_back(client: Any, locks: list[MaybeHeld]) -> None:
     for _, key, token, forget_at in locks:
         client._remember_cleanup(key, token, forget_at)
+
+
+def _roll_back(client: Any, leases: list[Lease]) -> Flow[None]:
+    """Release what an acquire that failed took (not a release the caller made: not reported)."""
+    replies = yield from run_release_flow(client, [lease.key for lease in leases],
+                                          [lease.token for lease in leases])
+    settle_release(client, leases, replies)
 
 
 def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
@@ -91,6 +99,7 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
         options["durable"] = True
     batched = plan.script is not None and client._batches_keys
     if batched:  # one server: one script call per KEYS_PER_CALL fenced locks (fenced refuses replicas_ack)
+        plan.give_back = client._remember_cleanup
         call = Call(client._many_batched, (plan.batched_calls(), plan.encode_calls,
                                            _scripts.FENCED_ACQUIRE_MANY, plan.reencode_calls),
                     {"on_replies": plan.on_call_replies, "orphans": plan.call_orphans})
@@ -120,15 +129,12 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
             error.not_sent = plan.not_sent(replies)
         raise error
     if plan.errors:
-        if batched:
-            for key, token, forget_at in plan.maybe_taken_by_errors():
-                client._remember_cleanup(key, token, forget_at)
         taken = plan.taken()
         if taken:
-            yield Call(client.release_many, (taken,))
+            yield from _roll_back(client, taken)
         raise plan.first_error(replies)
     if all_or_nothing and (plan.not_acquired or plan.not_durable):
-        yield Call(client.release_many, (plan.taken(),))
+        yield from _roll_back(client, plan.taken())
         result = AcquireManyResult(plan.names, [None] * plan.count, plan.not_acquired, plan.not_durable)
     else:
         result = AcquireManyResult(plan.names, plan.leases, plan.not_acquired, plan.not_durable)
@@ -203,7 +209,10 @@ def run_release_flow(client: Any, keys: list[bytes], tokens: list[bytes], deadli
         options["on_replies"] = on_calls
     encode, reencode = multikey_encoders(_scripts.RELEASE_MANY, keys, tokens, None)
     step = Call(client._many_batched, (len(sizes), encode, _scripts.RELEASE_MANY, reencode), options)
-    return expand_calls((yield step), sizes)
+    calls: list[object] = yield step
+    # A call that failed whole may have released some of its locks: each one's outcome is unknown
+    # (released again in the background), never "not ours".
+    return expand_calls([UNKNOWN if call_failed(reply) else reply for reply in calls], sizes)
 
 
 def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = math.inf) -> Flow[list[bool]]:
@@ -212,11 +221,20 @@ def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = ma
     if renewed:
         client._renewer().remove(renewed)
     replied = [0]  # chunks come back in order: leases before this one have their answers
+    retried = [False]
 
     def on_replies(start: int, replies: list[object]) -> None:
+        # Those answered NOSCRIPT are sent again: from the first of them on, nothing is settled
+        # until the retry's replies come, so a cancel meanwhile leaves them to the cleanup.
+        if retried[0]:
+            return
+        for j, reply in enumerate(replies):
+            if type(reply) is ReplyError and reply.code == "NOSCRIPT":
+                replied[0], retried[0] = start + j, True
+                return
         replied[0] = start + len(replies)
 
-    started = time.monotonic()
+    started = time.monotonic() if _metrics.sink is not None else 0.0  # timed only when reported
     try:
         replies = yield from run_release_flow(client, keys, tokens, deadline, on_replies)
     except BaseException as exc:

@@ -251,6 +251,9 @@ class AcquirePlan:
         self.script: _scripts.Script | None = None
         """``FENCED_ACQUIRE`` for a fenced acquire (each reply a fence), else None (``SET NX``)."""
         self.reloaded: list[int] = []
+        self.give_back: Callable[[bytes, bytes, float], None] = _nothing
+        """Where a batched call's maybe-taken locks go (``client._remember_cleanup``)."""
+        self._given_back: set[int] = set()
 
     def fence(self, key_prefix: bytes, replicas_ack: int, fenced: object) -> None:
         """Make this a fenced acquire, after every name's checks (see ``check_fenced``)."""
@@ -284,8 +287,22 @@ class AcquirePlan:
 
     def on_call_replies(self, start: int, replies: list[object]) -> None:
         """``on_replies`` for calls ``start``...: their locks' replies, one per lock."""
+        self._give_back_failed_calls(start, replies)
         first = self._call_range(start)[0]
         self.on_replies(first, expand_calls(replies, self.call_sizes(start, start + len(replies))))
+
+    def _give_back_failed_calls(self, start: int, replies: list[object]) -> None:
+        """A call answered by one error (not NOSCRIPT: that one is sent again) may have stopped
+        half-way, an error ends a script without undoing it: its locks go to ``give_back``, to be
+        released with their tokens, as soon as the reply is read, whatever the call does next."""
+        for call, reply in enumerate(replies, start):
+            first, last = self._call_range(call)
+            wrong_length = type(reply) is list and len(reply) != last - first  # not a Redis answer
+            if (call_failed(reply) or wrong_length) and call not in self._given_back:
+                self._given_back.add(call)
+                forget_at = time.monotonic() + self.ttl_ms / 1000.0
+                for i in range(first, last):
+                    self.give_back(self.keys[i], self.tokens[i], forget_at)
 
     def call_orphans(self, start: int, stop: int) -> tuple[list[bytes], list[bytes], int, list[int]]:
         """What calls ``start``..``stop`` may take, for a cancelled caller's protocol to release:
@@ -294,14 +311,9 @@ class AcquirePlan:
         return self.keys[first:last], self.tokens[first:last], self.ttl_ms, self.call_sizes(start, stop)
 
     def expand(self, replies: list[object]) -> list[object]:
+        """Every call's final replies (NOSCRIPT retries included), one per lock."""
+        self._give_back_failed_calls(0, replies)
         return expand_calls(replies, self.call_sizes(0, len(replies)))
-
-    def maybe_taken_by_errors(self) -> list[tuple[bytes, bytes, float]]:
-        """(key, token, forget_at) of the locks of calls that ended in an error reply: the script
-        may have taken the locks before the failing one (an error ends a script, it does not
-        undo it), so each is released with its token in the background."""
-        forget_at = time.monotonic() + self.ttl_ms / 1000.0
-        return [(self.keys[i], self.tokens[i], forget_at) for i in self.errors]
 
     def encode(self, buf: Any, start: int, stop: int) -> None:
         if self.script is not None:
@@ -397,16 +409,27 @@ class AcquirePlan:
         return reply_error(replies[i], self.names[i])
 
 
+def _nothing(*_: object) -> None:
+    pass
+
+
 def expand_calls(replies: list[object], sizes: Sequence[int]) -> list[object]:
-    """Per-lock replies from batched calls' replies: a call's list as it is (a fence, or None
-    when held), any other reply (an error, ``UNKNOWN``, ``NOT_SENT``) once for each of its locks."""
+    """Per-lock replies from batched calls' replies: a call's list as it is (a fence, None when
+    held, or that lock's own error), any other reply (an error for the whole call, ``UNKNOWN``,
+    ``NOT_SENT``) once for each of its locks; a list of the wrong length (a server that is not
+    Redis) as ``UNKNOWN`` for each, never shifted onto other locks."""
     out: list[object] = []
     for reply, size in zip(replies, sizes, strict=True):
-        if type(reply) is list:
+        if type(reply) is list and len(reply) == size:
             out.extend(reply)
         else:
-            out.extend(repeat(reply, size))
+            out.extend(repeat(UNKNOWN if type(reply) is list else reply, size))
     return out
+
+
+def call_failed(reply: object) -> bool:
+    """A whole multi-key call answered by one error, other than NOSCRIPT (sent again)."""
+    return type(reply) is ReplyError and reply.code != "NOSCRIPT"
 
 
 def join_orphan_tags(tags: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
@@ -425,9 +448,10 @@ def orphan_replies(tag: tuple[Any, ...], reply: object) -> list[object]:
     keys = tag[0]
     if reply is UNKNOWN:
         return [UNKNOWN] * len(keys)
-    if len(tag) > 3:  # batched calls: a list per call
+    if len(tag) > 3:  # batched calls: a list per call; one that failed whole may have taken some
         sizes = tag[3]
-        return expand_calls(reply if len(sizes) > 1 else [reply], sizes)  # type: ignore[arg-type]
+        calls: list[object] = reply if len(sizes) > 1 else [reply]  # type: ignore[assignment]
+        return expand_calls([UNKNOWN if call_failed(one) else one for one in calls], sizes)
     return [reply] if len(keys) == 1 else reply  # type: ignore[return-value]
 
 

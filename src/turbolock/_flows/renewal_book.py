@@ -27,6 +27,7 @@ from typing import Any
 
 from turbolock import _metrics
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder, item_encoders
+from turbolock._wire.scripts import KEYS_PER_CALL
 from turbolock._wire.validate import timeout_seconds
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 from turbolock.lease import (
@@ -42,7 +43,8 @@ log = logging.getLogger("turbolock.renewal")
 
 COMMANDS_PER_WRITE = 8
 """Renewal scripts written per write: rounds leave in small writes so replies come back early."""
-RENEW_CHUNK = 1000
+RENEW_CHUNK = KEYS_PER_CALL
+"""Leases per renewal script call (as every multi-key script call of a bulk call)."""
 WHEEL_TICK = 0.01
 WHEEL_SLOTS = 1024
 # How often a renewer looks at the wheel while it holds locks: renewals run up to this late,

@@ -130,7 +130,9 @@ def guarded_flow(pool: Any, step: CallStep, deadline: float) -> Flow[object]:
     raise refused_write(pool.routes.service)
 
 
-Send = Callable[[int, Encoder, "Reencoder | None"], CallStep]
+Send = Callable[[int, Encoder, "Reencoder | None", "Sequence[int] | None"], CallStep]
+"""``send(count, encode, reencode, indices)``: the items, or (``indices``) the original items
+these are, resent."""
 """``send(count, encode, reencode)``: the step of a pipelined call of ``count`` items to the master."""
 
 
@@ -139,12 +141,13 @@ def guarded_many_flow(pool: Any, send: Send, count: int, encode: Encoder,
     """A pipelined call to the master; items refused with READONLY go once more, to the master
     the Sentinels name next."""
     try:
-        results: list[object] = yield send(count, encode, reencode)
+        results: list[object] = yield send(count, encode, reencode, None)
         refused = [i for i, reply in enumerate(results) if readonly(reply)]
         if refused or UNKNOWN in results:
             pool.master_failed()
         if refused:
-            again: list[object] = yield send(len(refused), *subset_encoders(encode, reencode, refused))
+            again: list[object] = yield send(len(refused), *subset_encoders(encode, reencode, refused),
+                                             refused)
             for position, i in enumerate(refused):
                 results[i] = again[position]
     except BaseException:

@@ -237,7 +237,8 @@ class Executor:
             _mark_unknown(sub_results, range(broken.replied, broken.sent))
             for j, i in enumerate(missing):
                 results[i] = sub_results[j]
-            raise
+            # Marked here by the retry's own positions: the caller must not mark again by them.
+            raise PipelineBroken(broken.cause, 0, 0) from None
         check_loaded(head, script)
         for j, i in enumerate(missing):
             results[i] = sub_results[j]

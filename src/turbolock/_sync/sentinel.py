@@ -10,6 +10,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -163,7 +164,7 @@ class SentinelExecutor(Executor):
              durable: bool = False) -> list[object]:
         """As ``Executor.many``; items refused with ``READONLY`` go once more to the master the
         Sentinels name next (``on_replies`` sees every reply at the end)."""
-        def send(n: int, enc: Encoder, reenc: Reencoder | None) -> CallStep:
+        def send(n: int, enc: Encoder, reenc: Reencoder | None, _: Sequence[int] | None) -> CallStep:
             return Call(Executor.many, (self, n, enc, script, reenc, None, deadline), {"durable": durable})
 
         results = run(guarded_many_flow(self.pool, send, count, encode, reencode))

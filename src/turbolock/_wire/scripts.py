@@ -62,15 +62,20 @@ return -3
 
 NOT_OURS = -3
 
-# KEYS = lock keys; ARGV[1] = ttl in ms, ARGV[1 + i] = the token of KEYS[i]. Replies one integer
-# per key: 1 renewed, 0 not ours. Callers keep each call near 1000 keys: a script blocks the server.
+# KEYS = lock keys; ARGV[1] = ttl in ms, ARGV[1 + i] = the token of KEYS[i]. Replies one entry
+# per key: 1 renewed, 0 not ours, or that key's error (a key of another type, an ACL refusal): one
+# key's error never stops the others (pcall). Callers keep each call near 1000 keys: a script
+# blocks the server.
 RENEW_MANY = Script("renew_many", b"""\
-local call = redis.call
+local call, rpcall = redis.call, redis.pcall
 local ttl = ARGV[1]
 local out = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  if call('get', key) == ARGV[i + 1] then
+  local value = rpcall('get', key)
+  if type(value) == 'table' and value.err then
+    out[i] = value
+  elseif value == ARGV[i + 1] then
     out[i] = call('pexpire', key, ttl)
   else
     out[i] = 0
@@ -132,15 +137,19 @@ return next_fence(key)
 
 # RELEASE for many locks in one call (a bulk release's, one server): KEYS = lock keys, ARGV[i] =
 # the token of KEYS[i]. Replies one entry per key, as RELEASE does (1 + the subscribers told, or
-# 0 when not ours). Callers keep each call near 1000 keys.
+# 0 when not ours), or that key's error, the others released all the same (pcall). Callers keep
+# each call near 1000 keys.
 RELEASE_MANY = Script("release_many", b"""\
-local call, pcall = redis.call, redis.pcall
+local call, rpcall = redis.call, redis.pcall
 local out = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  if call('get', key) == ARGV[i] then
+  local value = rpcall('get', key)
+  if type(value) == 'table' and value.err then
+    out[i] = value
+  elseif value == ARGV[i] then
     call('del', key)
-    local told = pcall('spublish', key, '')
+    local told = rpcall('spublish', key, '')
     if type(told) == 'number' then
       out[i] = 1 + told
     else
@@ -155,16 +164,31 @@ return out
 
 # FENCED_ACQUIRE for many locks in one call (a bulk acquire's, one server): KEYS = lock keys;
 # ARGV[1] = ttl in ms, ARGV[1 + i] = the token of KEYS[i]. Replies one entry per key: its fence,
-# or nil when it is held. One call per KEYS_PER_CALL keys costs the server far less than a script
-# call per key; callers keep each call near 1000 keys (a script blocks the server).
+# nil when it is held, or that key's error (OOM, a counter that is not a number...), the others
+# going on (pcall): a key whose lock was set but whose counter failed is deleted again, so an
+# error never leaves a lock behind. Callers keep each call near 1000 keys (a script blocks the
+# server).
 FENCED_ACQUIRE_MANY = Script("fenced_acquire_many", NEXT_FENCE + b"""\
-local call = redis.call
+local rpcall = redis.pcall
 local ttl = ARGV[1]
 local out = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  if call('set', key, ARGV[i + 1], 'NX', 'PX', ttl) then
-    out[i] = next_fence(key)
+  local set = rpcall('set', key, ARGV[i + 1], 'NX', 'PX', ttl)
+  if type(set) == 'table' and set.err then
+    out[i] = set
+  elseif set then
+    local ok, fence = pcall(next_fence, key)
+    if ok then
+      out[i] = fence
+    else
+      redis.call('del', key)
+      if type(fence) == 'table' and fence.err then
+        out[i] = fence
+      else
+        out[i] = redis.error_reply(tostring(fence))
+      end
+    end
   else
     out[i] = false
   end
