@@ -115,6 +115,32 @@ def test_bulk_calls_count_every_lock(make_client: Callable[..., Any], recorded: 
         assert count == 1
 
 
+def test_an_all_or_nothing_rollback_is_not_a_release(make_client: Callable[..., Any],
+                                                     recorded: Recorded) -> None:
+    client = make_client()
+    held = client.try_acquire("n5", 30)
+    result = client.acquire_many([f"n{i}" for i in range(10)], 30, all_or_nothing=True)
+    assert result.acquired == [] and result.not_acquired == ["n5"]
+    assert recorded.total("turbolock.lock.acquisitions") == 1  # the try_acquire's; none kept by the bulk
+    assert recorded.total("turbolock.lock.contended") == 1
+    assert recorded.total("turbolock.lock.releases") == 0  # the 9 given back were never the caller's
+    assert client.release(held)
+
+
+def test_a_failed_blocking_acquire_leaves_no_wait_for_the_next(make_client: Callable[..., Any],
+                                                             recorded: Recorded, raw: redis.Redis) -> None:
+    client = make_client()
+    lock = client.lock("stale", 30, timeout=0.3)
+    holder = client.try_acquire("stale", 30)
+    assert not lock.acquire()  # waited 0.3 s and gave up
+    client.release(holder)
+    time.sleep(0.5)
+    assert lock.acquire(blocking=False)  # no wait: must not report one
+    lock.release()
+    count, seconds = recorded.histogram("turbolock.lock.wait")
+    assert count == 1 and seconds < 0.45
+
+
 def test_a_blocking_wait_is_recorded_with_its_outcome(make_client: Callable[..., Any],
                                                       recorded_with_names: Recorded) -> None:
     client = make_client()

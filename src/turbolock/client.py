@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from turbolock import _metrics
 from turbolock._flows.bulk_flows import (
     acquire_or_claim_flow,
     extend_many_flow,
@@ -173,7 +174,7 @@ class LockClient(ClientRules[Lock]):
         """Delete the lock if it is still ours. False when it expired or is now someone else's
         (their key is never touched)."""
         releasing(self, lease)
-        sent_at = time.monotonic()
+        sent_at = time.monotonic() if _metrics.sink is not None else 0.0  # timed only when reported
         try:
             reply = self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
         except BaseException as exc:

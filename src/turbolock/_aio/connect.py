@@ -4,12 +4,12 @@ AUTH, SELECT and PING, all within the connect timeout. Errors are the blocking c
 from __future__ import annotations
 
 import asyncio
-import builtins
 import socket
 import ssl
 from typing import Any
 
 from turbolock._aio.protocol import NotSent, OrphanHandler, RedisProtocol
+from turbolock._aio.waiting import run_within
 from turbolock._flows.handshake import append_handshake, check_handshake, handshake_timeout, not_redis
 from turbolock.errors import ConnectionError, ProtocolError, ResponseError, TimeoutError
 from turbolock.options import ConnectionOptions
@@ -22,24 +22,19 @@ async def open_connection(options: ConnectionOptions, core: Any, key_prefix: byt
     limit = min(options.connect_timeout, options.timeout)
     deadline = loop.time() + limit
     try:
-        protocol = await asyncio.wait_for(_open(loop, options, core, key_prefix, on_orphan), limit)
+        opened, protocol = await run_within(_open(loop, options, core, key_prefix, on_orphan), limit)
     except (TimeoutError, ConnectionError, ResponseError):
         raise
-    except builtins.TimeoutError:  # asyncio.TimeoutError is the builtin one from 3.11 on
-        raise TimeoutError(f"connecting to {options.address} timed out after {limit:.3g}s") from None
-    except asyncio.TimeoutError:
-        raise TimeoutError(f"connecting to {options.address} timed out after {limit:.3g}s") from None
     except ssl.SSLError as exc:
         raise ConnectionError(f"TLS handshake with {options.address} failed: {exc.reason or exc}") from None
     except OSError as exc:
         raise ConnectionError(f"cannot connect to {options.address}: {exc.strerror or exc}") from None
+    if not opened or protocol is None:
+        raise TimeoutError(f"connecting to {options.address} timed out after {limit:.3g}s")
     try:
-        try:
-            await asyncio.wait_for(_handshake(protocol, options), max(0.0, deadline - loop.time()))
-        except TimeoutError:
-            raise
-        except (builtins.TimeoutError, asyncio.TimeoutError):  # wait_for's, not the protocol's deadline
-            raise handshake_timeout(options, limit) from None
+        shook, _ = await run_within(_handshake(protocol, options), deadline - loop.time())
+        if not shook:
+            raise handshake_timeout(options, limit)
     except BaseException:
         protocol.close(ConnectionError(f"connection to {options.address} is closed"))
         raise

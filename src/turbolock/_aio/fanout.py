@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from turbolock._aio.protocol import NotSent, RedisProtocol
+from turbolock._aio.waiting import run_within
 from turbolock._flows.steps import Outcome
 from turbolock._wire.outcomes import FANOUT_WINDOW, NOT_SENT, UNKNOWN, Encoder, Reencoder, settle_reloaded
 from turbolock._wire.scripts import Script
@@ -293,12 +294,12 @@ async def _reload_many(masters: Sequence[Any], conn: RedisProtocol, buffer: Any,
             errors[m] = _describe(exc.cause)
             return  # the NOSCRIPT replies stay: those commands did not run
         try:
-            got = await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            errors[m] = f"{masters[m].options.address} did not answer within {timeout * 1000:g} ms"
-            for i in indices:
-                row[i] = UNKNOWN
-            return
+            finished, got = await run_within(fut, timeout)
+            if not finished:
+                errors[m] = f"{masters[m].options.address} did not answer within {timeout * 1000:g} ms"
+                for i in indices:
+                    row[i] = UNKNOWN
+                return
         except Exception as exc:
             errors[m] = _describe(exc)
             for i in indices:

@@ -9,7 +9,10 @@ cancelled blocking acquire kept waiting for the lock). ``asyncio.wait`` never sw
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 async def finished_within(future: asyncio.Future[Any], seconds: float) -> bool:
@@ -29,3 +32,18 @@ async def set_within(event: asyncio.Event, seconds: float) -> bool:
         return await finished_within(waiter, seconds)
     finally:
         waiter.cancel()
+
+
+async def run_within(awaitable: Awaitable[T], seconds: float) -> tuple[bool, T | None]:
+    """``(True, its result)`` when ``awaitable`` finishes within ``seconds`` (its exception
+    raised); otherwise it is cancelled and ``(False, None)``. Cancelled with the caller."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        finished = await finished_within(task, seconds)
+    except BaseException:
+        task.cancel()
+        raise
+    if not finished:
+        task.cancel()
+        return False, None
+    return True, task.result()

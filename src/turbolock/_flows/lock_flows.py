@@ -68,8 +68,8 @@ class LockFlows(LockState[LeaseT]):
         """The wait of an acquire() (None: until free; 0: one attempt), once the Lock is free to take."""
         wait = self._wait if blocking is None and timeout is None else self._wait_for(blocking, timeout)
         self._check_unheld()
-        if _metrics.sink is not None and wait != 0:
-            self._wait_began = time.monotonic()
+        # Set on every acquire, so one that raised cannot leave its start for a later one to report.
+        self._wait_began = time.monotonic() if _metrics.sink is not None and wait != 0 else None
         return wait
 
     def _one_attempt(self) -> tuple[Any, ...] | None:

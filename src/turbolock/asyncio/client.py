@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Sequence
 from types import TracebackType
 from typing import Any
 
+from turbolock import _metrics
 from turbolock._aio.cluster_waker import AsyncClusterWaker
 from turbolock._aio.drive import run
 from turbolock._aio.executor import Executor, abandon
@@ -22,7 +23,7 @@ from turbolock._aio.pool import ConnectionPool
 from turbolock._aio.protocol import NotSent
 from turbolock._aio.renewer import OnLost, Renewer
 from turbolock._aio.tokens import TokenSource
-from turbolock._aio.waiting import finished_within
+from turbolock._aio.waiting import finished_within, run_within
 from turbolock._aio.waker import AsyncWaker
 from turbolock._flows.bulk_flows import (
     acquire_or_claim_flow,
@@ -225,7 +226,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         (their key is never touched). A release whose task is cancelled once it has started is
         finished in the background."""
         releasing(self, lease)
-        sent_at = time.monotonic()
+        sent_at = time.monotonic() if _metrics.sink is not None else 0.0  # timed only when reported
         try:
             reply = await self._exec.script_one(_scripts.RELEASE, lease.key, lease.token, None)
         except BaseException as exc:
@@ -290,14 +291,13 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         The replies are settled once all are in (``on_replies`` is not used): on the connection
         every task shares, settling a thousand leases between two replies would hold up the rest
         of the round past its deadline."""
-        try:
-            return await asyncio.wait_for(
-                self._exec.many(len(batches), encode, _scripts.RENEW_MANY, reencode,
-                                chunk_size=COMMANDS_PER_WRITE),
-                max(0.0, deadline - time.monotonic()))
-        except asyncio.TimeoutError:
-            log.warning("turbolock: renewal of %d batches got no answer in time", len(batches))
-            return [UNKNOWN] * len(batches)
+        sending = self._exec.many(len(batches), encode, _scripts.RENEW_MANY, reencode,
+                                  chunk_size=COMMANDS_PER_WRITE)
+        finished, replies = await run_within(sending, deadline - time.monotonic())
+        if finished and replies is not None:
+            return replies
+        log.warning("turbolock: renewal of %d batches got no answer in time", len(batches))
+        return [UNKNOWN] * len(batches)
 
     async def _release_renewed(self, leases: list[Lease], deadline: float) -> list[bool]:
         return await self.release_many(leases)
@@ -375,8 +375,10 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         await run(stop_renewing_flow(self))
         if self._cleanup:
             try:
-                await asyncio.wait_for(self._cleanup_once(), max(0.0, deadline - time.monotonic()))
-            except (LockError, asyncio.TimeoutError) as exc:
+                finished, _ = await run_within(self._cleanup_once(), deadline - time.monotonic())
+                if not finished:
+                    log.debug("turbolock: cleanup at close failed: no answer before the deadline")
+            except LockError as exc:
                 log.debug("turbolock: cleanup at close failed: %s", exc)
         self._closed = True
         runner = self._cleanup_runner
