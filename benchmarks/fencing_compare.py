@@ -43,7 +43,8 @@ PLAIN = {"c": "turbolock acquire_many c", "py": "turbolock acquire_many py"}
 FENCED = {"c": "turbolock acquire_many c, fenced", "py": "turbolock acquire_many py, fenced"}
 RP_HI = "redis-py pipeline EVALSHA fenced acquire + hiredis"
 RP_PURE = "redis-py pipeline EVALSHA fenced acquire, no hiredis"
-RP_BATCHED = "redis-py pipeline, one fenced script per 1000 locks + hiredis (hand-written)"
+RP_BATCHED = ("redis-py pipeline, one fenced script per 1000 locks"
+              + (" + hiredis" if HIREDIS_AVAILABLE else "") + " (hand-written)")
 
 SECTIONS = (
     Section(BULK, "bulk acquire of distinct locks, plain and fenced", "locks/s", (

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
+import turbolock
 from turbolock.bench.contenders import BenchmarkError, hiredis_available
 from turbolock.bench.contention import contend
 from turbolock.cli import main
@@ -43,16 +44,24 @@ def test_bench_measures_every_contender_and_writes_json_and_a_png(
                             "--json", str(out), "--plot", str(png))
     assert code == 0, err
     variants = ["+ hiredis", "(no hiredis)"] if hiredis_available() else ["(no hiredis)"]
-    for label in ("turbolock (c core)" if "c core" in table else "turbolock (py core)",
-                  *(f"redis-py Lock {v}" for v in variants), "redis-py SET NX + Lua release (hand-written)"):
-        assert label in table
+    core = turbolock.implementation
+    for label in (f"turbolock ({core} core)", "redis-py SET NX + Lua release (hand-written)",
+                  *(f"redis-py Lock {v}" for v in variants),
+                  *(f"redis-py pipeline, 1000 per execute {v}" for v in variants),
+                  "redis-py pipeline; release: one script per 1000 locks (hand-written)",
+                  f"turbolock extend_many ({core} core)",
+                  *(f"redis-py, one script per 1000 locks, pipelined (hand-written) {v}" for v in variants),
+                  f"turbolock Lock, woken by the release ({core} core)",
+                  *(f"redis-py Lock, sleep=1ms {v}" for v in variants)):
+        assert f"  {label}  " in table, label
     document = json.loads(out.read_text())
     by_id = {metric["id"]: metric for metric in document["metrics"]}
     assert list(by_id) == ["pairs", "bulk-acquire", "bulk-release", "renewal", "contention"]
     for metric in by_id.values():
         ours, *others = metric["rows"]
         assert ours["contender"].startswith("turbolock") and ours["turbolock_over_this"] is None
-        assert len(others) >= 1 + len(variants) - 1
+        assert len(others) == {"pairs": 1 + len(variants), "bulk-acquire": 1 + len(variants),
+                               "bulk-release": 1 + len(variants)}.get(metric["id"], len(variants))
         for row in metric["rows"]:
             assert len(row["samples"]) == 2 and all(value > 0 for value in row["samples"])
             assert row["summary"]["low"] <= row["summary"]["median"] <= row["summary"]["high"]

@@ -211,3 +211,25 @@ class RedisPyPipeline:
 
     def close(self) -> None:
         self.redis.close()
+
+
+class RedisPyBatchedRelease(RedisPyPipeline):
+    """The best hand-written bulk release we know: turbolock's RELEASE_MANY script per
+    ``CHUNK_SIZE`` locks, eight calls per pipelined ``execute()`` (what turbolock writes at once);
+    the acquire as ``RedisPyPipeline``'s."""
+
+    def __init__(self, url: str, hiredis: bool | None = None) -> None:
+        super().__init__(url, hiredis)
+        self.sha = self.redis.script_load(_scripts.RELEASE_MANY.source)
+
+    def _release(self, keys: list[str], tokens: list[bytes]) -> list[Any]:
+        pipe = self.redis.pipeline(transaction=False)
+        per_write = CHUNK_SIZE * 8
+        replies: list[Any] = []
+        for write in range(0, len(keys), per_write):
+            for start in range(write, min(len(keys), write + per_write), CHUNK_SIZE):
+                chunk = keys[start:start + CHUNK_SIZE]
+                pipe.evalsha(self.sha, len(chunk), *chunk, *tokens[start:start + CHUNK_SIZE])
+            for reply in pipe.execute():
+                replies.extend(1 if one >= 1 else 0 for one in reply)
+        return replies

@@ -8,6 +8,7 @@ best hand-written redis-py code for each workload.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,10 +16,20 @@ from typing import Any
 
 from turbolock import LockClient
 
-from .contenders import RedisPyLock, RedisPyPipeline, RedisPyScript, Turbolock, hiredis_available
+from .contenders import (
+    RedisPyBatchedRelease,
+    RedisPyLock,
+    RedisPyPipeline,
+    RedisPyScript,
+    Turbolock,
+    hiredis_available,
+)
 from .contention import RedisPyContention, TurbolockContention
 from .renewal import RedisPyPipelinedRenewMany, TurbolockExtendMany, hold
 from .workload import CHUNK_SIZE, names
+
+RUN = secrets.token_hex(4)
+"""In every key name: two runs on one server (two machines, or one interrupted) never collide."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,7 @@ def parser_variants() -> list[tuple[str, bool]]:
 
 
 def _pairs(url: str, core: str, sizes: Sizes) -> Iterator[Contender]:
-    pair_names = names("pair", sizes.pairs)
+    pair_names = names(f"pair:{RUN}", sizes.pairs)
     turbolock = Turbolock(url, core)
     yield Contender("pairs", f"turbolock ({core} core)",
                     lambda: {"pairs": turbolock.pairs(pair_names).rate}, turbolock.close)
@@ -93,7 +104,7 @@ def _bulk_figures(contender: Any, bulk_names: list[str]) -> dict[str, float]:
 
 
 def _bulk(url: str, core: str, sizes: Sizes) -> Iterator[Contender]:
-    bulk_names = names("bulk", sizes.bulk)
+    bulk_names = names(f"bulk:{RUN}", sizes.bulk)
     turbolock = Turbolock(url, core)
     yield Contender("bulk", f"turbolock ({core} core)", lambda: _bulk_figures(turbolock, bulk_names),
                     turbolock.close)
@@ -102,11 +113,14 @@ def _bulk(url: str, core: str, sizes: Sizes) -> Iterator[Contender]:
         yield Contender("bulk", f"redis-py pipeline, {CHUNK_SIZE} per execute" + suffix,
                         lambda pipeline=pipeline: _bulk_figures(pipeline, bulk_names),  # type: ignore[misc]
                         pipeline.close)
+    batched = RedisPyBatchedRelease(url, hiredis_available())
+    yield Contender("bulk", "redis-py pipeline; release: one script per 1000 locks (hand-written)",
+                    lambda: _bulk_figures(batched, bulk_names), batched.close)
 
 
 @contextmanager
 def _held(client: LockClient, count: int) -> Iterator[Any]:
-    held = hold(client, names("renew", count))
+    held = hold(client, names(f"renew:{RUN}", count))
     try:
         yield held
     finally:

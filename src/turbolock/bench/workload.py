@@ -9,7 +9,8 @@ TTL_MS = 60_000
 TTL_SECONDS = TTL_MS / 1000
 TOKEN_BYTES = 16
 CHUNK_SIZE = 1000
-"""Commands per pipelined chunk, for turbolock and redis-py alike."""
+"""Commands per pipelined chunk, for turbolock and redis-py alike (and keys per multi-key script
+call where a contender batches: eight such calls go in one write)."""
 
 
 def names(kind: str, count: int) -> list[str]:
