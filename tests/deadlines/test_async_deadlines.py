@@ -103,6 +103,8 @@ def test_bulk_calls_keep_their_deadline(arun_asyncio: Runner, fault: Fault, core
                          lambda: client.acquire_many(NAMES, TTL, fenced=True))
             await _fails(watch, "query_many (after a lost acquire_many)", lambda: client.query_many(NAMES))
             await _fails(watch, "acquire_many(limit=2)", lambda: client.acquire_many(NAMES, TTL, limit=2))
+            await _fails(watch, "acquire_many(limit=2, fenced=True)",
+                         lambda: client.acquire_many(NAMES, TTL, limit=2, fenced=True))
             if to_release:
                 await _fails(watch, "release_many", lambda: client.release_many(to_release))
                 await _fails(watch, "extend_many (after a lost release_many)",

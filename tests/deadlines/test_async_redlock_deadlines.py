@@ -55,6 +55,7 @@ RENEWED_TTL = 0.6
 WAIT = 0.4
 CLAIMED = ["claim:a", "claim:b", "claim:c"]
 NAMES = ["bulk:a", "bulk:b", "bulk:c"]
+FENCED_NAMES = ["fenced:a", "fenced:b", "fenced:c"]
 LOST_LIMIT = 3.0
 """Longest wait for the lost signal of the renewed lease (five of its ttls)."""
 WARM_UP_TRIES = 20
@@ -238,6 +239,19 @@ async def _every_call(faulty: list[Fault], healthy: list[RedisServer], core_name
         expect(out.error is None, "returned")
         if quorum:
             expect(len(getattr(out.result, "acquired", [])) == 2, "acquired two names")
+
+        out = await watch.arun("try_acquire(fenced=True)", single,
+                               lambda: client.try_acquire("tf", TTL, fenced=True))
+        if quorum:
+            expect(getattr(out.result, "fences", None) is not None, "returned a fenced lease")
+        else:
+            expect(_no_quorum(out.error), "raised QuorumError")
+
+        out = await watch.arun("acquire_many(fenced=True)", chunk,
+                               lambda: client.acquire_many(FENCED_NAMES, TTL, fenced=True))
+        expect(out.error is None, "returned")
+        if quorum:
+            expect(len(getattr(out.result, "acquired", [])) == len(FENCED_NAMES), "acquired every name")
 
         out = await watch.arun("release_many", chunk, lambda: client.release_many(many_release))
         expect(out.result == [True] * 3 if quorum else isinstance(out.error, ConnectionError),

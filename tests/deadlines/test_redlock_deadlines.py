@@ -30,6 +30,7 @@ LONG_TTL = 5
 WAIT = 0.4
 CLAIMED = ["claim:a", "claim:b", "claim:c"]
 NAMES = ["bulk:a", "bulk:b", "bulk:c"]
+FENCED_NAMES = ["fenced:a", "fenced:b", "fenced:c"]
 
 FAULT_SETS = [("silent",), ("paused",), ("blackhole",), ("paused", "blackhole")]
 
@@ -124,6 +125,19 @@ def test_redlock_calls_keep_their_deadline(faulty: list[Fault], redis_server: Re
 
         out = watch.run("acquire_many(limit=2)", chunk, lambda: client.acquire_many(CLAIMED, TTL, limit=2))
         expect(out.error is None, "returned")
+
+        out = watch.run("try_acquire(fenced=True)", single,
+                        lambda: client.try_acquire("tf", TTL, fenced=True))
+        if quorum:
+            expect(getattr(out.result, "fences", None) is not None, "returned a fenced lease")
+        else:
+            expect(no_quorum(out.error), "raised QuorumError")
+
+        out = watch.run("acquire_many(fenced=True)", chunk,
+                        lambda: client.acquire_many(FENCED_NAMES, TTL, fenced=True))
+        expect(out.error is None, "returned")
+        if quorum:
+            expect(len(getattr(out.result, "acquired", [])) == len(FENCED_NAMES), "acquired every name")
 
         out = watch.run("release_many", chunk, lambda: client.release_many(many_release))
         expect(out.result == [True] * 3 if quorum else isinstance(out.error, ConnectionError),

@@ -86,6 +86,8 @@ def test_bulk_calls_keep_their_deadline(fault: Fault, core_name: str, key_prefix
         _fails(watch, "acquire_many(fenced=True)", lambda: client.acquire_many(NAMES, TTL, fenced=True))
         _fails(watch, "query_many (after a lost acquire_many)", lambda: client.query_many(NAMES))
         _fails(watch, "acquire_many(limit=2)", lambda: client.acquire_many(NAMES, TTL, limit=2))
+        _fails(watch, "acquire_many(limit=2, fenced=True)",
+               lambda: client.acquire_many(NAMES, TTL, limit=2, fenced=True))
         if to_release:
             _fails(watch, "release_many", lambda: client.release_many(to_release))
             _fails(watch, "extend_many (after a lost release_many)",
