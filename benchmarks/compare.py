@@ -25,7 +25,14 @@ import redis
 
 import turbolock
 from turbolock._wire import scripts as _scripts
-from turbolock.bench.contenders import RedisPyLock, RedisPyPipeline, RedisPyScript, Turbolock, core_available
+from turbolock.bench.contenders import (
+    RedisPyBatchedRelease,
+    RedisPyLock,
+    RedisPyPipeline,
+    RedisPyScript,
+    Turbolock,
+    core_available,
+)
 from turbolock.bench.workload import DEFAULT, QUICK, Workload
 from turbolock.redis_server import RedisServer
 
@@ -42,6 +49,7 @@ from .report import (
     RB_SET,
     RELEASE,
     ROUND_TRIP,
+    RP_BATCHED,
     RP_LOCK,
     RP_PIPELINE,
     RP_SCRIPT,
@@ -116,6 +124,7 @@ class Run:
         steps: list[Step] = []
         contenders: dict[str, Any] = {label: self._turbolock(label) for label in CORES}
         contenders[RP_PIPELINE] = RedisPyPipeline(self.server.url)
+        contenders[RP_BATCHED] = RedisPyBatchedRelease(self.server.url)
         for label, contender in contenders.items():
             if contender is None:
                 continue
@@ -125,6 +134,8 @@ class Run:
 
             def step(contender: Any = contender, label: str = label) -> dict[str, float]:
                 acquire, release = contender.bulk(bulk_names)
+                if label == RP_BATCHED:  # its acquire is RP_PIPELINE's: only its release is its own
+                    return {key(RELEASE, label): release.rate}
                 return {key(ACQUIRE, label): acquire.rate, key(RELEASE, label): release.rate,
                         key(CPU, label): acquire.cpu / acquire.ops * 10_000}
 
