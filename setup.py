@@ -5,7 +5,7 @@ Without a compiler, Cython or libhiredis the install falls back to the pure-Pyth
 prints why. ``TURBOLOCK_REQUIRE_EXTENSIONS=1`` turns that fallback into a failure (CI sets it);
 ``TURBOLOCK_NO_EXTENSIONS=1`` skips the extension altogether.
 
-``TURBOLOCK_BUNDLED_HIREDIS=1`` compiles the bundled hiredis 0.14.1 reader (``ext/hiredis``)
+``TURBOLOCK_BUNDLED_HIREDIS=1`` compiles the bundled hiredis 0.14.1 reader (``vendor/hiredis``)
 into the extension instead, with its symbols hidden: no pkg-config or libhiredis needed, and
 the wheel runs its C core on machines without libhiredis. Release wheels are built so
 (``[tool.cibuildwheel]`` in pyproject.toml).
@@ -29,7 +29,7 @@ def _flag(name: str) -> bool:
 REQUIRE = _flag("TURBOLOCK_REQUIRE_EXTENSIONS")
 SKIP = _flag("TURBOLOCK_NO_EXTENSIONS")
 BUNDLED = _flag("TURBOLOCK_BUNDLED_HIREDIS")
-BUNDLED_DIR = "ext/hiredis"
+BUNDLED_DIR = "vendor/hiredis"
 
 
 def _pkg_config(*args: str) -> list[str]:

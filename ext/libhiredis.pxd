@@ -1,4 +1,6 @@
-# The RESP2 reply reader of hiredis, declared only as far as hiredis 0.14 and 1.x agree.
+# The RESP2 reply reader of hiredis, declared only as far as hiredis 0.14 and 1.x agree: it
+# compiles against both, but only 0.14.1 (Debian's, and the copy release wheels bundle from
+# vendor/hiredis) passes the core tests; 1.x words its errors differently (vendor/hiredis/README.md).
 # pkg-config puts the hiredis include directory itself on the path (in 0.14 and 1.x alike),
 # so the header is "hiredis.h", not "hiredis/hiredis.h".
 

@@ -147,9 +147,9 @@ def test_the_sdist_carries_what_the_build_needs(release: Release) -> None:
     # The wheel was built from this sdist alone; here, that it holds the sources and no stale C.
     with tarfile.open(release.sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    ext_sources = {name for name in _tracked() if name.startswith("ext/")}
-    assert ext_sources, "no ext/ sources tracked"
-    assert ext_sources <= names, sorted(ext_sources - names)
+    sources = {name for name in _tracked() if name.startswith(("ext/", "vendor/"))}
+    assert any(name.startswith("vendor/hiredis/") for name in sources), "no vendored hiredis tracked"
+    assert sources <= names, sorted(sources - names)
     assert {"setup.py", "pyproject.toml", "MANIFEST.in", "README.md"} <= names
     assert not [name for name in names if re.fullmatch(r"ext/[^/]+\.c", name)]
 
@@ -158,7 +158,7 @@ def test_the_wheel_has_hiredis_inside_and_its_licence(release: Release, tmp_path
     with zipfile.ZipFile(release.wheel) as wheel:
         (extension,) = [name for name in wheel.namelist() if re.fullmatch(r"turbolock/_core_c\..*\.so", name)]
         wheel.extract(extension, tmp_path)
-        assert any(name.endswith(".dist-info/licenses/ext/hiredis/COPYING") for name in wheel.namelist())
+        assert any(name.endswith(".dist-info/licenses/vendor/hiredis/COPYING") for name in wheel.namelist())
         assert any(name.endswith(".dist-info/licenses/LICENSE") for name in wheel.namelist())
     shared_object = tmp_path / extension
     needed = _needed(shared_object)
