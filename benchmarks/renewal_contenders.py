@@ -28,7 +28,7 @@ from turbolock._flows.renewal_book import RENEW_CHUNK
 from turbolock._sync.renewer import Renewer
 from turbolock._wire import core as _core
 from turbolock._wire import scripts as _scripts
-from turbolock.bench.contenders import BenchmarkError, Timing, timed
+from turbolock.bench.contenders import BenchmarkError, Timing, per_key, timed
 from turbolock.bench.renewal import HeldLocks, check_all_renewed
 from turbolock.bench.workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS
 from turbolock.lease import Lease
@@ -127,8 +127,8 @@ class RedisPyRenewMany:
             replies: list[Any] = []
             for start in range(0, len(keys), RENEW_CHUNK):
                 stop = start + RENEW_CHUNK
-                replies.extend(script(keys=keys[start:stop], args=[TTL_MS, *tokens[start:stop]]))
-            return replies
+                replies.append(script(keys=keys[start:stop], args=[TTL_MS, *tokens[start:stop]]))
+            return per_key(replies, len(keys), RENEW_CHUNK)
 
         replies, wall, cpu = timed(run)
         check_all_renewed("redis-py EVALSHA per 1000 keys", replies, len(keys))

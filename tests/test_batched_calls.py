@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from turbolock._flows.bulk_plan import AcquirePlan, expand_calls, join_orphan_tags, orphan_replies
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
-from turbolock._wire.scripts import KEYS_PER_CALL
+from turbolock._wire.scripts import KEYS_PER_CALL, failures, with_failures
 from turbolock.errors import ReplyError
 
 WRONGTYPE = ReplyError("WRONGTYPE Operation against a key holding the wrong kind of value")
@@ -20,6 +20,27 @@ def test_each_call_gives_one_reply_per_lock_in_order() -> None:
 
 def test_a_list_of_the_wrong_length_is_unknown_never_shifted() -> None:
     assert expand_calls([[1, 2], [3, 4, 5]], [3, 3]) == [UNKNOWN, UNKNOWN, UNKNOWN, 3, 4, 5]
+
+
+def test_failures_only_replies_name_what_failed_and_the_rest_succeeded() -> None:
+    replies = expand_calls([[], [2, 0, 3, WRONGTYPE], UNKNOWN, NOT_SENT], [2, 3, 1, 2], 1)
+    assert replies == [1, 1, 1, 0, WRONGTYPE, UNKNOWN, NOT_SENT, NOT_SENT]
+
+
+def test_a_failures_only_reply_no_redis_would_send_is_unknown_for_its_call_alone() -> None:
+    # odd length, out of range (twice), unordered, not an int, repeated
+    bad = [[1], [0, 0], [3, 0], [2, 0, 1, 0], [b"1", 0], [1, 0, 1, 0]]
+    for reply in bad:
+        assert failures(reply, 2) is None, reply
+        assert expand_calls([reply, [1, 0]], [2, 2], 1) == [UNKNOWN, UNKNOWN, 0, 1]
+
+
+def test_failures_round_trip_through_with_failures() -> None:
+    outcomes: list[object] = [1, 0, 1, WRONGTYPE, UNKNOWN, 1]
+    reply = with_failures(outcomes)
+    assert reply == [2, 0, 4, WRONGTYPE, 5, UNKNOWN]
+    assert failures(reply, len(outcomes)) == [(1, 0), (3, WRONGTYPE), (4, UNKNOWN)]
+    assert with_failures([1, 1]) == [] and failures([], 2) == []
 
 
 def _plan(count: int) -> tuple[AcquirePlan, list[bytes]]:

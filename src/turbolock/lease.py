@@ -77,10 +77,16 @@ class Lease:
         # Read without the lock, flight first: a landing command lowers _expires before it
         # leaves the flight, so either snapshot still holds it or _expires already says it.
         flight = self._flight
-        entries = None if flight is None else (flight,) if isinstance(flight, tuple) else tuple(flight)
-        expires = _believed(self)
-        if entries:
-            return min(expires, min(expiry for _, expiry in entries))
+        expires = self._expires
+        if expires is None:
+            expires = self.expiry_after(self.acquired_at, self.ttl_ms)
+        if flight is None:
+            return expires
+        if isinstance(flight, tuple):
+            return flight[1] if flight[1] < expires else expires
+        for _, expiry in tuple(flight):  # a copy: another thread may be settling one of them
+            if expiry < expires:
+                expires = expiry
         return expires
 
     def valid_for(self) -> float:

@@ -189,8 +189,9 @@ def claim_plan_flow(client: Any, plan: ClaimPlan, many: Any) -> Flow[ClaimResult
 
 def run_release_flow(client: Any, keys: list[bytes], tokens: list[bytes], deadline: float = math.inf,
                      on_replies: Any = None) -> Flow[list[object]]:
-    """Release by key and token, pipelined; the raw replies (1 + the subscribers told, 0, errors,
-    UNKNOWN, NOT_SENT), one per key. One server: one RELEASE_MANY call per KEYS_PER_CALL keys."""
+    """Release by key and token, pipelined; the raw replies (released: 1, or 1 + the subscribers
+    told; 0, errors, UNKNOWN, NOT_SENT), one per key. One server: one RELEASE_MANY call per
+    KEYS_PER_CALL keys."""
     options: dict[str, Any] = {}
     if deadline != math.inf:  # only the threaded client's close and cleaner set one
         options["deadline"] = deadline
@@ -204,7 +205,7 @@ def run_release_flow(client: Any, keys: list[bytes], tokens: list[bytes], deadli
     if on_replies is not None:
         def on_calls(start: int, got: list[object]) -> None:
             first = start * _scripts.KEYS_PER_CALL
-            on_replies(first, expand_calls(got, sizes[start:start + len(got)]))
+            on_replies(first, expand_calls(got, sizes[start:start + len(got)], 1))
 
         options["on_replies"] = on_calls
     encode, reencode = multikey_encoders(_scripts.RELEASE_MANY, keys, tokens, None)
@@ -212,7 +213,7 @@ def run_release_flow(client: Any, keys: list[bytes], tokens: list[bytes], deadli
     calls: list[object] = yield step
     # A call that failed whole may have released some of its locks: each one's outcome is unknown
     # (released again in the background), never "not ours".
-    return expand_calls([UNKNOWN if call_failed(reply) else reply for reply in calls], sizes)
+    return expand_calls([UNKNOWN if call_failed(reply) else reply for reply in calls], sizes, 1)
 
 
 def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = math.inf) -> Flow[list[bool]]:
@@ -267,7 +268,7 @@ def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow
         commands_unknown(leases, sent_at)  # interrupted or cancelled, perhaps after some were sent
         raise
     if sizes is not None:
-        replies = expand_calls(replies, sizes)
+        replies = expand_calls(replies, sizes, 1)
     extended = settle_extend(client, leases, replies, ms, sent_at)
     sink = _metrics.sink
     if sink is not None:

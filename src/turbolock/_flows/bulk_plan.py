@@ -182,6 +182,12 @@ def settle_extend(client: BulkClient, leases: Sequence[Lease], replies: list[obj
                   sent_at: float) -> list[bool]:
     """Extended or not, per lease; an extended lease believes the earliest ttl that may have
     been set last (see ``lease``), one found not ours is lost."""
+    if replies.count(1) == len(replies):  # the usual case: every one extended, no call per lease
+        commands_ran(leases, sent_at, ttl_ms)
+        for lease in leases:
+            if lease.renewal is not None:
+                client._renewer().rescheduled(lease)
+        return [True] * len(leases)
     results = []
     unknown = []
     ran: list[Lease] = []
@@ -413,17 +419,27 @@ def _nothing(*_: object) -> None:
     pass
 
 
-def expand_calls(replies: list[object], sizes: Sequence[int]) -> list[object]:
+def expand_calls(replies: list[object], sizes: Sequence[int], succeeded: object = None) -> list[object]:
     """Per-lock replies from batched calls' replies: a call's list as it is (a fence, None when
     held, or that lock's own error), any other reply (an error for the whole call, ``UNKNOWN``,
     ``NOT_SENT``) once for each of its locks; a list of the wrong length (a server that is not
-    Redis) as ``UNKNOWN`` for each, never shifted onto other locks."""
+    Redis) as ``UNKNOWN`` for each, never shifted onto other locks. With ``succeeded``, the calls
+    reply only what failed (``scripts.failures``) and every other lock's reply is ``succeeded``."""
     out: list[object] = []
     for reply, size in zip(replies, sizes, strict=True):
-        if type(reply) is list and len(reply) == size:
-            out.extend(reply)
+        if type(reply) is not list:
+            out.extend(repeat(reply, size))
+        elif succeeded is None:
+            out.extend(reply if len(reply) == size else repeat(UNKNOWN, size))
         else:
-            out.extend(repeat(UNKNOWN if type(reply) is list else reply, size))
+            failed = _scripts.failures(reply, size)
+            if failed is None:
+                out.extend(repeat(UNKNOWN, size))
+                continue
+            first = len(out)
+            out.extend(repeat(succeeded, size))
+            for position, outcome in failed:
+                out[first + position] = outcome
     return out
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from turbolock._flows.cluster_routes import ClusterRoutes, many_flow
 from turbolock._flows.steps import Call, CallStep, Flow, Gather
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, item_encoders
-from turbolock._wire.scripts import RENEW_MANY, RENEW_MANY_ARGV
+from turbolock._wire.scripts import RENEW_MANY, RENEW_MANY_ARGV, failures, with_failures
 from turbolock._wire.slot_map import Address
 from turbolock.errors import LockError
 from turbolock.lease import Lease
@@ -36,14 +36,15 @@ Part = tuple[int, list[int]]
 
 def renew_flow(routes: ClusterRoutes, nodes: Any, batches: Sequence[tuple[int, list[Lease]]], timeout: float,
                chunk_size: int, deadline: float) -> Flow[list[list[object]]]:
-    """Per batch, each lease's outcome: 1 renewed, 0 not ours, else undecided."""
+    """Per batch, a failures-only reply as ``RENEW_MANY`` gives one server (``scripts.failures``):
+    the outcome of each lease not renewed, 0 not ours, else undecided."""
     outcomes: list[list[object]] = [[NOT_SENT] * len(leases) for _, leases in batches]
     if routes.map is None or routes.stale:
         try:
             yield Call(nodes.refresh, (deadline,))
         except LockError as exc:
             log.warning("turbolock: no slot map for the renewal round: %s", exc)
-            return outcomes
+            return [with_failures(batch) for batch in outcomes]
     redo: list[tuple[int, int]] = []
     per_node = list(_parts(routes, batches).items())
     sent = yield Gather(tuple(_node_call(routes, nodes, address, parts, batches, deadline)
@@ -51,12 +52,16 @@ def renew_flow(routes: ClusterRoutes, nodes: Any, batches: Sequence[tuple[int, l
     for (address, parts), (ok, value) in zip(per_node, sent, strict=True):
         replies = _node_replies(routes, address, parts, ok, value)
         for (b, positions), reply in zip(parts, replies, strict=True):
-            if type(reply) is list and len(reply) == len(positions):
-                for position, outcome in zip(positions, reply, strict=True):
+            failed = failures(reply, len(positions))
+            if failed is not None:
+                for position in positions:
+                    outcomes[b][position] = 1
+                for at, outcome in failed:
                     if outcome == NOT_HERE:
-                        redo.append((b, position))
+                        outcomes[b][positions[at]] = NOT_SENT
+                        redo.append((b, positions[at]))
                     else:
-                        outcomes[b][position] = outcome
+                        outcomes[b][positions[at]] = outcome
             elif reply is UNKNOWN or reply is NOT_SENT:
                 for position in positions:
                     outcomes[b][position] = reply
@@ -67,7 +72,7 @@ def renew_flow(routes: ClusterRoutes, nodes: Any, batches: Sequence[tuple[int, l
         redone = yield from _key_by_key_flow(routes, nodes, redo, batches, timeout, chunk_size, deadline)
         for (b, position), outcome in zip(redo, redone, strict=True):
             outcomes[b][position] = outcome
-    return outcomes
+    return [with_failures(batch) for batch in outcomes]
 
 
 def _parts(routes: ClusterRoutes, batches: Sequence[tuple[int, list[Lease]]]) -> dict[Address, list[Part]]:
@@ -136,4 +141,12 @@ def _key_by_key_flow(routes: ClusterRoutes, nodes: Any, items: list[tuple[int, i
     except LockError as exc:
         log.warning("turbolock: renewal of %d locks key by key failed: %s", len(items), exc)
         return [NOT_SENT] * len(items)
-    return [reply[0] if type(reply) is list and len(reply) == 1 else reply for reply in replies]
+    return [_alone(reply) for reply in replies]
+
+
+def _alone(reply: object) -> object:
+    """One key's outcome from its own ``RENEW_MANY`` call: 1 renewed, or what failed."""
+    failed = failures(reply, 1)
+    if failed is None:
+        return UNKNOWN if type(reply) is list else reply
+    return failed[0][1] if failed else 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import operator
 import threading
 import weakref
 from collections import deque
@@ -109,12 +110,16 @@ def check_policy(policy: object, ttl_ms: int) -> AutoRenew:
 class RenewalTerms:
     """What every lease of one ``add()`` shares: kept once, not once per lease."""
 
-    __slots__ = ("renew_before", "max_renewals", "on_lost")
+    __slots__ = ("renew_before", "max_renewals", "on_lost", "limited")
 
-    def __init__(self, renew_before: float, max_renewals: int | None, on_lost: OnLost | None) -> None:
+    def __init__(self, renew_before: float, max_renewals: int | None, on_lost: OnLost | None,
+                 limited: bool = False) -> None:
         self.renew_before = renew_before
         self.max_renewals = max_renewals
         self.on_lost = on_lost
+        # Whether a max_renewals or a max_hold may stop renewal: most leases have neither, and
+        # skip the check at every renewal.
+        self.limited = limited or max_renewals is not None
 
 
 class RenewalState(weakref.ref):  # type: ignore[type-arg]
@@ -153,14 +158,23 @@ class RenewalState(weakref.ref):  # type: ignore[type-arg]
         return self.terms.on_lost
 
 
+_ttl_ms = operator.attrgetter("ttl_ms")
+_key = operator.attrgetter("key")
+_token = operator.attrgetter("token")
+_expires_at = operator.attrgetter("expires_at")
+
 Batch = tuple[int, list[Lease]]
 """A ttl in ms and up to RENEW_CHUNK leases renewed with it by one script call."""
 
 
 def split_batches(leases: list[Lease]) -> list[Batch]:
-    groups: dict[int, list[Lease]] = {}
-    for lease in leases:
-        groups.setdefault(lease.ttl_ms, []).append(lease)
+    ttls = set(map(_ttl_ms, leases))
+    if len(ttls) == 1:  # the usual round: every lease of one ttl, sliced without a dict
+        groups = {ttls.pop(): leases}
+    else:
+        groups = {}
+        for lease in leases:
+            groups.setdefault(lease.ttl_ms, []).append(lease)
     return [(ttl_ms, group[start:start + RENEW_CHUNK])
             for ttl_ms, group in groups.items() for start in range(0, len(group), RENEW_CHUNK)]
 
@@ -170,8 +184,7 @@ def batch_encoders(batches: list[Batch], sha: bytes) -> tuple[Encoder, Reencoder
 
     def append(buf: Any, index: int) -> None:
         ttl_ms, batch = batches[index]
-        buf.append_evalsha_multikey(sha, [lease.key for lease in batch], [lease.token for lease in batch],
-                                    ttl_ms)
+        buf.append_evalsha_multikey(sha, list(map(_key, batch)), list(map(_token, batch)), ttl_ms)
 
     return item_encoders(append)
 
@@ -217,7 +230,7 @@ class RenewalBook:
         before = policy.renew_before
         assert before is not None
         max_hold = policy.max_hold
-        terms = RenewalTerms(before, policy.max_renewals, on_lost)
+        terms = RenewalTerms(before, policy.max_renewals, on_lost, max_hold is not None)
         on_collected = self._on_collected
         with self._lock:
             wheel = self._wheel
@@ -283,19 +296,20 @@ class RenewalBook:
         """The leases to renew now, and the leases found lost (with why) that are due."""
         with self._lock:
             due_ids = self._wheel.advance(now)
-            held = self._held
-            states = [held[i] for i in due_ids if i in held]
+            get = self._held.get
+            states = [state for state in map(get, due_ids) if state is not None]
         to_send: list[Lease] = []
         lost: list[tuple[Lease, str]] = []
         guard = self.loss_guard
+        limit = self._limit
         for state in states:
             lease = state()
             if lease is None or state.released:
                 continue
             if lease.expires_at - guard <= now:
                 lost.append((lease, LIMIT_REACHED if state.limit_reached else NOT_RENEWED))
-            elif (state.limit_reached or limit_reached(lease, state, now)
-                  or (self._limit is not None and self._limit(lease))):
+            elif (state.limit_reached or (state.terms.limited and limit_reached(lease, state, now))
+                  or (limit is not None and limit(lease))):
                 state.limit_reached = True
                 self._schedule(state, lease.expires_at - guard)
             else:
@@ -310,7 +324,8 @@ class RenewalBook:
     def round_deadline(self, leases: Sequence[Lease], now: float, timeout: float) -> float:
         """A round waits no longer than ``timeout``, nor past the earliest expiry of its leases
         (less the time to settle), so a loss is signalled before the lease's own expiry."""
-        return min(now + timeout, min(lease.expires_at for lease in leases) - SETTLE_MARGIN)
+        earliest: float = min(map(_expires_at, leases))
+        return min(now + timeout, earliest - SETTLE_MARGIN)
 
     def sending(self, batch: Sequence[Lease], ttl_ms: int, sent_at: float) -> None:
         """A renewal of ``batch`` with ``ttl_ms`` is about to be written."""
@@ -321,34 +336,35 @@ class RenewalBook:
         """The server renewed these: new belief and next due time."""
         commands_ran(leases, sent_at, ttl_ms)
         with self._lock:
-            wheel = self._wheel
+            schedule = self._wheel.schedule
             for lease in leases:
                 state = lease.renewal
                 if state is None or state.released:
                     continue
                 state.renewals += 1
                 state.ttl_ms = ttl_ms
-                wheel.schedule(state.id, lease.expires_at - state.renew_before)
+                schedule(state.id, lease.expires_at - state.terms.renew_before)
 
-    def settle(self, batch: list[Lease], outcomes: list[object], sent_at: float,
+    def settle(self, batch: list[Lease], failed: list[tuple[int, object]], sent_at: float,
                ttl_ms: int) -> tuple[list[Lease], list[tuple[Lease, object]]]:
-        """A batch's per-key outcomes (1 renewed, 0 not ours; anything else, such as a Redis
-        Cluster node that did not answer for some of the keys, undecided): the lost leases, and
-        the undecided ones with their outcomes."""
-        renewed: list[Lease] = []
+        """A batch's renewal from what failed in it (``scripts.failures``: (position, outcome),
+        0 not ours; anything else, such as a Redis Cluster node that did not answer for some of
+        the keys, undecided), every other lease renewed: the lost leases, and the undecided ones
+        with their outcomes."""
+        if not failed:  # the usual round
+            self.renewed(batch, sent_at, ttl_ms)
+            return [], []
         lost: list[Lease] = []
         undecided: list[tuple[Lease, object]] = []
-        for lease, outcome in zip(batch, outcomes, strict=True):
-            if outcome == 1:
-                renewed.append(lease)
-            elif type(outcome) is int:
-                lost.append(lease)
+        for position, outcome in failed:
+            if type(outcome) is int:
+                lost.append(batch[position])
             else:
-                undecided.append((lease, outcome))
-        if lost:
-            commands_refused(lost, sent_at)
-        if renewed:
-            self.renewed(renewed, sent_at, ttl_ms)
+                undecided.append((batch[position], outcome))
+        commands_refused(lost, sent_at)
+        positions = {position for position, _ in failed}
+        self.renewed([lease for position, lease in enumerate(batch) if position not in positions], sent_at,
+                     ttl_ms)
         return lost, undecided
 
     def failed(self, batch: Sequence[Lease], sent_at: float | None, now: float,
@@ -417,9 +433,10 @@ def _alive(state: RenewalState) -> Lease | None:
 
 def limit_reached(lease: Lease, state: RenewalState, now: float) -> bool:
     """Whether one more renewal would pass the lock's max_renewals or max_hold."""
-    if state.max_renewals is not None and state.renewals >= state.max_renewals:
+    if now + lease.ttl_ms / 1000.0 > state.hold_until:
         return True
-    return now + lease.ttl_ms / 1000.0 > state.hold_until
+    most = state.terms.max_renewals
+    return most is not None and state.renewals >= most
 
 
 def no_reply(reply: object) -> bool:

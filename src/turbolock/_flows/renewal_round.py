@@ -1,9 +1,10 @@
 """One auto-renewal round on one server, written once for the renewal thread and the renewal task.
 
 Due locks go out in batches, one EVALSHA of ``RENEW_MANY`` per chunk of up to ``RENEW_CHUNK``
-keys of one ttl; each batch is settled as its reply arrives, while the server runs the next
-ones. A lock ends every renewal renewed, lost (its key gone or another token's), or
-indeterminate (no reply, an error): retried until shortly before its safe-until, then lost.
+keys of one ttl, whose reply names only the keys that failed; each batch is settled as its reply
+arrives, while the server runs the next ones. A lock ends every renewal renewed, lost (its key
+gone or another token's), or indeterminate (no reply, an error): retried until shortly before
+its safe-until, then lost.
 The round never waits past its leases' expiry (``RenewalBook.round_deadline``).
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 from turbolock._flows.renewal_book import batch_encoders, describe_reply, no_reply, split_batches
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
-from turbolock._wire.scripts import RENEW_MANY
+from turbolock._wire.scripts import RENEW_MANY, failures
 from turbolock.errors import ReplyError
 from turbolock.lease import Lease
 
@@ -35,8 +36,9 @@ def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[Non
     def settle(index: int, reply: object) -> None:
         ttl_ms, batch = batches[index]
         settled[index] = True
-        if type(reply) is list and len(reply) == len(batch):
-            lost, undecided = book.settle(batch, reply, sent_at, ttl_ms)
+        failed = failures(reply, len(batch))
+        if failed is not None:
+            lost, undecided = book.settle(batch, failed, sent_at, ttl_ms)
             for lease in lost:
                 renewer._lost(lease, "its key was gone or held by another token at renewal")
             if undecided:

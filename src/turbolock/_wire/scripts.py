@@ -62,10 +62,10 @@ return -3
 
 NOT_OURS = -3
 
-# KEYS = lock keys; ARGV[1] = ttl in ms, ARGV[1 + i] = the token of KEYS[i]. Replies one entry
-# per key: 1 renewed, 0 not ours, or that key's error (a key of another type, an ACL refusal): one
-# key's error never stops the others (pcall). Callers keep each call near 1000 keys: a script
-# blocks the server.
+# KEYS = lock keys; ARGV[1] = ttl in ms, ARGV[1 + i] = the token of KEYS[i]. Replies only what
+# failed (see ``failures``): i, 0 for a key not ours, or i, that key's error (a key of another
+# type, an ACL refusal); one key's error never stops the others (pcall). Every key not in the
+# reply was renewed. Callers keep each call near 1000 keys: a script blocks the server.
 RENEW_MANY = Script("renew_many", b"""\
 local call, rpcall = redis.call, redis.pcall
 local ttl = ARGV[1]
@@ -74,11 +74,13 @@ for i = 1, #KEYS do
   local key = KEYS[i]
   local value = rpcall('get', key)
   if type(value) == 'table' and value.err then
-    out[i] = value
+    out[#out + 1] = i
+    out[#out + 1] = value
   elseif value == ARGV[i + 1] then
-    out[i] = call('pexpire', key, ttl)
+    call('pexpire', key, ttl)
   else
-    out[i] = 0
+    out[#out + 1] = i
+    out[#out + 1] = 0
   end
 end
 return out
@@ -89,7 +91,7 @@ return out
 # keys work across the slots a node serves. A key this node does not serve (its slot moved, or
 # is moving and the key already went) is an error for redis.call, which would end the script
 # half-way: pcall keeps going and answers -1 for that key, for the caller to redo it alone.
-# Replies as RENEW_MANY, plus -1.
+# Replies as RENEW_MANY (only what failed), with -1 for those.
 RENEW_MANY_ARGV = Script("renew_many_argv", b"""\
 local call = redis.call
 local ttl = ARGV[1]
@@ -98,11 +100,13 @@ for i = 1, (#ARGV - 1) / 2 do
   local key = ARGV[2 * i]
   local value = redis.pcall('get', key)
   if type(value) == 'table' and value.err then
-    out[i] = -1
+    out[#out + 1] = i
+    out[#out + 1] = -1
   elseif value == ARGV[2 * i + 1] then
-    out[i] = call('pexpire', key, ttl)
+    call('pexpire', key, ttl)
   else
-    out[i] = 0
+    out[#out + 1] = i
+    out[#out + 1] = 0
   end
 end
 return out
@@ -136,9 +140,9 @@ return next_fence(key)
 """)
 
 # RELEASE for many locks in one call (a bulk release's, one server): KEYS = lock keys, ARGV[i] =
-# the token of KEYS[i]. Replies one entry per key, as RELEASE does (1 + the subscribers told, or
-# 0 when not ours), or that key's error, the others released all the same (pcall). Callers keep
-# each call near 1000 keys.
+# the token of KEYS[i]. Replies only what failed (see ``failures``): i, 0 for a key not ours, or
+# i, that key's error, the others released all the same (pcall); each release publishes as
+# RELEASE does. Callers keep each call near 1000 keys.
 RELEASE_MANY = Script("release_many", b"""\
 local call, rpcall = redis.call, redis.pcall
 local out = {}
@@ -146,17 +150,14 @@ for i = 1, #KEYS do
   local key = KEYS[i]
   local value = rpcall('get', key)
   if type(value) == 'table' and value.err then
-    out[i] = value
+    out[#out + 1] = i
+    out[#out + 1] = value
   elseif value == ARGV[i] then
     call('del', key)
-    local told = rpcall('spublish', key, '')
-    if type(told) == 'number' then
-      out[i] = 1 + told
-    else
-      out[i] = 1
-    end
+    rpcall('spublish', key, '')
   else
-    out[i] = 0
+    out[#out + 1] = i
+    out[#out + 1] = 0
   end
 end
 return out
@@ -195,6 +196,39 @@ for i = 1, #KEYS do
 end
 return out
 """)
+
+
+def failures(reply: object, size: int) -> list[tuple[int, object]] | None:
+    """What a failures-only reply (``RENEW_MANY``, ``RENEW_MANY_ARGV``, ``RELEASE_MANY``) of a
+    call over ``size`` keys says: (position, outcome) of each key that failed, in order, [] when
+    every key succeeded; None when it is not such a reply (an error for the whole call, no
+    answer, or a list that no Redis would send: each of its keys' outcomes is then unknown)."""
+    if type(reply) is not list:
+        return None
+    if not reply:
+        return []
+    if len(reply) % 2:
+        return None
+    out = []
+    last = 0
+    for at in range(0, len(reply), 2):
+        position = reply[at]
+        if type(position) is not int or not last < position <= size:
+            return None
+        out.append((position - 1, reply[at + 1]))
+        last = position
+    return out
+
+
+def with_failures(outcomes: list[object]) -> list[object]:
+    """A failures-only reply for per-key ``outcomes`` (1 succeeded), as ``failures`` reads it:
+    what a Redis Cluster renewal, made of several nodes' replies, answers for a whole batch."""
+    reply: list[object] = []
+    for position, outcome in enumerate(outcomes, 1):
+        if not (type(outcome) is int and outcome == 1):
+            reply += (position, outcome)
+    return reply
+
 
 KEYS_PER_CALL = 1000
 """Keys per multi-key script call of a bulk call (``FENCED_ACQUIRE_MANY``, ``RENEW_MANY``,

@@ -26,6 +26,18 @@ class BenchmarkError(RuntimeError):
     """A contender did not do what it was asked (a lock not taken, a release refused)."""
 
 
+def per_key(replies: list[Any], count: int, chunk: int) -> list[int]:
+    """1 per key, 0 for each key a failures-only script call (RELEASE_MANY, RENEW_MANY) named:
+    the hand-written contenders check every answer, as turbolock does."""
+    row = [1] * count
+    at = 0
+    for reply in replies:
+        for position in reply[::2]:
+            row[at + position - 1] = 0
+        at += chunk
+    return row
+
+
 class Timing(NamedTuple):
     ops: int
     wall: float
@@ -230,6 +242,5 @@ class RedisPyBatchedRelease(RedisPyPipeline):
             for start in range(write, min(len(keys), write + per_write), CHUNK_SIZE):
                 chunk = keys[start:start + CHUNK_SIZE]
                 pipe.evalsha(self.sha, len(chunk), *chunk, *tokens[start:start + CHUNK_SIZE])
-            for reply in pipe.execute():
-                replies.extend(1 if one >= 1 else 0 for one in reply)
-        return replies
+            replies.extend(pipe.execute())
+        return per_key(replies, len(keys), CHUNK_SIZE)

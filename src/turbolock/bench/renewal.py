@@ -13,7 +13,7 @@ from turbolock import Lease, LockClient
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, RENEW_CHUNK
 from turbolock._wire import scripts as _scripts
 
-from .contenders import BenchmarkError, Timing, redis_py, timed
+from .contenders import BenchmarkError, Timing, per_key, redis_py, timed
 from .workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS
 
 
@@ -61,9 +61,8 @@ class RedisPyPipelinedRenewMany:
                     stop = start + RENEW_CHUNK
                     chunk = keys[start:stop]
                     pipe.evalsha(sha, len(chunk), *chunk, TTL_MS, *tokens[start:stop])
-                for reply in pipe.execute():
-                    replies.extend(reply)
-            return replies
+                replies.extend(pipe.execute())
+            return per_key(replies, len(keys), RENEW_CHUNK)
 
         replies, wall, cpu = timed(run)
         check_all_renewed("redis-py pipelined renew_many", replies, len(keys))
