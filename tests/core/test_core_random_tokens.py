@@ -9,7 +9,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from _search_budget import budget
+from hypothesis import given
 from hypothesis import strategies as st
 
 from turbolock._wire import core_py as _core_py
@@ -218,7 +219,7 @@ def _random(
     return outcome, tokens, buffer.pending, buffer.take()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@budget(300)
 @given(
     data=st.data(),
     prefix=_name,
