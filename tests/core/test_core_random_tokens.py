@@ -172,6 +172,7 @@ def test_ttl_errors_match_set_nx_px_many(core: ModuleType) -> None:
         assert str(raised.value) == str(expected.value)
 
 
+@pytest.mark.rss
 def test_repeated_calls_do_not_grow_the_process(core: ModuleType) -> None:
     names = [b"lock:%d" % i for i in range(1000)]
     buffer = core.CommandBuffer(b"app:")
