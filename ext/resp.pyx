@@ -172,7 +172,11 @@ cdef class RespParser:
         cdef Py_buffer view
         if self._broken is not None:
             raise ProtocolError(self._broken)
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        except BufferError:
+            # A strided memoryview: TypeError, as the pure core's bytearray += raises.
+            raise TypeError(f"feed takes a contiguous bytes-like object, not {type(data).__name__}") from None
         try:
             if not self._staged and <Py_ssize_t>(self._reader.len - self._reader.pos) + view.len <= _CHUNK:
                 self._give(<const char*>view.buf, view.len)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import itertools
 from types import ModuleType
 
-from hypothesis import HealthCheck, given, settings
+from _search_budget import budget
+from hypothesis import given
 from hypothesis import strategies as st
 
 from turbolock._wire import core_py as _core_py
 from turbolock.errors import ProtocolError, ReplyError
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = budget(200)
 
 _line = st.binary(max_size=12).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b""))
 _leaf = st.one_of(

@@ -88,6 +88,7 @@ def _wheel(core: ModuleType) -> None:
         abandoned.schedule(item, 1e6 + item)
 
 
+@pytest.mark.rss
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc/self/statm")
 def test_no_growth_over_many_rounds(core: ModuleType) -> None:
     for _ in range(30):

@@ -9,7 +9,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from _search_budget import budget
+from hypothesis import given
 from hypothesis import strategies as st
 
 from turbolock._wire import core_py as _core_py
@@ -171,6 +172,7 @@ def test_ttl_errors_match_set_nx_px_many(core: ModuleType) -> None:
         assert str(raised.value) == str(expected.value)
 
 
+@pytest.mark.rss
 def test_repeated_calls_do_not_grow_the_process(core: ModuleType) -> None:
     names = [b"lock:%d" % i for i in range(1000)]
     buffer = core.CommandBuffer(b"app:")
@@ -218,7 +220,7 @@ def _random(
     return outcome, tokens, buffer.pending, buffer.take()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@budget(300)
 @given(
     data=st.data(),
     prefix=_name,

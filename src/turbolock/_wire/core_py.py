@@ -381,6 +381,7 @@ def _number(text: bytes, refusal: str) -> int:
 
 def key_slots(prefix: bytes, keys: list[bytes]) -> list[int]:
     """The cluster slot of ``prefix + key`` for each key (bytes), in order."""
-    if not isinstance(prefix, bytes) or not isinstance(keys, list):
+    # Exact types, as the compiled core's signature takes: a bytearray key hashed here but not there.
+    if type(prefix) is not bytes or type(keys) is not list or not set(map(type, keys)) <= {bytes}:
         raise TypeError("key_slots takes bytes and a list of bytes")
     return [key_slot(prefix + key) for key in keys]
