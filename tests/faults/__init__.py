@@ -1,0 +1,10 @@
+"""The fault suite (issue #16): worker processes take a lock, read a counter on a separate
+resource server, write it plus one and release, while a fault is injected; a checker then reads
+the recorded history for what the lock promises (``_checker``) and each test asserts its fault's
+expectation. ``conftest.py`` prints a summary table at the end of the run.
+
+Files: ``_history`` (what is recorded), ``_checker`` (pure functions over it), ``_workload``
+(what the workers do), ``_sync_worker``/``_async_worker`` (the worker loops), ``_faults`` and
+``_restarts`` (the injectors), ``_topology`` (the lock servers), ``_run`` (one fault, start to
+verdict), ``_summary`` (the table).
+"""
