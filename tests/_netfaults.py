@@ -7,9 +7,10 @@ Three kinds of fault, each behind the same small interface (``Fault``: a ``url``
   drops what it is sent). Faulty from the start.
 - ``PausedServer``: a real redis-server, SIGSTOPped by ``inject()`` and SIGCONTed by ``heal()``
   (the kernel still accepts connections for it, nobody answers them).
-- ``BlackHoleProxy``: a TCP proxy in front of a real redis-server that forwards bytes both ways
+- ``FaultProxy``: a TCP proxy in front of a real redis-server that forwards bytes both ways
   until ``blackhole()`` (``inject()``); then it keeps every connection open, accepts new ones,
-  and forwards nothing in either direction (what arrives is read and dropped).
+  and forwards nothing in either direction (what arrives is read and dropped). It can also drop
+  one direction only, or delay bytes (the fault suite's network faults, ``tests/faults``).
 
 Every thread here stops by itself: on ``stop()`` (the ``with`` block or the fixture's end) and,
 failing that, when its ``lifetime`` runs out. Every socket is closed when it stops.
@@ -17,7 +18,9 @@ failing that, when its ``lifetime`` runs out. Every socket is closed when it sto
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import random
 import selectors
 import socket
 import threading
@@ -82,9 +85,10 @@ class _Loop:
         ends = time.monotonic() + self.lifetime
         try:
             while not self._stop.is_set() and time.monotonic() < ends:
-                for key, events in self._selector.select(TICK):
+                for key, events in self._selector.select(self._timeout()):
                     callback: Callable[[socket.socket, int], None] = key.data
                     callback(key.fileobj, events)  # type: ignore[arg-type]
+                self._tick()
         finally:
             for sock in list(self._sockets):
                 self._close(sock)
@@ -92,6 +96,13 @@ class _Loop:
                 self._selector.unregister(self.listener)
             self.listener.close()
             self._selector.close()
+
+    def _timeout(self) -> float:
+        """How long the next select may wait."""
+        return TICK
+
+    def _tick(self) -> None:
+        """Work due on time rather than on a socket event (none here)."""
 
     def _track(self, sock: socket.socket, events: int,
                callback: Callable[[socket.socket, int], None]) -> None:
@@ -157,44 +168,72 @@ class SilentServer(_Loop):
 
 
 class _Pipe:
-    """One proxied connection: the client's socket, the server's, and what waits to go each way."""
+    """One proxied connection: the client's socket, the server's, what waits to go each way, and
+    what is held back to go later (``(due, bytes)``, in order) while the proxy delays."""
 
-    __slots__ = ("client", "server", "to_client", "to_server")
+    __slots__ = ("client", "server", "to_client", "to_server", "later_client", "later_server")
 
     def __init__(self, client: socket.socket, server: socket.socket) -> None:
         self.client = client
         self.server = server
         self.to_client = bytearray()
         self.to_server = bytearray()
+        self.later_client: collections.deque[tuple[float, bytes]] = collections.deque()
+        self.later_server: collections.deque[tuple[float, bytes]] = collections.deque()
 
 
-class BlackHoleProxy(_Loop):
-    """Forwards bytes between its clients and ``target`` until ``blackhole()``; then it keeps
-    every connection open, accepts new ones, and forwards nothing in either direction."""
+class FaultProxy(_Loop):
+    """Forwards bytes between its clients and ``target``, until told to drop them (``drop()``,
+    each direction on its own; ``blackhole()`` both) or to delay them (``delay()``); ``heal()``
+    forwards again. Dropping keeps every connection open and accepts new ones: what arrives in a
+    dropped direction is read and thrown away, as a network that lost it would. Delayed bytes
+    keep their order."""
 
-    name = "blackhole-proxy"
+    name = "fault-proxy"
     kind = "blackhole"
     warm = True
 
     def __init__(self, target_host: str, target_port: int, lifetime: float = LIFETIME) -> None:
         super().__init__(lifetime)
         self.target = (target_host, target_port)
-        self.holed = False
+        self.drop_to_server = False
+        self.drop_to_client = False
+        self.delay_to_server: tuple[float, float] | None = None
+        self.delay_to_client: tuple[float, float] | None = None
         self._pipes: dict[socket.socket, _Pipe] = {}
         self._lock = threading.Lock()
+        self._random = random.Random()
 
-    def start(self) -> BlackHoleProxy:
+    def start(self) -> FaultProxy:
         super().start()
         return self
 
-    def blackhole(self) -> None:
+    @property
+    def holed(self) -> bool:
+        """Whether some direction is being dropped (a partition, for the connections' ends)."""
+        return self.drop_to_server or self.drop_to_client
+
+    def drop(self, *, to_server: bool = True, to_client: bool = True) -> None:
         with self._lock:
-            self.holed = True
+            self.drop_to_server = to_server
+            self.drop_to_client = to_client
+
+    def blackhole(self) -> None:
+        self.drop()
+
+    def delay(self, low: float, high: float | None = None, *, to_server: bool = True,
+              to_client: bool = True) -> None:
+        """Hold each chunk of bytes back ``low`` to ``high`` seconds (uniform) before sending it."""
+        span = (low, low if high is None else high)
+        with self._lock:
+            self.delay_to_server = span if to_server else None
+            self.delay_to_client = span if to_client else None
 
     def heal(self) -> None:
-        """Forward again (bytes dropped meanwhile stay dropped)."""
+        """Forward again, at once (bytes dropped meanwhile stay dropped; delayed ones still go)."""
         with self._lock:
-            self.holed = False
+            self.drop_to_server = self.drop_to_client = False
+            self.delay_to_server = self.delay_to_client = None
 
     inject = blackhole
 
@@ -214,11 +253,38 @@ class BlackHoleProxy(_Loop):
         self._track(sock, selectors.EVENT_READ, self._ready)
         self._track(upstream, selectors.EVENT_READ, self._ready)
 
+    def _queue(self, pipe: _Pipe, data: bytes, from_client: bool) -> None:
+        if self.drop_to_server if from_client else self.drop_to_client:
+            return
+        span = self.delay_to_server if from_client else self.delay_to_client
+        later = pipe.later_server if from_client else pipe.later_client
+        out = pipe.to_server if from_client else pipe.to_client
+        if span is None and not later:
+            out.extend(data)
+            return
+        due = time.monotonic() + (self._random.uniform(*span) if span is not None else 0.0)
+        later.append((max(due, later[-1][0]) if later else due, data))
+
+    def _timeout(self) -> float:
+        dues = [later[0][0] for pipe in set(self._pipes.values())
+                for later in (pipe.later_server, pipe.later_client) if later]
+        return max(0.0, min(TICK, min(dues) - time.monotonic())) if dues else TICK
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        for pipe in list(set(self._pipes.values())):
+            moved = False
+            for later, out in ((pipe.later_server, pipe.to_server), (pipe.later_client, pipe.to_client)):
+                while later and later[0][0] <= now:
+                    out.extend(later.popleft()[1])
+                    moved = True
+            if moved:
+                self._flush(pipe)
+
     def _ready(self, sock: socket.socket, events: int) -> None:
         pipe = self._pipes.get(sock)
         if pipe is None:
             return
-        from_client = sock is pipe.client
         if events & selectors.EVENT_READ:
             try:
                 data = sock.recv(65536)
@@ -229,11 +295,15 @@ class BlackHoleProxy(_Loop):
             if data == b"":
                 self._hang_up(sock, pipe)
                 return
-            if data and not self.holed:
-                (pipe.to_server if from_client else pipe.to_client).extend(data)
-        if self.holed:
-            pipe.to_client.clear()
+            if data:
+                self._queue(pipe, data, sock is pipe.client)
+        self._flush(pipe)
+
+    def _flush(self, pipe: _Pipe) -> None:
+        if self.drop_to_server:
             pipe.to_server.clear()
+        if self.drop_to_client:
+            pipe.to_client.clear()
         for out, target in ((pipe.to_server, pipe.server), (pipe.to_client, pipe.client)):
             if out and target.fileno() != -1:
                 try:
@@ -253,7 +323,7 @@ class BlackHoleProxy(_Loop):
 
     def _hang_up(self, sock: socket.socket, pipe: _Pipe) -> None:
         """One side closed. Forwarding: close both, as a real network would tell the other side.
-        Black-holed: close only that side; the other never hears of it (a partition)."""
+        Dropping: close only that side; the other never hears of it (a partition)."""
         sides = (sock,) if self.holed else (pipe.client, pipe.server)
         for side in sides:
             self._pipes.pop(side, None)
@@ -325,7 +395,7 @@ def open_fault(kind: str, make_server: Callable[[], RedisServer],
             fault.heal()
     elif kind == "blackhole":
         target = proxied()
-        with BlackHoleProxy(target.host, target.port) as proxy:
+        with FaultProxy(target.host, target.port) as proxy:
             yield proxy
     else:
         raise ValueError(f"unknown fault {kind!r}")

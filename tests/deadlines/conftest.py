@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from _netfaults import BlackHoleProxy, Fault, open_fault
+from _netfaults import Fault, FaultProxy, open_fault
 from turbolock.redis_server import RedisServer
 
 FAULTS = ["silent", "paused", "blackhole"]
@@ -37,9 +37,9 @@ def fault(request: pytest.FixtureRequest) -> Iterator[Fault]:
 
 
 @pytest.fixture
-def proxy(redis_server: RedisServer) -> Iterator[BlackHoleProxy]:
+def proxy(redis_server: RedisServer) -> Iterator[FaultProxy]:
     """A proxy in front of the shared server, forwarding until ``blackhole()``."""
-    with BlackHoleProxy(redis_server.host, redis_server.port) as made:
+    with FaultProxy(redis_server.host, redis_server.port) as made:
         yield made
 
 

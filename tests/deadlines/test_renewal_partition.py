@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from _netfaults import BlackHoleProxy
+from _netfaults import FaultProxy
 from turbolock import InvalidArgumentError, Lease, LockClient
 from turbolock.asyncio import AsyncLockClient
 
@@ -51,7 +51,7 @@ def _verdict(fired_at: float | None, believed: float, acquired_at: float, signal
 
 
 @pytest.mark.parametrize("timeout", TIMEOUTS, ids=TIMEOUT_IDS)
-def test_lost_is_signalled_by_the_believed_expiry(proxy: BlackHoleProxy, core_name: str, key_prefix: str,
+def test_lost_is_signalled_by_the_believed_expiry(proxy: FaultProxy, core_name: str, key_prefix: str,
                                                   timeout: float | None) -> None:
     client = LockClient.from_url(proxy.url, core=core_name, key_prefix=key_prefix, **_options(timeout))
     fired: list[float] = []
@@ -86,7 +86,7 @@ def test_lost_is_signalled_by_the_believed_expiry(proxy: BlackHoleProxy, core_na
 
 
 @pytest.mark.parametrize("timeout", TIMEOUTS, ids=TIMEOUT_IDS)
-def test_async_lost_is_signalled_by_the_believed_expiry(arun_asyncio: Runner, proxy: BlackHoleProxy,
+def test_async_lost_is_signalled_by_the_believed_expiry(arun_asyncio: Runner, proxy: FaultProxy,
                                                         core_name: str, key_prefix: str,
                                                         timeout: float | None) -> None:
     fired: list[float] = []
