@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import time
 
 import redis
 
+from _pauses import stop_self
 from turbolock import FencedStore, LockClient, StaleFenceError
 
 from ._workers import data_key
@@ -45,8 +44,7 @@ def account_writer(index: int, url: str, core: str, prefix: str, fenced: bool, r
                 continue
             if rng.randrange(PAUSE_EVERY) == 0:
                 paused += 1
-                data.rpush(data_key(prefix, "paused"), os.getpid())
-                os.kill(os.getpid(), signal.SIGSTOP)  # resumed by the test, well past the ttl
+                stop_self(data, data_key(prefix, "paused"))  # resumed by the test, well past the ttl
             if fenced:
                 assert lease.fence is not None
                 written = store.write(account, value + 1, lease.fence)

@@ -6,13 +6,10 @@ so the test can tell."""
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-
 import pytest
 import redis
 
+from _pauses import Resumer
 from turbolock.redis_server import RedisServer
 
 from ._fencing_workers import TTL, account_writer
@@ -26,36 +23,9 @@ ROUNDS = 200
 PAUSE = TTL * 2.5
 
 
-def _resume(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGCONT)
-    except ProcessLookupError:
-        pass
-
-
-def _resumer(raw: redis.Redis, prefix: str, stop: threading.Event) -> None:
-    """SIGCONT each paused worker ``PAUSE`` seconds after it stopped itself (each on its own
-    timer: pauses overlap as they would in real processes)."""
-    timers: list[threading.Timer] = []
-    while not stop.is_set():
-        popped = raw.blpop([data_key(prefix, "paused")], timeout=0.1)
-        if popped is not None:
-            timer = threading.Timer(PAUSE, _resume, (int(popped[1]),))
-            timer.start()
-            timers.append(timer)
-    for timer in timers:
-        timer.join(PAUSE + 1)
-
-
 def _run(url: str, core: str, prefix: str, raw: redis.Redis, fenced: bool) -> tuple[int, int, int, int]:
-    stop = threading.Event()
-    resumer = threading.Thread(target=_resumer, args=(raw, prefix, stop), daemon=True)
-    resumer.start()
-    try:
+    with Resumer(raw, data_key(prefix, "paused"), PAUSE):
         reports = run_workers(account_writer, [(url, core, prefix, fenced, ROUNDS)] * WORKERS, timeout=90)
-    finally:
-        stop.set()
-        resumer.join(5)
     applied = sum(report["applied"] for report in reports)
     balance = int(raw.hget(data_key(prefix, "account"), "value") or 0)
     return applied, balance, sum(report["refused"] for report in reports), sum(r["paused"] for r in reports)
