@@ -6,9 +6,10 @@ release) plain methods on both sides of a single fan-out.
 One attempt writes ``SET key token NX PX ttl`` to every master before reading any reply. The
 lock counts only with a quorum (N // 2 + 1 masters) and validity left: ``ttl - elapsed -
 drift``, with ``elapsed`` measured from before the first write and ``drift = ttl *
-drift_factor + 2 ms``. A failed attempt is released on every master where it may have been
-taken, then retried after a random delay until the caller's wait ends (and at most
-``retry_count`` times, if set). Release is compare-and-delete on every master; extend is
+drift_factor + 2 ms``. A failed attempt is released at once on every master that granted it
+(in the background on those whose reply was lost), then retried after a random delay until the
+caller's wait ends, no retry starting that could end past it (and at most ``retry_count``
+times, if set). Release is compare-and-delete on every master; extend is
 compare-and-pexpire on a majority that still holds the lock, within validity (and sets the key
 again where a restarted master lost it; those never make up the majority).
 """
@@ -96,27 +97,30 @@ class RedlockFlows(RedlockRules):
     def _attempted(self, name: str | bytes, attempt: Attempt, started: float, replies: list[object],
                    failures: list[str | None], attempts: int) -> tuple[RedlockResult, list[int]]:
         """One attempt's result from the masters' replies to its ``SET NX``, and the masters
-        where a failed attempt may have taken the lock (to release there)."""
+        that granted a failed attempt (to release there now). Where a failed attempt's reply was
+        lost, the release is owed: sent in the background when that master answers again, not
+        waited for on the caller's time (it just failed to answer within a node timeout)."""
         key, token, ms, drift, _, limit, _, fenced = attempt
         valid = started + (ms - drift) / 1000.0 > time.monotonic()
         acquired = conflicted = errored = 0
-        maybe_held: list[int] = []
+        granted: list[int] = []
+        unknown: list[int] = []
         for m, reply in enumerate(replies):
             if reply == b"OK" or (fenced and type(reply) is int):
                 acquired += 1
-                maybe_held.append(m)
+                granted.append(m)
             elif reply is None:
                 conflicted += 1
             else:
                 errored += 1
                 if reply is UNKNOWN:
-                    maybe_held.append(m)
+                    unknown.append(m)
         summary = InstanceSummary(acquired, conflicted, errored)
         status = decide(summary, self.quorum, valid)
         sink = _metrics.sink
         if sink is not None:
-            granted = status is RedlockStatus.ACQUIRED
-            sink.acquired(int(granted), int(not granted and conflicted > 0), time.monotonic() - started,
+            won = status is RedlockStatus.ACQUIRED
+            sink.acquired(int(won), int(not won and conflicted > 0), time.monotonic() - started,
                           "acquire", name)
         errors = self._master_errors(replies, failures) if errored else ()
         if status is RedlockStatus.ACQUIRED:
@@ -127,7 +131,9 @@ class RedlockFlows(RedlockRules):
             else:
                 lease = RedlockLease(name, key, token, ms, started, self._owner, drift, summary, limit)
             return RedlockResult(name, status, summary, attempts, lease, self.quorum, errors), []
-        return RedlockResult(name, status, summary, attempts, None, self.quorum, errors), maybe_held
+        if unknown:
+            self._release_owed(unknown, None, key, token, started + ms / 1000.0 + CLEANUP_GRACE)
+        return RedlockResult(name, status, summary, attempts, None, self.quorum, errors), granted
 
     def _taken(self, result: RedlockResult, policy: AutoRenew | None, on_lost: OnLost | None) -> None:
         if policy is not None and result.lease is not None:
@@ -146,13 +152,11 @@ class RedlockFlows(RedlockRules):
                       max_extensions: int | None, fenced: bool = False) -> Flow[RedlockResult]:
         wait = check_wait(blocking, timeout)
         attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions, fenced)
+        node_timeout = attempt[4]
         deadline = None if wait is None else time.monotonic() + wait
-        attempts = 0
+        attempts = 1
+        result = yield from self._attempt_flow(name, attempt, attempts)
         while True:
-            attempts += 1
-            if token is None and attempts > 1:
-                attempt = (attempt[0], secrets.token_bytes(TOKEN_BYTES), *attempt[2:])
-            result = yield from self._attempt_flow(name, attempt, attempts)
             if result.lease is not None:
                 self._taken(result, attempt[6], on_lost)
                 return result
@@ -163,8 +167,17 @@ class RedlockFlows(RedlockRules):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return result
-                delay = min(delay, remaining)
+                if remaining < node_timeout:
+                    # No retry could end by the deadline (it may wait a node timeout): the rest
+                    # of the wait passes without one.
+                    yield Sleep(remaining)
+                    return result
+                delay = min(delay, remaining - node_timeout)
             yield Sleep(delay)
+            attempts += 1
+            if token is None:
+                attempt = (attempt[0], secrets.token_bytes(TOKEN_BYTES), *attempt[2:])
+            result = yield from self._attempt_flow(name, attempt, attempts)
 
     def _attempt_flow(self, name: str | bytes, attempt: Attempt, attempts: int) -> Flow[RedlockResult]:
         key, token, ms, _, node_timeout, _, _, _ = attempt
@@ -174,9 +187,9 @@ class RedlockFlows(RedlockRules):
         except BaseException:  # interrupted or cancelled: it may have taken the lock anywhere
             self._abandoned(key, token, started + ms / 1000.0 + CLEANUP_GRACE)
             raise
-        result, maybe_held = self._attempted(name, attempt, started, replies, failures, attempts)
-        if maybe_held:
-            yield from self._release_keys_flow(maybe_held, key, token, started + ms / 1000.0 + CLEANUP_GRACE,
+        result, granted = self._attempted(name, attempt, started, replies, failures, attempts)
+        if granted:
+            yield from self._release_keys_flow(granted, key, token, started + ms / 1000.0 + CLEANUP_GRACE,
                                                node_timeout)
         return result
 

@@ -85,9 +85,9 @@ class AsyncRedlockClient(RedlockFlows):
         except BaseException:  # cancelled: it may have taken the lock anywhere
             self._abandoned(key, tok, started + ms / 1000.0 + CLEANUP_GRACE)
             raise
-        result, maybe_held = self._attempted(name, attempt, started, replies, failures, 1)
-        if maybe_held:
-            await run(self._release_keys_flow(maybe_held, key, tok, started + ms / 1000.0 + CLEANUP_GRACE,
+        result, granted = self._attempted(name, attempt, started, replies, failures, 1)
+        if granted:
+            await run(self._release_keys_flow(granted, key, tok, started + ms / 1000.0 + CLEANUP_GRACE,
                                               node_timeout))
         lease = self._tried(result)
         self._taken(result, policy, on_lost)
