@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from turbolock._flows.handshake import refused
 from turbolock._wire.outcomes import UNKNOWN
 from turbolock.errors import ConnectionError, ProtocolError, TimeoutError
 
@@ -106,7 +107,10 @@ class RedisProtocol(asyncio.Protocol):
         n = len(replies)
         while i < n:
             if len(pending) <= self._unsent:
-                self.abort(ProtocolError(f"{self.address} sent a reply nobody asked for"))
+                # Before anything was written: Redis refusing the connection (maxclients) says so
+                # at once, before it reads the handshake.
+                self.abort(refused(self.address, replies[i])
+                           or ProtocolError(f"{self.address} sent a reply nobody asked for"))
                 return
             fut, count, _, orphan = pending[0]
             if count == 1 and partial is None:

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from turbolock.errors import AuthenticationError, ProtocolError, ReplyError, ResponseError, TimeoutError
+from turbolock.errors import (
+    AuthenticationError,
+    ConnectionError,
+    ProtocolError,
+    ReplyError,
+    ResponseError,
+    TimeoutError,
+)
 from turbolock.options import ConnectionOptions
 
 
@@ -41,6 +48,9 @@ def check_handshake(options: ConnectionOptions, replies: list[object]) -> None:
     sent is quoted: an echo server sends the AUTH command, password included, back.
     """
     address = options.address
+    refusal = refused(address, replies[0]) if replies else None
+    if refusal is not None:
+        raise refusal
     replies = list(replies)
     if options.password is not None:
         auth_reply = replies.pop(0)
@@ -65,6 +75,19 @@ def check_handshake(options: ConnectionOptions, replies: list[object]) -> None:
             raise ResponseError(f"{address} refused PING: {ping_reply}", code)
         return
     _expect(options, "PING", ping_reply, b"PONG")
+
+
+REFUSED = "max number of clients reached"
+
+
+def refused(address: str, reply: object) -> ConnectionError | None:
+    """The error for a server that refused the connection itself (``maxclients`` reached): Redis
+    sends this error before reading anything, then hangs up, whatever the commands were. A
+    condition of the server that passes, as a refused connection does, so a ``ConnectionError``
+    (a blocking acquire goes on waiting), never a verdict on the credentials or the protocol."""
+    if type(reply) is ReplyError and REFUSED in str(reply):
+        return ConnectionError(f"{address} refused the connection: {reply}")
+    return None
 
 
 def handshake_timeout(options: ConnectionOptions, limit: float) -> TimeoutError:
