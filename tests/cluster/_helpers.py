@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import redis
 
 from turbolock._wire.slots import key_slot
@@ -74,3 +76,16 @@ def replica_of(cluster: RedisCluster, master: RedisServer) -> RedisServer:
             if role[:1] == ["slave"] and int(role[2]) == master.port:
                 return node
     raise AssertionError(f"no replica follows {master.port}")
+
+
+def fail_over(cluster: RedisCluster, replica: RedisServer, *options: str) -> None:
+    """``CLUSTER FAILOVER`` on ``replica`` until it is master: a coordinated one that gets no
+    majority of votes within its 5 s is abandoned by Redis, and an operator asks again."""
+    for _ in range(3):
+        assert "OK" in cluster.cli(replica, "cluster", "failover", *options)
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            if "role:master" in cluster.cli(replica, "info", "replication"):
+                return
+            time.sleep(0.1)
+    raise AssertionError("the replica did not take over after three CLUSTER FAILOVER")

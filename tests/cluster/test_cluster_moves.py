@@ -6,7 +6,6 @@ its replica is promoted the client finds it."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -18,7 +17,7 @@ from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
-from ._helpers import asking_get, names_on, node_id, other_master, replica_of, replicated
+from ._helpers import asking_get, fail_over, names_on, node_id, other_master, replica_of, replicated
 
 TTL = 30
 Raws = Callable[[RedisServer], redis.Redis]
@@ -107,28 +106,15 @@ def test_a_manual_failover_is_followed_and_keeps_the_locks(
     replica = replica_of(cluster, old_master)
     if mode == "takeover":
         assert replicated(cluster, old_master, raws(old_master)) == 1
-        _fail_over(cluster, replica, "takeover")
+        fail_over(cluster, replica, "takeover")
     else:
         late = names_on(cluster, key_prefix, old_master.port, 20, "late")
         late_leases = client.acquire_many(late, TTL).acquired
         assert len(late_leases) == 20
-        _fail_over(cluster, replica)
+        fail_over(cluster, replica)
         names, leases = names + late, leases + late_leases
     cluster.wait_ok()
     assert all(client.check(lease) is not None for lease in leases), "a lock was lost in a manual failover"
     assert client.acquire_many(names, TTL).acquired == []
     assert client.release_many(leases) == [True] * len(leases)
     assert list(raws(replica).scan_iter(match=key_prefix + "*")) == []
-
-
-def _fail_over(cluster: RedisCluster, replica: RedisServer, *options: str) -> None:
-    """``CLUSTER FAILOVER`` on ``replica`` until it is master: a coordinated one that gets no
-    majority of votes within its 5 s is abandoned by Redis, and an operator asks again."""
-    for _ in range(3):
-        assert "OK" in cluster.cli(replica, "cluster", "failover", *options)
-        deadline = time.monotonic() + 8
-        while time.monotonic() < deadline:
-            if "role:master" in cluster.cli(replica, "info", "replication"):
-                return
-            time.sleep(0.1)
-    raise AssertionError("the replica did not take over after three CLUSTER FAILOVER")
