@@ -54,9 +54,10 @@ def lost_updates(sections: Iterable[Section], finals: dict[str, int]) -> dict[st
 
 
 def late_writes(sections: Iterable[Section]) -> list[Section]:
-    """Applied writes sent after the holder's own belief had expired."""
-    return [s for s in sections
-            if s.write == ACKED and s.write_start is not None and s.write_start > s.expires_at]
+    """Applied writes sent after the holder's own belief had expired, to a resource that cannot
+    tell (an unfenced one: for a fenced one ``stale_writes`` says whether it should have refused)."""
+    return [s for s in sections if s.write == ACKED and s.fence is None and s.write_start is not None
+            and s.write_start > s.expires_at]
 
 
 def stale_writes(sections: Sequence[Section]) -> list[tuple[Section, Section]]:

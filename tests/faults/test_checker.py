@@ -127,6 +127,13 @@ def test_a_skipped_or_refused_late_write_is_not_reported() -> None:
                         section(1, 1.0, None, expires_at=0.5, write=SKIPPED)]) == []
 
 
+def test_a_fenced_late_write_is_left_to_the_stale_write_check() -> None:
+    """A fenced resource that applied a late write nobody had overtaken lost nothing."""
+    late = section(0, 1.0, 1.5, expires_at=1.4, fence=3)
+    assert late_writes([late]) == []
+    assert stale_writes([late]) == []
+
+
 # -- stale writes a fenced resource applied -----------------------------------------------------
 
 
@@ -199,10 +206,11 @@ def test_a_clean_history_has_no_findings() -> None:
 def test_every_kind_is_counted() -> None:
     broken = history(
         calls=[call(0, 1.0, 2.0, 1.5)],
-        sections=[section(0, 1.0, 1.5, expires_at=1.4, fence=1), section(1, 1.1, 1.2, fence=2),
+        sections=[section(0, 1.0, 1.5, fence=1), section(1, 1.1, 1.2, fence=2),
+                  section(4, 6.0, 6.5, lock="b", expires_at=6.4),
                   section(2, 3.0, None, write=SKIPPED, renewed=True, released_at=4.0, expiry_at_release=3.5),
                   section(3, 5.0, None, write=SKIPPED, renewed=True, lost_at=5.9, lost_expiry=5.5)],
-        finals={"a": 1},
+        finals={"a": 1, "b": 1},
         keys_left=["f:a"],
     )
     findings = check(broken)
