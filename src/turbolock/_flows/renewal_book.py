@@ -8,9 +8,11 @@ program dropped (a ``Lock`` that went out of scope while held) is not renewed fo
 lands in ``collected`` and the renewer releases the lock and logs a warning naming it.
 
 Losses are declared early enough to be signalled no later than the lease's own expiry: a
-failed renewal is retried until ``loss_guard`` seconds before the expiry (the renewer may wake
-up to one poll interval and one wheel tick late), and a renewal round never waits past the
-earliest expiry of its leases.
+renewal round never waits past the earliest expiry of its leases (less ``SETTLE_MARGIN``), so a
+due lease is sent while a round still fits before then (``ROUND_FLOOR``), however late the
+renewer woke; a failed renewal is retried until ``loss_guard`` seconds before the expiry (the
+renewer may wake up to one poll interval and one wheel tick late), and so is the loss of a
+lease whose renewal limit was reached.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ POLL_INTERVAL = 0.05
 # Time a renewer needs between a round's deadline and the loss it may have to signal, with room
 # for a thread woken late on a busy machine.
 SETTLE_MARGIN = 0.025
+# The least time worth giving a round (a loopback round trip is well under it): a due lease is
+# renewed as long as this much is left before its round would have to end.
+ROUND_FLOOR = 0.002
 # The smallest renew_before that leaves room for a poll, a tick and one loopback round trip.
 MIN_RENEW_BEFORE = 0.05
 NO_LIMIT = math.inf  # one shared float, not one per renewed lock
@@ -87,7 +92,9 @@ def check_policy(policy: object, ttl_ms: int) -> AutoRenew:
     if not isinstance(policy, AutoRenew):
         raise InvalidArgumentTypeError("auto_renew", "must be True, False or an AutoRenew")
     ttl = ttl_ms / 1000.0
-    before = ttl / 3 if policy.renew_before is None else timeout_seconds(policy.renew_before, "renew_before")
+    # ttl_ms / 3000, not ttl / 3: 0.15 / 3 is a hair below 0.05 in floating point.
+    before = ttl_ms / 3000.0 if policy.renew_before is None else timeout_seconds(policy.renew_before,
+                                                                                 "renew_before")
     if before is None or not 0 < before < ttl:
         raise InvalidArgumentError("renew_before", f"must be more than 0 and less than the ttl ({ttl:g}s)")
     if before < MIN_RENEW_BEFORE:
@@ -306,13 +313,19 @@ class RenewalBook:
             lease = state()
             if lease is None or state.released:
                 continue
-            if lease.expires_at - guard <= now:
-                lost.append((lease, LIMIT_REACHED if state.limit_reached else NOT_RENEWED))
-            elif (state.limit_reached or (state.terms.limited and limit_reached(lease, state, now))
-                  or (limit is not None and limit(lease))):
+            if (state.limit_reached or (state.terms.limited and limit_reached(lease, state, now))
+                    or (limit is not None and limit(lease))):
+                # Not renewed again: lost at the last wake-up that still signals it in time.
                 state.limit_reached = True
-                self._schedule(state, lease.expires_at - guard)
+                if lease.expires_at - guard <= now:
+                    lost.append((lease, LIMIT_REACHED))
+                else:
+                    self._schedule(state, lease.expires_at - guard)
+            elif lease.expires_at - SETTLE_MARGIN - ROUND_FLOOR <= now:
+                lost.append((lease, NOT_RENEWED))
             else:
+                # Sent even when the renewer woke late: the round ends by the expiry less
+                # SETTLE_MARGIN, and a failed one is declared lost then (``failed``).
                 to_send.append(lease)
         sink = _metrics.sink
         if sink is not None and to_send:
