@@ -17,6 +17,9 @@ def _record(outcome: Outcome, expected: str, problems: list[str]) -> None:
     found = outcome.findings.describe()
     if outcome.refused:
         found += f" ({outcome.refused} stale writes refused)"
+    if outcome.starved:
+        calls = "call" if outcome.starved == 1 else "calls"
+        found += f" ({outcome.starved} {calls} late by their wait for a CPU only)"
     ROWS.append(Row(outcome.fault, outcome.topology, outcome.cores, outcome.sections, found, expected,
                     "FAIL" if problems else "pass"))
     began, ended = outcome.window

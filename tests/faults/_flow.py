@@ -15,7 +15,7 @@ from _pauses import stop_self
 from turbolock import LockError, LockNotOwnedError
 
 from ._history import ACKED, REFUSED, SKIPPED
-from ._recorder import Recorder, outcome
+from ._recorder import Recorder, outcome, run_queue_wait
 from ._resource import Resource
 from ._workload import AFTER_CHECK, BEFORE_CHECK, Shape, Workload
 
@@ -36,13 +36,14 @@ def worker_flow(rec: Recorder, workload: Workload, client: Any, resource: Resour
         shape = rec.pick()
         lock = client.lock(shape.name, shape.ttl, timeout=workload.wait, auto_renew=shape.renewed,
                            on_lost=rec.on_lost if shape.renewed else None, fenced=workload.fenced)
+        queued = run_queue_wait()
         start = time.monotonic()
         try:
             taken = yield LOCK, lock.acquire
             result = "ok" if taken else "timeout"
         except LockError as exc:
             taken, result = False, outcome(exc)
-        rec.call("acquire", shape.name, start, workload.wait, result)
+        rec.call("acquire", shape.name, start, workload.wait, result, queued)
         if taken:
             yield from _section(rec, workload, lock, shape, resource)
         elif result != "timeout":
@@ -80,6 +81,7 @@ def _section(rec: Recorder, workload: Workload, lock: Any, shape: Shape, resourc
         write_end = time.monotonic()
         write = ACKED if applied else REFUSED
     expiry_at_release = lease.expires_at
+    queued = run_queue_wait()
     released_at = time.monotonic()
     try:
         yield LOCK, lock.release
@@ -88,7 +90,7 @@ def _section(rec: Recorder, workload: Workload, lock: Any, shape: Shape, resourc
         result = "not-owned"
     except LockError as exc:
         result = outcome(exc)
-    rec.call("release", shape.name, released_at, workload.release_budget, result)
+    rec.call("release", shape.name, released_at, workload.release_budget, result, queued)
     lost_at, lost_expiry = rec.lost(lease)
     rec.section(lock=shape.name, renewed=shape.renewed, fence=lease.fence, acquired_at=acquired_at,
                 expires_at=expires_at, read_start=read_start, read_end=read_end, value_read=value,

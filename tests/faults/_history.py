@@ -11,7 +11,9 @@ from typing import Any, NamedTuple
 
 class Call(NamedTuple):
     """One public call: ``outcome`` is "ok", "timeout" (a wait that ended without the lock),
-    "not-owned" (a release that found the lock gone) or the name of the exception raised."""
+    "not-owned" (a release that found the lock gone) or the name of the exception raised.
+    ``queued``: seconds the worker's threads spent ready to run but waiting for a CPU during the
+    call (the kernel's run-queue wait, ``/proc/self/task/*/schedstat``)."""
 
     worker: int
     op: str
@@ -20,6 +22,7 @@ class Call(NamedTuple):
     end: float
     deadline: float
     outcome: str
+    queued: float = 0.0
 
 
 # What became of a critical section's write.

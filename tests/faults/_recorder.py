@@ -4,6 +4,7 @@ lease is still safely held."""
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from typing import Any
@@ -16,6 +17,24 @@ from ._workload import Shape, Workload
 
 def outcome(error: BaseException) -> str:
     return type(error).__name__
+
+
+def run_queue_wait() -> float:
+    """Seconds the threads of this process have spent so far ready to run but waiting for a
+    CPU (0 where the kernel does not say). Every thread counts: one that waits while it holds
+    the GIL holds up the others too."""
+    total = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/schedstat") as stat:
+                total += int(stat.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return total / 1e9
 
 
 class Recorder:
@@ -58,8 +77,10 @@ class Recorder:
 
     # -- records ---------------------------------------------------------------------------------
 
-    def call(self, op: str, lock: str, start: float, budget: float, result: str) -> None:
-        self.calls.append(Call(self.index, op, lock, start, time.monotonic(), start + budget, result))
+    def call(self, op: str, lock: str, start: float, budget: float, result: str, queued: float) -> None:
+        """A call that began at ``start``, when the process's run-queue wait stood at ``queued``."""
+        self.calls.append(Call(self.index, op, lock, start, time.monotonic(), start + budget, result,
+                               max(0.0, run_queue_wait() - queued)))
 
     def paused(self, start: float) -> None:
         self.pauses.append(Pause(self.index, start, time.monotonic()))

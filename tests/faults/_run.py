@@ -22,7 +22,7 @@ from _pauses import Resumer
 from scenarios._harness import CTX, Workers
 from turbolock.redis_server import RedisServer
 
-from ._checker import Findings, check
+from ._checker import Findings, check, starved_calls
 from ._faults import Fault, Window
 from ._history import REFUSED, History, merge
 from ._topology import Topology
@@ -59,6 +59,11 @@ class Outcome:
     def refused(self) -> int:
         """Writes (or reads) a fenced resource refused."""
         return sum(1 for s in self.history.sections if s.write == REFUSED)
+
+    @property
+    def starved(self) -> int:
+        """Calls late only by as long as the machine kept their thread off the CPU."""
+        return len(starved_calls(self.history.calls))
 
     @property
     def cores(self) -> str:

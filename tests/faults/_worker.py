@@ -12,7 +12,7 @@ from turbolock.asyncio import AsyncClusterLockClient, AsyncLockClient, AsyncRedl
 from turbolock.cluster import ClusterLockClient
 
 from ._flow import BLOCKING, LOCK, SLEEP, Flow, worker_flow
-from ._recorder import Recorder, outcome
+from ._recorder import Recorder, outcome, run_queue_wait
 from ._resource import Resource
 from ._workload import Workload, flavour
 
@@ -55,13 +55,14 @@ def _run_sync(index: int, workload: Workload, core: str, start: Any) -> dict[str
     try:
         _drive(worker_flow(rec, workload, client, resource, began + workload.run_for))
     finally:
+        queued = run_queue_wait()
         start = time.monotonic()
         try:
             client.close()
             result = "ok"
         except LockError as exc:
             result = outcome(exc)
-        _closed(rec, workload, start, result)
+        _closed(rec, workload, start, result, queued)
         resource.close()
     return rec.report(client.implementation, "sync")
 
@@ -79,21 +80,22 @@ async def _run_async(index: int, workload: Workload, core: str, start: Any) -> d
     try:
         await _adrive(worker_flow(rec, workload, client, resource, began + workload.run_for))
     finally:
+        queued = run_queue_wait()
         start = time.monotonic()
         try:
             await client.close()
             result = "ok"
         except LockError as exc:
             result = outcome(exc)
-        _closed(rec, workload, start, result)
+        _closed(rec, workload, start, result, queued)
         resource.close()
     return rec.report(client.implementation, "async")
 
 
-def _closed(rec: Recorder, workload: Workload, start: float, result: str) -> None:
+def _closed(rec: Recorder, workload: Workload, start: float, result: str, queued: float) -> None:
     """``close()`` keeps the call timeout on one server or a cluster (Redlock promises no bound for it)."""
     if workload.topology != "redlock":
-        rec.call("close", "", start, workload.timeout, result)
+        rec.call("close", "", start, workload.timeout, result, queued)
 
 
 def _drive(flow: Flow) -> None:

@@ -23,6 +23,7 @@ from ._checker import (
     overdue_calls,
     overlaps,
     stale_writes,
+    starved_calls,
     unsignalled_losses,
 )
 from ._history import ACKED, REFUSED, SKIPPED, Call, History, Pause, Section
@@ -45,8 +46,8 @@ def section(worker: int, read_end: float, write_start: float | None, *, lock: st
                    expiry_at_release=expires_at if expiry_at_release is None else expiry_at_release)
 
 
-def call(worker: int, start: float, end: float, deadline: float) -> Call:
-    return Call(worker, "acquire", "a", start, end, deadline, "ok")
+def call(worker: int, start: float, end: float, deadline: float, queued: float = 0.0) -> Call:
+    return Call(worker, "acquire", "a", start, end, deadline, "ok", queued)
 
 
 def history(**fields: Any) -> History:
@@ -163,6 +164,13 @@ def test_a_newer_reader_whose_read_was_refused_does_not_make_a_write_stale() -> 
 def test_a_call_past_its_deadline_and_slack_is_overdue() -> None:
     over = call(0, 1.0, 1.56, 1.5)
     assert overdue_calls([over, call(1, 1.0, 1.54, 1.5), call(2, 1.0, 1.2, 1.5)], []) == [over]
+
+
+def test_a_call_late_by_no_more_than_its_run_queue_wait_is_excused() -> None:
+    starved = call(0, 1.0, 1.6, 1.5, queued=0.06)
+    late = call(1, 1.0, 1.6, 1.5, queued=0.04)
+    assert overdue_calls([starved, late], []) == [late]
+    assert starved_calls([starved, late, call(2, 1.0, 1.2, 1.5, queued=0.3)]) == [starved]
 
 
 def test_a_call_that_spans_its_own_workers_pause_is_excused() -> None:

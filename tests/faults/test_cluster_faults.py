@@ -18,4 +18,7 @@ pytestmark = pytest.mark.slow
 
 def test_a_planned_failover(resource_server: RedisServer) -> None:
     with Cluster() as topology:
-        expect_safe(run_fault(ClusterFailover(), topology, resource_server))
+        outcome = run_fault(ClusterFailover(), topology, resource_server)
+    # A coordinated failover holds the master's writers until the replica caught up: on a
+    # loaded machine that can take most of the window, so fewer sections run.
+    expect_safe(outcome, least=5)
