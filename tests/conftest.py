@@ -19,6 +19,7 @@ import redis
 
 from _blocking_async import FRONTS, Fronts
 from _pki import Pki, make_pki
+from _tls_support import missing_tls
 from turbolock import LockClient
 from turbolock._wire import core as _core
 from turbolock.asyncio import AsyncLockClient
@@ -53,9 +54,12 @@ def core_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    """A CA and certificates for the TLS tests (``_pki``)."""
+    """A CA and certificates for the TLS tests (``_pki``); they skip on a server without TLS."""
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")
+    why = missing_tls()
+    if why is not None:
+        pytest.skip(why)
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 
