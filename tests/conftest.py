@@ -19,12 +19,26 @@ import redis
 
 from _blocking_async import FRONTS, Fronts
 from _pki import Pki, make_pki
-from turbolock import LockClient
+from _tls_support import missing_tls
+from turbolock import LockClient, redis_cluster
 from turbolock._wire import core as _core
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
 
 REQUIRE_C = os.environ.get("TURBOLOCK_REQUIRE_EXTENSIONS", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, each worker picks cluster node ports from a range of its own: a node
+    restarted by one worker's test must find its port still free, not taken meanwhile by a
+    cluster another worker created from the same few thousand ports."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if worker.startswith("gw") and count > 1:
+        index = int(worker[2:])
+        width = (redis_cluster.HIGHEST_PORT - redis_cluster.LOWEST_PORT + 1) // count
+        redis_cluster.LOWEST_PORT += index * width
+        redis_cluster.HIGHEST_PORT = redis_cluster.LOWEST_PORT + width - 1
 
 
 @pytest.fixture(scope="session")
@@ -41,7 +55,20 @@ def own_server() -> Iterator[RedisServer]:
         yield server
 
 
-@pytest.fixture(scope="session", params=["c", "py"])
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on Redlock masters count on every master answering within the default node timeout
+    (50 ms; less for short ttls): they are timing tests too, run after the parallel run, alone."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "session_masters" in fixtures or "own_masters" in fixtures:
+            item.add_marker(pytest.mark.timing)
+
+
+CORES = os.environ.get("TURBOLOCK_TEST_CORES", "c,py").split(",")
+"""The cores the behavioural tests run on (``TURBOLOCK_TEST_CORES=c``: the compiled one only)."""
+
+
+@pytest.fixture(scope="session", params=CORES)
 def core_name(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     if name == "c" and _core.core_c is None:
@@ -53,9 +80,12 @@ def core_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    """A CA and certificates for the TLS tests (``_pki``)."""
+    """A CA and certificates for the TLS tests (``_pki``); they skip on a server without TLS."""
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")
+    why = missing_tls()
+    if why is not None:
+        pytest.skip(why)
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 

@@ -8,7 +8,9 @@ The minimum, found by dropping one command at a time (``test_each_command_is_nee
 
 ``get``, ``del`` and ``pexpire`` are called by the release/extend/check scripts, and Redis 7
 checks a script's calls against the caller's ACL. ``+select`` is needed too when the client
-uses a db other than 0. AUTH needs no permission.
+uses a db other than 0. AUTH needs no permission. On a server with ``SET ... IFEQ`` (Valkey 8.1,
+Redis 8.4) extend and extend_many send that instead of a script: they need no ``+pexpire``
+there (the renewal rounds of auto-renewed locks still do).
 """
 
 from __future__ import annotations
@@ -28,11 +30,16 @@ from turbolock import (
     LockError,
     ResponseError,
 )
+from turbolock._wire import set_ifeq
 from turbolock.redis_server import RedisServer, free_port
 
 PASSWORD = "Sup3r-Secret-Pa55word"
 WRONG_PASSWORD = "Wr0ng-Guess-Pa55word"
 MINIMUM = ["+set", "+pttl", "+evalsha", "+script|load", "+get", "+del", "+pexpire"]
+
+
+def _offers_set_ifeq(raw: redis.Redis) -> bool:
+    return set_ifeq.offers(raw.execute_command("HELLO", "2"))
 
 
 def _user(name: str, commands: list[str]) -> str:
@@ -137,6 +144,9 @@ def test_each_command_is_needed(acl_server: RedisServer, acl_raw: redis.Redis, c
     url = _url(acl_server, user=_minus_name(dropped))
     acl_raw.script_flush()  # so that every script must be loaded by this user, whatever ran before
     with LockClient.from_url(url, core=core_name, key_prefix=acl_prefix) as client:
+        if dropped == "+pexpire" and _offers_set_ifeq(acl_raw):
+            _every_operation(client, acl_raw)  # extends go as SET ... IFEQ: no script calls PEXPIRE
+            return
         with pytest.raises(ResponseError) as raised:
             _every_operation(client, acl_raw)
     # NOPERM when the client calls it, ERR when a script does.
@@ -169,7 +179,11 @@ def test_refused_script_load_is_a_response_error_on_release(acl_server: RedisSer
     with LockClient.from_url(url, core=core_name, key_prefix=acl_prefix) as client:
         lease = client.try_acquire("x", 30)
         assert lease is not None
-        for call in (lambda: client.extend(lease, 10), lambda: client.release(lease)):
+        calls = [lambda: client.extend(lease, 10), lambda: client.release(lease)]
+        if _offers_set_ifeq(acl_raw):
+            assert client.extend(lease, 10) is True  # SET ... IFEQ: no script to load
+            calls = calls[1:]
+        for call in calls:
             with pytest.raises(ResponseError) as raised:
                 call()
             assert raised.value.code == "NOPERM"

@@ -569,6 +569,7 @@ def test_tokens_hidden_in_outcome_unknown_errors(own_server: RedisServer, core_n
         _assert_token_hidden(raised_release.value, raised_extend.value)
 
 
+@pytest.mark.timing
 def test_a_forked_child_waits_with_its_own_subscriber(own_server: RedisServer, core_name: str,
                                                       key_prefix: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:

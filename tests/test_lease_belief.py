@@ -26,6 +26,8 @@ from turbolock import Lease, LockClient
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
 
+pytestmark = pytest.mark.timing  # renewals must land within ttls of a second or two
+
 TTL = 1.0  # renewed a third of the ttl before expiry: every ~0.67 s, all leases together
 LONG = 10.0
 LEASES = 2000

@@ -17,6 +17,7 @@ def _logged(caplog: pytest.LogCaptureFixture) -> str:
     return "\n".join(record.getMessage() + (record.exc_text or "") for record in caplog.records)
 
 
+@pytest.mark.timing  # a 0.15 s timeout on a live server's first commands
 def test_logs_name_locks_but_never_tokens(own_server: RedisServer, core_name: str,
                                           caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="turbolock")

@@ -21,6 +21,8 @@ from turbolock import (
 )
 from turbolock.redis_server import RedisServer
 
+pytestmark = pytest.mark.timing  # renewals must land within ttls of a second or two
+
 # Short ttls keep the tests quick; the call timeout must stay below renew_before (ttl / 3).
 TTL = 0.6
 CALL_TIMEOUT = 0.15

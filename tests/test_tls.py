@@ -86,6 +86,7 @@ def test_rediss_url_with_the_ca_works(tls_server: RedisServer, pki: Pki, core_na
         _lifecycle(client, raw)
 
 
+@pytest.mark.timing
 def test_a_waiter_is_woken_over_tls(tls_server: RedisServer, pki: Pki, core_name: str, key_prefix: str,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     # The subscriber's thread reads and writes its TLS socket alone (a TLS connection is not

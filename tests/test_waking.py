@@ -27,6 +27,8 @@ from turbolock.asyncio import AsyncLockClient
 from turbolock.client import LockClient
 from turbolock.redis_server import RedisServer
 
+pytestmark = pytest.mark.timing  # tight time budgets: scripts/test runs these on their own
+
 
 @pytest.fixture
 def no_polling(monkeypatch: pytest.MonkeyPatch) -> None:

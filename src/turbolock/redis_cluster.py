@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from turbolock.redis_server import RedisServer, RedisServerError, redis_cli
+from turbolock.server_binaries import binaries
 
 BUS_OFFSET = 10000
 LOWEST_PORT = 20000
@@ -107,14 +108,15 @@ class RedisCluster:
         return self.urls[0]
 
     def start(self) -> RedisCluster:
-        if shutil.which("redis-cli") is None:
-            raise RedisServerError("redis-cli is not installed (apt-get install redis-tools)")
+        cli = binaries().cli
+        if shutil.which(cli) is None:
+            raise RedisServerError(f"{cli} is not installed (apt-get install redis-tools)")
         try:
             for node in self.nodes:
                 node.start()
             addresses = [f"{node.host}:{node.port}" for node in self.nodes]
             created = subprocess.run(
-                ["redis-cli", *self.nodes[0].cli_arguments, "--cluster", "create", *addresses,
+                [cli, *self.nodes[0].cli_arguments, "--cluster", "create", *addresses,
                  "--cluster-replicas", str(self.replicas), "--cluster-yes"],
                 capture_output=True, text=True, timeout=self.startup_timeout)
             if created.returncode != 0:

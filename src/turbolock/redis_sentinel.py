@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from turbolock.redis_server import RedisServer, RedisServerError, redis_cli
+from turbolock.server_binaries import binaries
 
 
 class RedisSentinel:
@@ -47,8 +48,8 @@ class RedisSentinel:
         return [f"redis://{node.host}:{node.port}" for node in self.sentinels]
 
     def start(self) -> RedisSentinel:
-        if shutil.which("redis-cli") is None:
-            raise RedisServerError("redis-cli is not installed (apt-get install redis-tools)")
+        if shutil.which(binaries().cli) is None:
+            raise RedisServerError(f"{binaries().cli} is not installed (apt-get install redis-tools)")
         try:
             for node in self.servers:
                 node.start()
@@ -82,7 +83,7 @@ class RedisSentinel:
     def _acknowledging(self) -> bool:
         """Whether every replica acknowledges a write at once (``WAIT``): after the first sync a
         replica may take a second more to, and a test of ``replicas_ack`` would see it missing."""
-        done = subprocess.run(["redis-cli", "-h", self.master.host, "-p", str(self.master.port)],
+        done = subprocess.run([binaries().cli, "-h", self.master.host, "-p", str(self.master.port)],
                               input=f"SET turbolock:started 1 PX 1000\nWAIT {len(self.replicas)} 100\n",
                               capture_output=True, text=True, timeout=10)
         return done.stdout.split()[-1:] == [str(len(self.replicas))]

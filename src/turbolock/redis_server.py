@@ -1,6 +1,7 @@
 """A throwaway ``redis-server`` on a free loopback port, for the demo, the tests and the benchmarks.
 
-It is a real server (Debian's ``redis-server``), never a fake: started with no persistence
+It is a real server (Debian's ``redis-server``, or Valkey's: ``turbolock.server_binaries``), never
+a fake: started with no persistence
 unless asked, in its own temporary directory, and stopped (with the directory removed) by
 ``stop()`` or at the end of a ``with`` block.
 """
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from turbolock.errors import LockError
+from turbolock.server_binaries import binaries
 
 
 class RedisServerError(LockError):
@@ -26,7 +28,7 @@ class RedisServerError(LockError):
 
 def redis_cli(node: RedisServer, *args: str, timeout: float = 10.0) -> str:
     """``redis-cli`` against one server; its output."""
-    done = subprocess.run(["redis-cli", "-h", node.host, "-p", str(node.port), *node.cli_arguments, *args],
+    done = subprocess.run([binaries().cli, "-h", node.host, "-p", str(node.port), *node.cli_arguments, *args],
                           capture_output=True, text=True, timeout=timeout)
     return done.stdout
 
@@ -42,7 +44,7 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """One ``redis-server`` process.
+    """One ``redis-server`` process (``executable`` by default: what ``binaries()`` picks).
 
     ``extra_config`` lines are appended to the generated config (for TLS, ACL users,
     persistence...); ``arguments`` follow the config file on the command line (``--sentinel``
@@ -51,12 +53,12 @@ class RedisServer:
     """
 
     def __init__(self, *, port: int | None = None, extra_config: Sequence[str] = (),
-                 executable: str = "redis-server", startup_timeout: float = 10.0,
+                 executable: str | None = None, startup_timeout: float = 10.0,
                  arguments: Sequence[str] = ()) -> None:
         self.port = port if port is not None else free_port()
         self.host = "127.0.0.1"
         self.extra_config = list(extra_config)
-        self.executable = executable
+        self.executable = executable if executable is not None else binaries().server
         self.arguments = list(arguments)
         self.cli_arguments: list[str] = []
         """What ``redis-cli`` needs besides the address to talk to it (``--tls --cacert ...``)."""

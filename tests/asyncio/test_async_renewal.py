@@ -13,6 +13,8 @@ from async_helpers import NewClient, Runner, keys_left
 from turbolock import AutoRenew, InvalidArgumentError, Lease, LockLostError
 from turbolock.redis_server import RedisServer
 
+pytestmark = pytest.mark.timing  # renewals must land within ttls of a second or two
+
 # Short ttls keep the tests quick; the call timeout must stay below renew_before (ttl / 3).
 TTL = 0.45
 CALL_TIMEOUT = 0.1

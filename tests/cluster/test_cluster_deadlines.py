@@ -25,6 +25,8 @@ from turbolock.redis_server import RedisServer
 
 from ._helpers import names_on
 
+pytestmark = pytest.mark.timing  # tight time budgets: scripts/test runs these on their own
+
 T = 0.3
 """The client's call timeout (and connect timeout) here."""
 TTL = 30

@@ -18,6 +18,7 @@ from scenarios._harness import CTX, Workers
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
+from turbolock.server_binaries import binaries
 
 from ._helpers import node_id
 from ._workers import reshard_contender
@@ -48,7 +49,7 @@ def _reshard_under_load(cluster: RedisCluster, client: ClusterLockClient, core_n
         start.wait(30)
         time.sleep(0.5)
         resharded = subprocess.run(
-            ["redis-cli", "--cluster", "reshard", f"{source.host}:{source.port}",
+            [binaries().cli, "--cluster", "reshard", f"{source.host}:{source.port}",
              "--cluster-from", node_id(raws(source)), "--cluster-to", node_id(raws(target)),
              "--cluster-slots", "1000", "--cluster-yes"], capture_output=True, text=True, timeout=120)
         time.sleep(2 * TTL)  # renewals on the new owners of the moved slots

@@ -19,6 +19,8 @@ from turbolock.redis_cluster import RedisCluster
 
 from ._helpers import names_on, slot_owners
 
+pytestmark = pytest.mark.timing  # tight time budgets: scripts/test runs these on their own
+
 
 @pytest.fixture(params=FRONTS)
 def client(request: pytest.FixtureRequest, cluster: RedisCluster, core_name: str,

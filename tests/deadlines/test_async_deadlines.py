@@ -21,6 +21,8 @@ from turbolock.asyncio import AsyncLockClient
 
 from .conftest import LOOPS, Runner, run_in_new_loop
 
+pytestmark = pytest.mark.timing  # tight time budgets: scripts/test runs these on their own
+
 T = 0.3
 TTL = 10
 NAMES = ["bulk:a", "bulk:b", "bulk:c"]

@@ -44,6 +44,8 @@ from turbolock.redis_server import RedisServer
 
 from .conftest import LOOPS, run_in_new_loop
 
+pytestmark = pytest.mark.timing  # tight time budgets: scripts/test runs these on their own
+
 NODE_TIMEOUT = 0.05
 TTL = 2
 """Seconds. Short, so the chunk timeout (a tenth of the ttl, 0.2 s) keeps the bulk calls quick."""

@@ -24,6 +24,8 @@ from turbolock.redis_server import RedisServer
 
 from .conftest import Runner
 
+pytestmark = pytest.mark.timing  # tight time budgets: scripts/test runs these on their own
+
 T = 0.3
 CLEANED_WITHIN = 3.0
 SHORT_TTL = 1

@@ -22,6 +22,8 @@ from _netfaults import Fault, Stopwatch, open_fault
 from turbolock import ConnectionError, QuorumError, RedlockClient, RedlockLease, RedlockStatus
 from turbolock.redis_server import RedisServer
 
+pytestmark = pytest.mark.timing  # tight time budgets: scripts/test runs these on their own
+
 NODE_TIMEOUT = 0.05
 TTL = 2
 """Seconds. Short, so the chunk timeout (a tenth of the ttl, 0.2 s) keeps the bulk calls quick."""

@@ -26,6 +26,8 @@ from turbolock.asyncio import AsyncLockClient
 
 from .conftest import Runner
 
+pytestmark = pytest.mark.timing  # tight time budgets: scripts/test runs these on their own
+
 TTL = 1
 EARLY_ENOUGH = 0.02
 """How long after the believed expiry the signal may come (polling and scheduling noise)."""

@@ -21,6 +21,8 @@ import pytest
 from _netfaults import Fault, Stopwatch
 from turbolock import ConnectionError, Lease, LockClient, LockNotAcquiredError
 
+pytestmark = pytest.mark.timing  # tight time budgets: scripts/test runs these on their own
+
 T = 0.3
 """The client's call timeout (and connect timeout) in these tests."""
 TTL = 10

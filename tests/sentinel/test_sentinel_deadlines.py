@@ -7,11 +7,15 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from _netfaults import Stopwatch
 from turbolock import ConnectionError
 from turbolock.asyncio import AsyncSentinelLockClient
 from turbolock.redis_sentinel import RedisSentinel
 from turbolock.sentinel import SentinelLockClient
+
+pytestmark = pytest.mark.timing  # tight time budgets: scripts/test runs these on their own
 
 T = 0.3
 

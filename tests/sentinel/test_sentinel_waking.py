@@ -15,6 +15,8 @@ from turbolock.asyncio import AsyncSentinelLockClient
 from turbolock.redis_sentinel import RedisSentinel
 from turbolock.sentinel import SentinelLockClient
 
+pytestmark = pytest.mark.timing  # tight time budgets: scripts/test runs these on their own
+
 
 @pytest.fixture(params=FRONTS)
 def client(request: pytest.FixtureRequest, sentinel_group: RedisSentinel, core_name: str,

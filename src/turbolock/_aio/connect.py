@@ -65,7 +65,8 @@ async def _open(loop: asyncio.AbstractEventLoop, options: ConnectionOptions, cor
 
 
 async def _handshake(protocol: RedisProtocol, options: ConnectionOptions) -> None:
-    """AUTH and SELECT when needed, then PING, in one round trip: proof that a Redis answers."""
+    """AUTH and SELECT when needed, then PING and HELLO, in one round trip: proof that a Redis
+    answers, and whether it offers ``SET ... IFEQ``."""
     count = append_handshake(protocol.buffer, options)
     try:
         reply = await protocol.submit(count)
@@ -73,4 +74,4 @@ async def _handshake(protocol: RedisProtocol, options: ConnectionOptions) -> Non
         raise exc.cause from None
     except ProtocolError as exc:
         raise not_redis(options, f"its reply is not RESP: {exc}") from None
-    check_handshake(options, reply if count > 1 else [reply])
+    protocol.set_ifeq = check_handshake(options, reply if count > 1 else [reply])

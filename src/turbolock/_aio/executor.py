@@ -15,6 +15,7 @@ from turbolock._aio.pool import ConnectionPool
 from turbolock._aio.protocol import NotSent, OrphanHandler, RedisProtocol
 from turbolock._flows.bulk_plan import join_orphan_tags
 from turbolock._wire import scripts as _scripts
+from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import (
     NOT_SENT,
     UNKNOWN,
@@ -167,17 +168,20 @@ class Executor:
     async def script_one(self, script: _scripts.Script, key: bytes, token: bytes,
                          ttl_ms: int | None, deadline: float | None = None) -> object:
         """EVALSHA of a single-key script; on NOSCRIPT, SCRIPT LOAD and the retry go out together.
+        EXTEND goes as ``SET ... IFEQ`` where the connection's server offers it (``_wire.set_ifeq``).
 
         A failure after the command was written (a broken connection, a deadline, a cancelled
         caller) raises ``Unconfirmed``; a failure before anything was sent propagates as it is.
         """
         conn = self.pool.ready() or await self.pool.connect()
         buf = conn.buffer
-        buf.append_evalsha(script.sha, key, token, ttl_ms)
+        as_set = set_ifeq.append_one(buf, script, key, token, ttl_ms, conn.set_ifeq)
         loaded: object = None
         try:
             reply = await conn.submit(1)
-            if type(reply) is ReplyError and reply.code == "NOSCRIPT":
+            if as_set:
+                reply = set_ifeq.as_script_reply(reply)
+            elif type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 _script_load(conn, script)
                 buf.append_evalsha(script.sha, key, token, ttl_ms)
                 loaded, reply = await conn.submit(2)

@@ -28,7 +28,7 @@ STALE_CHECK_AFTER = 0.001
 
 class ConnectionPool:
     __slots__ = ("options", "core", "key_prefix", "size", "on_orphan", "_open", "_next", "_connecting",
-                 "_closed", "_loop", "_thread")
+                 "_closed", "_loop", "_thread", "set_ifeq")
 
     def __init__(self, options: ConnectionOptions, core: Any, key_prefix: bytes, size: int,
                  on_orphan: OrphanHandler) -> None:
@@ -43,6 +43,8 @@ class ConnectionPool:
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None  # where the connections were opened
         self._thread = 0  # the thread that loop runs in
+        self.set_ifeq = False
+        """Whether the server offers ``SET ... IFEQ``, as the newest connection's handshake said."""
 
     def ready(self) -> RedisProtocol | None:
         """An open connection when the pool is full, else None (then ``await connect()``).
@@ -101,6 +103,7 @@ class ConnectionPool:
             raise ConnectionError("the client is closed")
         conn.on_close = self._dropped
         self._open.append(conn)
+        self.set_ifeq = conn.set_ifeq
         return conn
 
     async def open_unpooled(self) -> RedisProtocol:

@@ -61,7 +61,7 @@ def _fresh(error: BaseException) -> BaseException:
 class RedisProtocol(asyncio.Protocol):
     __slots__ = ("loop", "buffer", "address", "timeout", "on_orphan", "on_close", "on_push", "error",
                  "idle_since", "_parser", "_pending", "_unsent", "_partial", "_flush_pending", "_timer",
-                 "_transport")
+                 "_transport", "set_ifeq")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, core: Any, key_prefix: bytes, address: str,
                  timeout: float, on_orphan: OrphanHandler) -> None:
@@ -75,6 +75,8 @@ class RedisProtocol(asyncio.Protocol):
         """Set on a subscriber connection: every reply goes to it (none answers a request)."""
         self.error: BaseException | None = None
         self.idle_since = loop.time()  # when the last reply left nothing pending
+        self.set_ifeq = False
+        """Whether the server offers ``SET ... IFEQ`` (the handshake's HELLO says)."""
         self._parser: Any = core.RespParser()
         self._pending: deque[_Entry] = deque()
         self._unsent = 0  # entries at the tail of _pending whose bytes are still in the buffer

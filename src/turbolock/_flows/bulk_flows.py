@@ -38,6 +38,7 @@ from turbolock._flows.client_settings import check_fenced_keys
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
+from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
 from turbolock._wire.validate import Seconds, ttl_ms
 from turbolock.errors import AcquireOutcomeUnknownError, ConnectionError, InvalidArgumentError, ReplyError
@@ -250,11 +251,21 @@ def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = ma
     return released
 
 
+def _offers_set_ifeq(client: Any) -> bool:
+    """Whether the server offers ``SET ... IFEQ``, as its pool's newest connection's handshake
+    said (executors without one pool, a Redis Cluster's, keep the scripts)."""
+    return getattr(getattr(client._exec, "pool", None), "set_ifeq", False) is True
+
+
 def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow[list[bool]]:
     keys, tokens = check_leases(client, leases)
     ms = ttl_ms(ttl)
     sizes = call_sizes(len(keys)) if client._batches_keys else None
-    if sizes is not None:  # one server: one RENEW_MANY call per KEYS_PER_CALL leases, a few per write
+    as_set = sizes is not None and _offers_set_ifeq(client)
+    if as_set:  # one server that has SET ... IFEQ: one per lease, pipelined
+        sizes = None
+        step = Call(client._exec.many, (len(leases), set_ifeq.encoder(keys, tokens, ms)), {"keys": keys})
+    elif sizes is not None:  # one server: one RENEW_MANY call per KEYS_PER_CALL leases, a few per write
         encode, reencode = multikey_encoders(_scripts.RENEW_MANY, keys, tokens, ms)
         step = Call(client._many_batched, (len(sizes), encode, _scripts.RENEW_MANY, reencode))
     else:
@@ -269,6 +280,8 @@ def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow
         raise
     if sizes is not None:
         replies = expand_calls(replies, sizes, 1)
+    elif as_set:
+        replies = set_ifeq.as_script_replies(replies)
     extended = settle_extend(client, leases, replies, ms, sent_at)
     sink = _metrics.sink
     if sink is not None:

@@ -1,13 +1,15 @@
 """A new connection's first commands and the check of their replies: the same for every driver.
 
-AUTH, SELECT and PING go out in one write; the replies prove that the peer is a Redis server
-that accepted the credentials, before any lock command is sent.
+AUTH, SELECT, PING and HELLO go out in one write; the replies prove that the peer is a Redis
+server that accepted the credentials, before any lock command is sent, and HELLO's names the
+server and its version (whether it offers ``SET ... IFEQ``: ``_wire.set_ifeq``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from turbolock._wire import set_ifeq
 from turbolock.errors import (
     AuthenticationError,
     ConnectionError,
@@ -21,12 +23,14 @@ from turbolock.options import ConnectionOptions
 
 def append_handshake(buffer: Any, options: ConnectionOptions) -> int:
     """Queue a new connection's commands (AUTH with credentials, SELECT for a db other than 0,
-    then PING) and return how many there are.
+    then PING and HELLO 2) and return how many there are.
 
     The PING costs nothing extra (it shares the round trip) and proves the server speaks RESP
-    as Redis does: an echo or HTTP server on the port is found here, not by a lock call.
+    as Redis does: an echo or HTTP server on the port is found here, not by a lock call. HELLO 2
+    (the protocol in use) says which server it is; one without HELLO answers an error, as does a
+    user not allowed it, and is taken as a server without ``SET ... IFEQ``.
     """
-    count = 1
+    count = 2
     if options.password is not None:
         if options.username:
             buffer.append_command(("AUTH", options.username, options.password))
@@ -37,11 +41,13 @@ def append_handshake(buffer: Any, options: ConnectionOptions) -> int:
         buffer.append_command(("SELECT", options.db))
         count += 1
     buffer.append_command(("PING",))
+    buffer.append_command(("HELLO", "2"))
     return count
 
 
-def check_handshake(options: ConnectionOptions, replies: list[object]) -> None:
-    """Raise unless ``replies`` (to ``append_handshake``'s commands) are a Redis server's.
+def check_handshake(options: ConnectionOptions, replies: list[object]) -> bool:
+    """Raise unless ``replies`` (to ``append_handshake``'s commands) are a Redis server's;
+    return whether that server offers ``SET ... IFEQ``.
 
     Refused credentials and a refused SELECT are reported as such; PING may be refused to an
     ACL user without ``+ping`` (NOPERM), which still proves a Redis answered. Nothing the server
@@ -73,8 +79,9 @@ def check_handshake(options: ConnectionOptions, replies: list[object]) -> None:
             raise AuthenticationError(f"{address} wants credentials ({code})")
         if code != "NOPERM":
             raise ResponseError(f"{address} refused PING: {ping_reply}", code)
-        return
-    _expect(options, "PING", ping_reply, b"PONG")
+    else:
+        _expect(options, "PING", ping_reply, b"PONG")
+    return set_ifeq.offers(replies.pop(0))
 
 
 REFUSED = "max number of clients reached"

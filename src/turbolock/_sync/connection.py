@@ -31,7 +31,7 @@ _TIMEOUT_SLACK = 0.001
 
 class Connection:
     __slots__ = ("options", "buffer", "parser", "sock", "generation", "last_used", "broken", "tls",
-                 "handshake", "kernel_timeout", "_read_buf", "_read_view")
+                 "handshake", "kernel_timeout", "set_ifeq", "_read_buf", "_read_view")
 
     def __init__(self, options: ConnectionOptions, core: ModuleType, key_prefix: bytes) -> None:
         self.options = options
@@ -46,6 +46,8 @@ class Connection:
         self.tls = False
         self.handshake: tuple[int, float, float] | None = None
         self.kernel_timeout = 0.0
+        self.set_ifeq = False
+        """Whether the server offers ``SET ... IFEQ`` (the handshake's HELLO says)."""
 
     def connect(self, deadline: float, finish: bool = True) -> None:
         """Open the socket, TLS included, then AUTH, SELECT and PING, all before ``deadline``
@@ -109,7 +111,7 @@ class Connection:
         opts = self.options
         try:
             replies = self.read(count, deadline)
-            check_handshake(opts, replies)
+            self.set_ifeq = check_handshake(opts, replies)
         except ProtocolError as exc:
             self.close()
             raise not_redis(opts, f"its reply is not RESP: {exc}") from None

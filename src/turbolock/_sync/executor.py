@@ -16,6 +16,7 @@ from turbolock._sync.connection import Connection
 from turbolock._sync.pipeline import PipelineBroken, run_chunks
 from turbolock._sync.pool import ConnectionPool
 from turbolock._wire import scripts as _scripts
+from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import (
     NOT_SENT,
     UNKNOWN,
@@ -136,6 +137,7 @@ class Executor:
     def script_one(self, script: _scripts.Script, key: bytes, token: bytes, ttl_ms: int | None,
                    deadline: float | None = None) -> object:
         """EVALSHA of a single-key script; on NOSCRIPT, SCRIPT LOAD and the retry go out together.
+        EXTEND goes as ``SET ... IFEQ`` where the connection's server offers it (``_wire.set_ifeq``).
 
         A transport failure after the command was written raises ``Unconfirmed``; errors raised
         before anything was sent (no connection) and refusals (SCRIPT LOAD denied) propagate.
@@ -145,11 +147,13 @@ class Executor:
         pool = self.pool
         conn = pool.get(deadline)
         buf = conn.buffer
-        buf.append_evalsha(script.sha, key, token, ttl_ms)
+        as_set = set_ifeq.append_one(buf, script, key, token, ttl_ms, conn.set_ifeq)
         try:
             reply = conn.request(buf.take(), deadline)
             loaded: object = None
-            if type(reply) is ReplyError and reply.code == "NOSCRIPT":
+            if as_set:
+                reply = set_ifeq.as_script_reply(reply)
+            elif type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 load = _script_load(conn, script)
                 buf.append_evalsha(script.sha, key, token, ttl_ms)
                 loaded, reply = conn.roundtrip(load + buf.take(), 2, deadline)

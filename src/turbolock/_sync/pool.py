@@ -49,6 +49,8 @@ class ConnectionPool:
         self._cond = threading.Condition(self._lock)
         self._generation = 0
         self._closed = False
+        self.set_ifeq = False
+        """Whether the server offers ``SET ... IFEQ``, as the newest connection's handshake said."""
         _pools.add(self)
 
     def _forget_parent_connections(self) -> None:
@@ -110,6 +112,8 @@ class ConnectionPool:
         conn = Connection(self.options, self.core, self.key_prefix)
         conn.generation = generation
         conn.connect(deadline, finish)
+        if finish:
+            self.set_ifeq = conn.set_ifeq
         return conn
 
     def _wait_for_idle(self, deadline: float) -> Connection | None:
