@@ -50,13 +50,19 @@ def full(own_server: RedisServer) -> Iterator[redis.Redis]:
 
 
 def test_a_refused_connection_is_a_connection_error(make: Callable[..., Any], full: redis.Redis) -> None:
+    reasons = 0
     for _ in range(TRIES):
         client = make()
         with pytest.raises(ConnectionError) as raised:
             client.try_acquire("x", 5)
         assert type(raised.value) is ConnectionError, repr(raised.value)
-        assert "refused the connection" in str(raised.value) and "max number of clients" in str(raised.value)
+        # The server closes with the handshake unread, so its kernel answers with a reset, which
+        # can throw away the error line before the client reads it: only then is the reason missing.
+        if "refused the connection" in str(raised.value):
+            assert "max number of clients" in str(raised.value)
+            reasons += 1
         client.close()
+    assert reasons > 0, "the server's reason was never read"
 
 
 def test_a_blocking_acquire_waits_through_refused_connections(make: Callable[..., Any],

@@ -53,7 +53,7 @@ def check_lease(lease: object, owner: Owner, lease_type: type, argument: str,
     if kind is not lease_type and kind is not also:
         raise InvalidArgumentTypeError(
             argument, f"must be a {lease_type.__name__}, not {kind.__name__}")
-    made_by = getattr(lease, "owner", None)
+    made_by = lease.owner  # type: ignore[attr-defined]  # every lease type has it
     if made_by is not owner:
         name = getattr(lease, "name", "?")
         if isinstance(made_by, Owner) and made_by.pid != owner.pid:

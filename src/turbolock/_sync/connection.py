@@ -16,7 +16,13 @@ import time
 from types import ModuleType
 from typing import Any
 
-from turbolock._flows.handshake import append_handshake, check_handshake, handshake_timeout, not_redis
+from turbolock._flows.handshake import (
+    append_handshake,
+    check_handshake,
+    handshake_timeout,
+    not_redis,
+    refused,
+)
 from turbolock.errors import (
     ConnectionError,
     ProtocolError,
@@ -110,7 +116,14 @@ class Connection:
         count, _, limit = pending
         opts = self.options
         try:
-            replies = self.read(count, deadline)
+            # The first reply alone first: a server at maxclients answers one error and hangs
+            # up, and the reason would be lost with the connection while reading the others.
+            replies = self.read(1, deadline)
+            refusal = refused(opts.address, replies[0])
+            if refusal is not None:
+                raise refusal
+            if count > 1:
+                replies += self.read(count - 1, deadline)
             self.set_ifeq = check_handshake(opts, replies)
         except ProtocolError as exc:
             self.close()
