@@ -240,8 +240,11 @@ class Executor:
         def encode(buf: Any, start: int, stop: int) -> None:
             reencode(buf, missing[start:stop])
 
+        answered: list[tuple[int, list[object]]] = []
+
         def store(start: int, replies: list[object]) -> None:
             sub_results[start:start + len(replies)] = replies
+            answered.append((start, replies))
 
         _script_load(conn, script)
         try:
@@ -252,6 +255,15 @@ class Executor:
             return
         try:
             await _run_chunks(conn, len(missing), size, encode, store, sub_results, retried)
+        except BaseException:
+            # Cancelled mid-retry: the chunks already answered took locks nobody will settle (the
+            # caller's plan sees the retry's replies only when ``many`` returns); they go to the
+            # orphan handler as the chunks still in flight do.
+            if retried is not None:
+                for start, replies in answered:
+                    conn.on_orphan(retried(start, start + len(replies)),
+                                   replies if len(replies) > 1 else replies[0])
+            raise
         finally:
             for j, i in enumerate(missing):
                 results[i] = sub_results[j]
