@@ -13,6 +13,7 @@ import itertools
 import time
 from typing import Any
 
+import pytest
 import redis
 from async_helpers import NewClient, Runner, keys_left, settle
 
@@ -246,5 +247,43 @@ def test_cancelled_calls_interleaved_with_live_ones(arun: Runner, new_client: Ne
                 else:
                     assert isinstance(result, float) and 29 < result <= 30, i
             assert await client.release(lease)
+
+    arun(body)
+
+
+def test_a_cancel_after_a_retried_chunk_answered_releases_what_it_took(
+        arun: Runner, new_client: NewClient, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 17 script calls of 1000 fenced locks, eight per chunk: three chunks, all answered NOSCRIPT
+    # (scripts flushed), then sent again. The retry's third chunk is encoded once its first one
+    # has answered: cancelling there leaves that answered chunk's 8,000 locks to this test's
+    # check, the second chunk still in flight.
+    from turbolock._flows.bulk_plan import AcquirePlan
+
+    encoded = 0
+    task: asyncio.Future[Any] | None = None
+    reencode = AcquirePlan.reencode_calls
+
+    def cancel_at_the_third_retried_chunk(plan: AcquirePlan, buf: Any, calls: Any) -> None:
+        nonlocal encoded
+        encoded += 1
+        if encoded == 6 and task is not None:  # three chunks sent, then three again after NOSCRIPT
+            task.cancel()
+        reencode(plan, buf, calls)
+
+    monkeypatch.setattr(AcquirePlan, "reencode_calls", cancel_at_the_third_retried_chunk)
+
+    async def body() -> None:
+        nonlocal task
+        async with new_client() as client:
+            await client.query("warm-up")
+            raw.script_flush()
+            names = [f"retry:{i}" for i in range(17_000)]
+            task = asyncio.ensure_future(client.acquire_many(names, 30, fenced=True))
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert encoded == 6, "the cancel did not land in the retry"
+            await settle(client)
+            left = [key for key in keys_left(raw, client.key_prefix) if not key.endswith(b":fence")]
+            assert left == [], f"{len(left)} locks left behind"
 
     arun(body)
