@@ -38,11 +38,12 @@ def connect(url: str) -> Any:
     options_from_url(url)
     plain = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
     try:
-        mode = plain.info("server").get("redis_mode")
+        # INFO cluster, not INFO server's redis_mode: Valkey 8 names that field server_mode.
+        enabled = plain.info("cluster").get("cluster_enabled")
     except BaseException:
         plain.close()
         raise
-    if mode != "cluster":
+    if enabled != 1:
         return plain
     plain.close()
     return redis.RedisCluster.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)

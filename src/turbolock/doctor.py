@@ -36,6 +36,8 @@ class Finding:
 
 def _info(server: redis.Redis) -> dict[str, Any]:
     info: dict[str, Any] = server.info("server")
+    if "valkey_version" in info:  # Valkey 8 says server_mode, and 7.2.4 as its redis_version
+        info["redis_mode"] = info.get("server_mode", "standalone")
     info.update(server.info("replication"))
     info.update(server.info("persistence"))
     return info
@@ -81,8 +83,10 @@ def _persistence(server: redis.Redis, info: dict[str, Any]) -> Finding:
 def _mode(info: dict[str, Any]) -> list[Finding]:
     mode = str(info.get("redis_mode", "standalone"))
     role = str(info.get("role", "master"))
-    version = str(info.get("redis_version", "?"))
-    findings = [Finding(OK, "server", f"Redis {version}, {mode}, {'replica' if role == 'slave' else role}")]
+    product, version = (("Valkey", info["valkey_version"]) if "valkey_version" in info
+                        else ("Redis", info.get("redis_version", "?")))
+    what = "replica" if role == "slave" else role
+    findings = [Finding(OK, "server", f"{product} {version}, {mode}, {what}")]
     if mode == "sentinel":
         findings.append(Finding(NOTE, "mode", "this is a Sentinel: give its address to SentinelLockClient, "
                                               "not to LockClient"))
