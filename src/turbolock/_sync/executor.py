@@ -147,7 +147,12 @@ class Executor:
         pool = self.pool
         conn = pool.get(deadline)
         buf = conn.buffer
-        as_set = set_ifeq.append_one(buf, script, key, token, ttl_ms, conn.set_ifeq)
+        # Only EXTEND ever goes as SET IFEQ: a release (the hot path) reads one flag, calls nothing.
+        as_set = conn.set_ifeq and script is _scripts.EXTEND and ttl_ms is not None
+        if as_set:
+            set_ifeq.append(buf, key, token, ttl_ms)  # type: ignore[arg-type]
+        else:
+            buf.append_evalsha(script.sha, key, token, ttl_ms)
         try:
             reply = conn.request(buf.take(), deadline)
             loaded: object = None

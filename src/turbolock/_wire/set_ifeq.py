@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import Encoder
 
 SINCE = {b"valkey": (8, 1), b"redis": (8, 4)}
@@ -34,26 +33,16 @@ def offers(hello: object) -> bool:
     return have >= since
 
 
-def _append(buf: Any, key: bytes, token: bytes, ttl_ms: int) -> None:
+def append(buf: Any, key: bytes, token: bytes, ttl_ms: int) -> None:
+    """Queue ``SET key token IFEQ token PX ttl_ms``: EXTEND where the server offers it."""
     buf.append_command((b"SET", buf.key_prefix + key, token, b"IFEQ", token, b"PX", ttl_ms))
-
-
-def append_one(buf: Any, script: _scripts.Script, key: bytes, token: bytes, ttl_ms: int | None,
-               set_ifeq: bool) -> bool:
-    """Queue a single-key script call: EXTEND as ``SET ... IFEQ`` when ``set_ifeq`` (the
-    connection's server offers it), else ``EVALSHA``. True when it went as ``SET``."""
-    if set_ifeq and script is _scripts.EXTEND and ttl_ms is not None:
-        _append(buf, key, token, ttl_ms)
-        return True
-    buf.append_evalsha(script.sha, key, token, ttl_ms)
-    return False
 
 
 def encoder(keys: Sequence[bytes], tokens: Sequence[bytes], ttl_ms: int) -> Encoder:
     """One ``SET ... IFEQ`` per lease (``extend_many`` on a server that offers it)."""
     def encode(buf: Any, start: int, stop: int) -> None:
         for i in range(start, stop):
-            _append(buf, keys[i], tokens[i], ttl_ms)
+            append(buf, keys[i], tokens[i], ttl_ms)
 
     return encode
 
