@@ -82,8 +82,9 @@ class LockClient(ClientRules[Lock]):
         """The server side: a pool of connections and the executors over it."""
         options = self.options
         self._pool = ConnectionPool(options, self.core, self.key_prefix, max_connections)
-        self._exec: Server = Executor(self._pool, options.timeout, self._chunk_size)
-        self._exec_renewals: Server = Executor(self._pool, options.timeout, COMMANDS_PER_WRITE)
+        self._exec: Server = Executor(self._pool, options.timeout, self._chunk_size, self._on_orphan)
+        self._exec_renewals: Server = Executor(self._pool, options.timeout, COMMANDS_PER_WRITE,
+                                               self._on_orphan)
         self._wakes_waiters = options.wake_waiters
 
     def _close_connections(self) -> None:

@@ -54,6 +54,7 @@ class ClusterLockClient(LockClient):
         startup = cluster_startup(options, self._startup)
         self._exec = self._cluster = ClusterExecutor(options, self.core, self.key_prefix, max_connections,
                                                      options.timeout, self._chunk_size, startup)
+        self._cluster.on_orphan = self._on_orphan
         self._exec_renewals = self._exec
         self._wakes_waiters = options.wake_waiters
 

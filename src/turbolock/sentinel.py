@@ -40,8 +40,9 @@ class SentinelLockClient(SentinelRules, LockClient):
         self._sentinels = SentinelNodes(sentinel_options, self.core, options.timeout)
         self._pool = SentinelPool(options, self.core, self.key_prefix, max_connections, routes,
                                   self._sentinels)
-        self._exec = SentinelExecutor(self._pool, options.timeout, self._chunk_size)
-        self._exec_renewals = SentinelExecutor(self._pool, options.timeout, COMMANDS_PER_WRITE)
+        self._exec = SentinelExecutor(self._pool, options.timeout, self._chunk_size, self._on_orphan)
+        self._exec_renewals = SentinelExecutor(self._pool, options.timeout, COMMANDS_PER_WRITE,
+                                               self._on_orphan)
         self._wakes_waiters = options.wake_waiters  # the subscriber follows the master (the pool's)
 
     def _close_connections(self) -> None:

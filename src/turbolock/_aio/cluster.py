@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from turbolock._aio.drive import run
-from turbolock._aio.executor import Executor, OrphanTags
+from turbolock._aio.executor import Executor
 from turbolock._aio.pool import ConnectionPool
-from turbolock._aio.protocol import OrphanHandler
+from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags
 from turbolock._flows.cluster_renewal import renew_flow
 from turbolock._flows.cluster_routes import (
     ClusterRoutes,

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from turbolock._aio.pool import ConnectionPool
-from turbolock._aio.protocol import NotSent, OrphanHandler, RedisProtocol
-from turbolock._flows.bulk_plan import join_orphan_tags
+from turbolock._aio.protocol import NotSent, RedisProtocol
+from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
 from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import (
@@ -31,9 +31,6 @@ from turbolock._wire.outcomes import (
     wait_command,
 )
 from turbolock.errors import ReplyError
-
-OrphanTags = Callable[[int, int], Any]
-"""The orphan tag of items ``start``..``stop`` (bulk acquires: their keys and tokens)."""
 
 
 def _script_load(conn: RedisProtocol, script: _scripts.Script) -> None:
@@ -234,10 +231,8 @@ class Executor:
         missing = noscript_indices(results)
         if not missing:
             return
-        retried: OrphanTags | None = None
-        if orphans is not None:  # a caller cancelled during the retry still has its locks released
-            def retried(start: int, stop: int) -> Any:
-                return join_orphan_tags([orphans(i, i + 1) for i in missing[start:stop]])
+        # A caller cancelled during the retry still has its locks released.
+        retried = None if orphans is None else subset_orphans(orphans, missing)
 
         conn = self.pool.ready() or await self.pool.connect()
         sub_results: list[object] = [NOT_SENT] * len(missing)

@@ -17,7 +17,8 @@ from threading import get_ident
 from typing import Any
 
 from turbolock._aio.connect import open_connection
-from turbolock._aio.protocol import OrphanHandler, RedisProtocol
+from turbolock._aio.protocol import RedisProtocol
+from turbolock._flows.bulk_plan import OrphanHandler
 from turbolock.errors import ConnectionError, LockUsageError
 from turbolock.options import ConnectionOptions
 

@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from turbolock._flows.bulk_plan import OrphanHandler
 from turbolock._flows.handshake import refused
 from turbolock._wire.outcomes import UNKNOWN
 from turbolock.errors import ConnectionError, ProtocolError, TimeoutError
@@ -36,8 +37,6 @@ FLUSH_AT = 256 * 1024
 # Timers may fire a hair early (the loop's clock resolution); a deadline this close counts as passed.
 _DEADLINE_SLACK = 0.0005
 
-OrphanHandler = Callable[[Any, object], None]
-"""Called with an acquire's orphan tag and its reply (or ``UNKNOWN``) when nobody awaits it."""
 
 _Entry = tuple["asyncio.Future[Any]", int, float, Any]
 """A pending request: its future, how many replies it takes, its deadline, its orphan tag."""

@@ -15,10 +15,10 @@ from typing import Any
 
 from turbolock._aio.connect import open_connection
 from turbolock._aio.drive import run
-from turbolock._aio.executor import Executor, OrphanTags
+from turbolock._aio.executor import Executor
 from turbolock._aio.pool import ConnectionPool
-from turbolock._aio.protocol import NotSent, OrphanHandler, RedisProtocol
-from turbolock._flows.bulk_plan import join_orphan_tags
+from turbolock._aio.protocol import NotSent, RedisProtocol
+from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
 from turbolock._flows.sentinel_routes import (
     CHECK_INTERVAL,
     SentinelRoutes,
@@ -159,8 +159,7 @@ class SentinelExecutor(Executor):
         def send(n: int, enc: Encoder, reenc: Reencoder | None, indices: Sequence[int] | None) -> CallStep:
             tags = orphans
             if orphans is not None and indices is not None:  # what the resent items may take
-                def tags(start: int, stop: int) -> Any:
-                    return join_orphan_tags([orphans(i, i + 1) for i in indices[start:stop]])
+                tags = subset_orphans(orphans, indices)
             return Call(Executor.many, (self, n, enc, script, reenc, None, tags, chunk_size),
                         {"durable": durable})
 

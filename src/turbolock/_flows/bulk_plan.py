@@ -448,6 +448,37 @@ def call_failed(reply: object) -> bool:
     return type(reply) is ReplyError and reply.code != "NOSCRIPT"
 
 
+OrphanTags = Callable[[int, int], Any]
+"""The orphan tag of items ``start``..``stop`` of a bulk call: what they may take, for whoever
+releases it when the caller is gone (a cancelled task, an interrupted thread)."""
+
+OrphanHandler = Callable[[Any, object], None]
+"""Takes an orphan tag and its chunk's reply (``UNKNOWN`` when none will be read)."""
+
+
+def subset_orphans(orphans: OrphanTags, indices: Sequence[int]) -> OrphanTags:
+    """The orphan tags of items sent again apart from the rest (a NOSCRIPT retry's, a Redis
+    Cluster master's share, a Sentinel's resend): their item ``k`` is the call's ``indices[k]``."""
+    def tags(start: int, stop: int) -> Any:
+        return join_orphan_tags([orphans(i, i + 1) for i in indices[start:stop]])
+    return tags
+
+
+def release_orphan(remember: Callable[[bytes, bytes, float], None], tag: tuple[Any, ...],
+                   reply: object) -> None:
+    """An acquire's reply came (or was lost) after its caller stopped waiting: every lock it
+    took, or may have taken, goes to ``remember`` (the client's maybe-held cleanup)."""
+    keys, tokens, ttl = tag[:3]
+    forget_at = time.monotonic() + ttl / 1000.0
+    if type(keys) is bytes:
+        if reply is UNKNOWN or reply == b"OK" or type(reply) is int:  # an int: a fenced acquire's fence
+            remember(keys, tokens, forget_at)
+        return
+    for key, token, one in zip(keys, tokens, orphan_replies(tag, reply), strict=True):
+        if one is UNKNOWN or one == b"OK" or type(one) is int:
+            remember(key, token, forget_at)
+
+
 def join_orphan_tags(tags: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
     """One orphan tag for the items of ``tags`` sent together (a NOSCRIPT retry's chunk):
     ``(keys, tokens, ttl)``, or with batched calls' sizes after them."""

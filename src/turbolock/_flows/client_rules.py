@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from turbolock._flows.bulk_flows import claim_many_flow
+from turbolock._flows.bulk_plan import release_orphan
 from turbolock._flows.claim import ClaimResult
 from turbolock._flows.cleanup_book import CleanupBook
 from turbolock._flows.client_settings import (
@@ -183,6 +184,11 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
 
     def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None:
         raise NotImplementedError
+
+    def _on_orphan(self, tag: Any, reply: object) -> None:
+        """A bulk acquire's chunk whose caller is gone (cancelled, interrupted): what it took,
+        or may have taken, is released in the background."""
+        release_orphan(self._remember_cleanup, tag, reply)
 
     def _acquire_lost(self, attempts: Iterable[tuple[str | bytes, bytes, bytes, float]],
                       cause: BaseException) -> BaseException:

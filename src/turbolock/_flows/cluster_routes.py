@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from turbolock._flows.bulk_plan import subset_orphans
 from turbolock._flows.steps import Call, CallStep, Flow, Gather, Sleep
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import (
@@ -378,7 +379,7 @@ def _share_call(nodes: Any, address: Address, indices: list[int], encode: Encode
     if durable:
         options["durable"] = True
     if orphans is not None:
-        options["orphans"] = _share_orphans(orphans, indices)
+        options["orphans"] = subset_orphans(orphans, indices)
     return Call(nodes.node(address).many, (len(indices), encode_share, script, reencode_share), options)
 
 
@@ -410,15 +411,6 @@ def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
             for position, i in enumerate(indices):
                 results[i] = value[position]
     raise failure
-
-
-def _share_orphans(orphans: Callable[[int, int], Any], indices: list[int]) -> Callable[[int, int], Any]:
-    """The orphan tags of a master's share, from the call's: a bulk acquire's tag of items
-    ``start``..``stop`` is (their keys, their tokens, the ttl)."""
-    def tags(start: int, stop: int) -> Any:
-        picked = [orphans(i, i + 1) for i in indices[start:stop]]
-        return [tag[0][0] for tag in picked], [tag[1][0] for tag in picked], picked[0][2]
-    return tags
 
 
 def _ask_item_flow(nodes: Any, address: Address, encode: Encoder, i: int, script: _scripts.Script | None,

@@ -9,8 +9,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
 
+from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags
 from turbolock._flows.cluster_renewal import renew_flow
 from turbolock._flows.cluster_routes import (
     ClusterRoutes,
@@ -49,6 +49,8 @@ class ClusterExecutor:
         self._nodes: dict[Address, Executor] = {}
         self._nodes_lock = threading.Lock()
         self._refresh_lock = threading.Lock()
+        self.on_orphan: OrphanHandler | None = None
+        """Each master's executor's (``Executor.on_orphan``)."""
 
     def node(self, address: Address) -> Executor:
         executor = self._nodes.get(address)
@@ -58,7 +60,8 @@ class ClusterExecutor:
                 if executor is None:
                     options = dataclasses.replace(self._options, host=address[0], port=address[1])
                     pool = ConnectionPool(options, self._core, self._key_prefix, self._max_connections)
-                    executor = self._nodes[address] = Executor(pool, self.timeout, self.chunk_size)
+                    executor = self._nodes[address] = Executor(pool, self.timeout, self.chunk_size,
+                                                               self.on_orphan)
         return executor
 
     def refresh(self, deadline: float) -> SlotMap:
@@ -107,14 +110,14 @@ class ClusterExecutor:
 
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
-             deadline: float = math.inf, orphans: Any = None, keys: Sequence[bytes] = (),
+             deadline: float = math.inf, orphans: OrphanTags | None = None, keys: Sequence[bytes] = (),
              durable: bool = False) -> list[object]:
         """Each master's items pipelined to it; replies in input order (``on_replies`` sees them
         all at the end). ``keys[i]`` is item i's key: the flows pass them for routing."""
         results: list[object] = [NOT_SENT] * count
         try:
             run(many_flow(self.routes, self, count, encode, script, reencode, keys, self.timeout,
-                          self.chunk_size, deadline, None, results, durable))
+                          self.chunk_size, deadline, orphans, results, durable))
         except BaseException:
             settle_answered(results, on_replies)
             raise

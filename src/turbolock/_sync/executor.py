@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
 from turbolock._sync.connection import Connection
 from turbolock._sync.pipeline import PipelineBroken, run_chunks
 from turbolock._sync.pool import ConnectionPool
@@ -47,12 +48,15 @@ def _script_load(conn: Connection, script: _scripts.Script) -> bytes:
 class Executor:
     """The ``Server`` of one Redis server (``_flows/topology``), over a pool of connections."""
 
-    __slots__ = ("pool", "timeout", "chunk_size", "wait", "replicas")
+    __slots__ = ("pool", "timeout", "chunk_size", "wait", "replicas", "on_orphan")
 
-    def __init__(self, pool: ConnectionPool, timeout: float, chunk_size: int) -> None:
+    def __init__(self, pool: ConnectionPool, timeout: float, chunk_size: int,
+                 on_orphan: OrphanHandler | None = None) -> None:
         self.pool = pool
         self.timeout = timeout
         self.chunk_size = chunk_size
+        self.on_orphan = on_orphan
+        """Where an interrupted bulk acquire's maybe-taken locks go (``bulk_plan.release_orphan``)."""
         options = pool.options
         self.replicas = options.replicas_ack
         self.wait = wait_command(options.replicas_ack, options.replicas_timeout)
@@ -171,7 +175,7 @@ class Executor:
 
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
-             deadline: float = math.inf, orphans: Any = None, keys: Any = None,
+             deadline: float = math.inf, orphans: OrphanTags | None = None, keys: Any = None,
              durable: bool = False) -> list[object]:
         """Replies for ``count`` items in input order; an item whose outcome the connection lost
         is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
@@ -181,9 +185,11 @@ class Executor:
         For scripts, items answered NOSCRIPT are sent again after loading the script, encoded by
         ``reencode(buf, indices)``. ``on_replies(start, replies)`` also sees each chunk as it
         arrives (not the NOSCRIPT retries), to overlap the caller's work with the server's.
-        Nothing waits past ``deadline`` (besides each chunk's own timeout). ``orphans`` is the
-        asyncio executor's (a blocking caller is never cancelled); it is ignored here, and so are
-        ``keys`` (each item's key, for a Redis Cluster's executor to route by).
+        Nothing waits past ``deadline`` (besides each chunk's own timeout). A call interrupted
+        (KeyboardInterrupt, SystemExit) hands what its acquires may have taken to ``on_orphan``,
+        tagged by ``orphans(start, stop)``: the chunks in flight, the one being handed over, a
+        NOSCRIPT retry's. ``keys`` (each item's key, for a Redis Cluster's executor to route by)
+        is ignored here.
         """
         results: list[object] = [NOT_SENT] * count
         if not count:
@@ -200,13 +206,14 @@ class Executor:
         try:
             run_chunks(conn, count, self.chunk_size, encode, self.timeout, store, deadline=deadline)
             if script is not None and reencode is not None:
-                self._reload_and_retry(conn, script, reencode, results, deadline)
+                self._reload_and_retry(conn, script, reencode, results, deadline, orphans)
         except PipelineBroken as broken:
             pool.discard(conn)
             _mark_unknown(results, range(broken.replied, broken.sent))
             if wait is not None:
                 mark_not_durable(results, None, self.replicas)
             if not isinstance(broken.cause, Exception):
+                self._orphan(orphans, broken, results, on_replies is not None)
                 raise broken.cause from None
             return results
         except BaseException:
@@ -226,8 +233,28 @@ class Executor:
         pool.put(conn)
         return results
 
+    def _orphan(self, orphans: OrphanTags | None, broken: PipelineBroken, results: list[object],
+                handed: bool) -> None:
+        """An interrupted call's locks nobody will settle go to ``on_orphan``: the chunks already
+        answered when no ``on_replies`` took them (``handed`` False), the chunk being handed over,
+        with their replies, and the chunks in flight as ``UNKNOWN``."""
+        on_orphan = self.on_orphan
+        if orphans is None or on_orphan is None:
+            return
+        answered = broken.replied
+        if broken.handing is not None:
+            start, replies = broken.handing
+            if not handed and start:
+                _hand_over(on_orphan, orphans, 0, results[:start])
+            _hand_over(on_orphan, orphans, start, replies)
+            answered = max(answered, start + len(replies))
+        elif not handed and answered:
+            _hand_over(on_orphan, orphans, 0, results[:answered])
+        if broken.sent > answered:
+            on_orphan(orphans(answered, broken.sent), UNKNOWN)
+
     def _reload_and_retry(self, conn: Connection, script: _scripts.Script, reencode: Reencoder,
-                          results: list[object], deadline: float) -> None:
+                          results: list[object], deadline: float, orphans: OrphanTags | None = None) -> None:
         missing = noscript_indices(results)
         if not missing:
             return
@@ -244,6 +271,11 @@ class Executor:
                               prologue=_script_load(conn, script), prologue_replies=1, deadline=deadline)
         except PipelineBroken as broken:
             _mark_unknown(sub_results, range(broken.replied, broken.sent))
+            if not isinstance(broken.cause, Exception) and orphans is not None and self.on_orphan is not None:
+                # The caller's plan sees the retry's replies only when ``many`` returns: every
+                # item sent again is orphaned, with its reply or as unknown.
+                if broken.sent:
+                    _hand_over(self.on_orphan, subset_orphans(orphans, missing), 0, sub_results[:broken.sent])
             for j, i in enumerate(missing):
                 results[i] = sub_results[j]
             # Marked here by the retry's own positions: the caller must not mark again by them.
@@ -251,6 +283,10 @@ class Executor:
         check_loaded(head, script)
         for j, i in enumerate(missing):
             results[i] = sub_results[j]
+
+
+def _hand_over(on_orphan: OrphanHandler, orphans: OrphanTags, start: int, replies: list[object]) -> None:
+    on_orphan(orphans(start, start + len(replies)), replies if len(replies) > 1 else replies[0])
 
 
 def _mark_unknown(results: list[object], indices: range) -> None:

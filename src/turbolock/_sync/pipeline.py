@@ -17,13 +17,19 @@ from turbolock._wire.outcomes import WINDOW, Encoder, ReplyHandler
 
 class PipelineBroken(Exception):
     """The connection failed mid-way: items before ``replied`` have replies, items from
-    ``replied`` to ``sent`` were sent without a reply (outcome unknown), the rest were never sent."""
+    ``replied`` to ``sent`` were sent without a reply (outcome unknown), the rest were never sent.
 
-    def __init__(self, cause: BaseException, replied: int, sent: int) -> None:
+    ``handing`` is ``(start, replies)`` of a chunk read but perhaps not wholly handed to
+    ``on_replies`` when the call was interrupted there (a KeyboardInterrupt between two of its
+    leases); None otherwise."""
+
+    def __init__(self, cause: BaseException, replied: int, sent: int,
+                 handing: tuple[int, list[object]] | None = None) -> None:
         super().__init__(str(cause))
         self.cause = cause
         self.replied = replied
         self.sent = sent
+        self.handing = handing
 
 
 def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, timeout: float,
@@ -41,6 +47,7 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
     next_start = 0
     replied = 0
     head: list[object] = []
+    handing: tuple[int, list[object]] | None = None
     try:
         while replied < count:
             while len(inflight) < WINDOW and next_start < count:
@@ -57,9 +64,11 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
                 prologue_replies = 0
             start, stop = inflight.popleft()
             replies = conn.read(stop - start, min(time.monotonic() + timeout, deadline))
+            handing = (start, replies)
             replied = stop
             on_replies(start, replies)
+            handing = None
     except BaseException as exc:
         buf.clear()
-        raise PipelineBroken(exc, replied, next_start) from None
+        raise PipelineBroken(exc, replied, next_start, handing) from None
     return head

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from turbolock._flows.bulk_plan import OrphanTags, subset_orphans
 from turbolock._flows.sentinel_routes import (
     CHECK_INTERVAL,
     SentinelRoutes,
@@ -160,12 +161,16 @@ class SentinelExecutor(Executor):
 
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
-             deadline: float = math.inf, orphans: Any = None, keys: Any = None,
+             deadline: float = math.inf, orphans: OrphanTags | None = None, keys: Any = None,
              durable: bool = False) -> list[object]:
         """As ``Executor.many``; items refused with ``READONLY`` go once more to the master the
         Sentinels name next (``on_replies`` sees every reply at the end)."""
-        def send(n: int, enc: Encoder, reenc: Reencoder | None, _: Sequence[int] | None) -> CallStep:
-            return Call(Executor.many, (self, n, enc, script, reenc, None, deadline), {"durable": durable})
+        def send(n: int, enc: Encoder, reenc: Reencoder | None, indices: Sequence[int] | None) -> CallStep:
+            tags = orphans
+            if orphans is not None and indices is not None:  # what the resent items may take
+                tags = subset_orphans(orphans, indices)
+            return Call(Executor.many, (self, n, enc, script, reenc, None, deadline),
+                        {"durable": durable, "orphans": tags})
 
         results = run(guarded_many_flow(self.pool, send, count, encode, reencode))
         if on_replies is not None and count:

@@ -32,7 +32,6 @@ from turbolock._flows.bulk_flows import (
     release_many_flow,
     run_release_flow,
 )
-from turbolock._flows.bulk_plan import orphan_replies
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.cleanup_book import retry_delay
 from turbolock._flows.client_rules import ClientRules
@@ -301,19 +300,6 @@ class AsyncLockClient(ClientRules[AsyncLock]):
 
     async def _release_renewed(self, leases: list[Lease], deadline: float) -> list[bool]:
         return await self.release_many(leases)
-
-    def _on_orphan(self, tag: Any, reply: object) -> None:
-        """An acquire's reply came (or was lost) after its caller stopped waiting: a lock it
-        took, or may have taken, is released with its token."""
-        keys, tokens, ttl = tag[:3]
-        forget_at = time.monotonic() + ttl / 1000.0
-        if type(keys) is bytes:
-            if reply is UNKNOWN or reply == b"OK" or type(reply) is int:  # an int: a fenced acquire's fence
-                self._remember_cleanup(keys, tokens, forget_at)
-            return
-        for key, token, one in zip(keys, tokens, orphan_replies(tag, reply), strict=True):
-            if one is UNKNOWN or one == b"OK" or type(one) is int:
-                self._remember_cleanup(key, token, forget_at)
 
     def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None:
         """Release ``key`` with ``token`` in the background, until ``forget_at`` (its key's expiry)."""
