@@ -26,6 +26,7 @@ from turbolock._flows.client_settings import (
     check_fenced,
 )
 from turbolock._flows.closing import stop_renewing_flow
+from turbolock._flows.fair import LEAVE_SECONDS, fair_attempt_flow, fair_leave_flow
 from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch, OnLost
 from turbolock._flows.single import (
@@ -130,6 +131,18 @@ class LockClient(ClientRules[Lock]):
 
     def _wake_consume(self, ticket: Ticket) -> None:
         ticket.home.consume(ticket)
+
+    # The steps of a fair Lock object (``SingleLockFlows._fair_acquire_flow``).
+    def _fair_attempt(self, name: str | bytes, ttl: Seconds, waiter: bytes, attempt: int,
+                      auto_renew: bool | AutoRenew, on_lost: OnLost | None, fenced: bool, queue: bool,
+                      deadline: float | None) -> Lease | int | None:
+        """One attempt of a fair waiter, by ``deadline`` (None: the call's own)."""
+        end = time.monotonic() + self.options.timeout if deadline is None else deadline
+        return run(fair_attempt_flow(self, name, ttl, waiter, attempt, auto_renew, on_lost, fenced, queue,
+                                     end))
+
+    def _fair_leave(self, name: str | bytes, waiter: bytes) -> None:
+        run(fair_leave_flow(self, name, waiter, time.monotonic() + LEAVE_SECONDS))
 
     # -- single locks ---------------------------------------------------------------------------
 

@@ -159,18 +159,20 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
     def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
              timeout: Seconds | None = None, token: bytes | None = None,
              auto_renew: bool | AutoRenew | None = None, on_lost: OnLost | None = None,
-             fenced: bool = False) -> LockT:
+             fenced: bool = False, fair: bool = False) -> LockT:
         """A Lock object for ``name``: use it with ``with`` (``async with``), as a decorator, or
         call acquire().
 
         With no ``ttl`` the lock lives 30 s at a time and is renewed until released (unless
         ``auto_renew=False``). ``timeout=None`` waits until the lock is free; ``timeout=0`` or
         ``blocking=False`` makes one attempt. ``fenced=True``: each acquire gets a fence
-        (``lock.fence``, see ``try_acquire``).
+        (``lock.fence``, see ``try_acquire``). ``fair=True``: waiters take the lock strictly in
+        the order they first asked, among the fair Lock objects of this name (a try with
+        ``blocking=False`` succeeds only when nobody waits).
         """
         ttl, renew = lock_ttl(ttl, auto_renew)
         lock: LockT = self._lock_type(self, name, ttl, blocking=blocking, timeout=timeout, token=token,
-                                      auto_renew=renew, on_lost=on_lost, fenced=fenced)
+                                      auto_renew=renew, on_lost=on_lost, fenced=fenced, fair=fair)
         return lock
 
     # The flows of one lock, for the Lock objects to run in their own driver (functions of the

@@ -82,16 +82,34 @@ def check_fenced(fenced: object, key_prefix: bytes, key: bytes, replicas_ack: in
     if not isinstance(fenced, bool):
         raise InvalidArgumentTypeError("fenced", "must be True or False")
     if fenced:
-        if replicas_ack:
-            raise InvalidArgumentError("fenced", "cannot be combined with replicas_ack yet (a fenced acquire "
-                                                 "is not followed by WAIT)")
-        full = key_prefix + key
-        start = full.find(b"{")
-        tagged = start != -1 and full.find(b"}", start + 1) > start + 1
-        if not tagged and b"}" in full:
-            raise InvalidArgumentError("name", "a fenced lock's name may not hold '}' outside a {hash tag}: "
-                                               "its fence counter would land in another cluster slot")
+        _check_own_keys("fenced", key_prefix, key, replicas_ack, "fence counter")
     return fenced
+
+
+def check_fair(fair: object, key_prefix: bytes, key: bytes, replicas_ack: int, token: bytes | None) -> bool:
+    """Whether a Lock object is fair; a fair one's checks (its queue must share the lock's
+    cluster slot: see ``fair_scripts``)."""
+    if not isinstance(fair, bool):
+        raise InvalidArgumentTypeError("fair", "must be True or False")
+    if fair:
+        if token is not None:
+            raise InvalidArgumentError("token", "a fair Lock draws its own tokens (they carry its place "
+                                                "in the queue); leave token out")
+        _check_own_keys("fair", key_prefix, key, replicas_ack, "queue")
+    return fair
+
+
+def _check_own_keys(argument: str, key_prefix: bytes, key: bytes, replicas_ack: int, what: str) -> None:
+    """A lock whose script keeps keys of its own beside the lock key (``scripts.SLOT_BASE``)."""
+    if replicas_ack:
+        raise InvalidArgumentError(argument, f"cannot be combined with replicas_ack yet (a {argument} "
+                                             "acquire is not followed by WAIT)")
+    full = key_prefix + key
+    start = full.find(b"{")
+    tagged = start != -1 and full.find(b"}", start + 1) > start + 1
+    if not tagged and b"}" in full:
+        raise InvalidArgumentError("name", f"a {argument} lock's name may not hold '}}' outside a "
+                                           f"{{hash tag}}: its {what} would land in another cluster slot")
 
 
 def check_fenced_keys(fenced: object, key_prefix: bytes, keys: Sequence[bytes], replicas_ack: int) -> bool:

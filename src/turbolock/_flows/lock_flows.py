@@ -6,16 +6,18 @@ single-server and the Redlock ones differ only in how the lock is taken.
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from turbolock import _metrics
-from turbolock._flows.client_settings import check_fenced
+from turbolock._flows.client_settings import check_fair, check_fenced
 from turbolock._flows.lock_rules import LockState, Waiting, worth_retrying
 from turbolock._flows.redlock_result import FencedRedlockLease, RedlockLease, RedlockResult, RedlockStatus
 from turbolock._flows.steps import Call, Flow, Sleep
+from turbolock._wire.fair_scripts import WAITER_BYTES
 from turbolock._wire.validate import Seconds, encode_name
 from turbolock.errors import (
     ConnectionError,
@@ -33,6 +35,8 @@ LeaseT = TypeVar("LeaseT", bound=Lease)
 class LockFlows(LockState[LeaseT]):
     fenced = False
     """Whether each acquire is fenced (single-server Lock objects made with ``fenced=True``)."""
+    fair = False
+    """Whether waiters take the lock in the order they came (``fair=True``: ``fair_scripts``)."""
 
     """The flows of a Lock object over ``client`` (a threaded or an asyncio client: the flows
     call its methods, which the driver runs or awaits)."""
@@ -74,7 +78,9 @@ class LockFlows(LockState[LeaseT]):
 
     def _one_attempt(self) -> tuple[Any, ...] | None:
         """The arguments of ``client._attempt`` when one attempt is all an acquire needs (one
-        server); None when acquiring is a flow of its own (a Redlock)."""
+        server); None when acquiring is a flow of its own (a Redlock, a fair Lock)."""
+        if self.fair:
+            return None
         return (self.name, self.ttl, self._token, self.auto_renew, self.on_lost, None, self.fenced)
 
     def _acquire_flow(self, wait: float | None) -> Flow[LeaseT | None]:
@@ -153,9 +159,10 @@ class SingleLockFlows(LockFlows[Lease]):
     what is left of the wait if that is shorter; an attempt whose reply was lost is released in
     the background (by the client) and the wait goes on."""
 
-    def _init_fencing(self, client: Any, fenced: object) -> None:
-        self.fenced = fenced is not False and check_fenced(fenced, client.key_prefix, encode_name(self.name),
-                                                           client.options.replicas_ack)
+    def _init_fencing(self, client: Any, fenced: object, fair: object = False) -> None:
+        key, replicas = encode_name(self.name), client.options.replicas_ack
+        self.fenced = fenced is not False and check_fenced(fenced, client.key_prefix, key, replicas)
+        self.fair = fair is not False and check_fair(fair, client.key_prefix, key, replicas, self._token)
 
     @property
     def fence(self) -> int | None:
@@ -164,9 +171,11 @@ class SingleLockFlows(LockFlows[Lease]):
         return None if lease is None else lease.fence
 
     def _settings(self) -> dict[str, Any]:
-        return {**super()._settings(), "fenced": self.fenced}
+        return {**super()._settings(), "fenced": self.fenced, "fair": self.fair}
 
     def _acquire_flow(self, wait: float | None) -> Flow[Lease | None]:
+        if self.fair:
+            return (yield from self._fair_acquire_flow(wait))
         client = self.client
         waiting = Waiting(wait)
         ticket = None
@@ -215,6 +224,65 @@ class SingleLockFlows(LockFlows[Lease]):
         finally:
             if ticket is not None:
                 client._wake_leave(ticket)
+
+
+    def _fair_acquire_flow(self, wait: float | None) -> Flow[Lease | None]:
+        """Attempts of one waiter that keeps its place in the name's queue between them (a try,
+        ``wait`` 0, takes none): the lock comes to it when everyone ahead has had it. Woken by
+        releases in the order of the places; a wait that ends without the lock leaves the queue."""
+        client = self.client
+        waiting = Waiting(wait)
+        waiter = secrets.token_bytes(WAITER_BYTES)
+        queue = wait != 0.0
+        ticket = None
+        attempts = 0
+        try:
+            while True:
+                attempts += 1
+                try:
+                    deadline = waiting.attempt_deadline(client.options.timeout)
+                    attempt = (self.name, self.ttl, waiter, attempts, self.auto_renew, self.on_lost,
+                               self.fenced, queue, deadline)
+                    got = yield Call(client._fair_attempt, attempt)
+                except ConnectionError as error:
+                    if not worth_retrying(error, wait):
+                        raise
+                    got = None  # a lock it may have taken is released in the background
+                if isinstance(got, Lease):
+                    return got
+                if not queue:
+                    return None
+                if ticket is None and client._wakes_waiters:
+                    joined = waiting.join_deadline(client.options.timeout)
+                    key = client.key_prefix + encode_name(self.name)
+                    ticket = yield Call(client._wake_join, (key, joined))
+                    if ticket.heard:
+                        waiting.woken_by_release()
+                    if got is not None:
+                        ticket.rank = got
+                    if waiting.over():
+                        break
+                    continue  # at once: a release before the subscription was confirmed went unheard
+                if ticket is not None and got is not None:
+                    ticket.rank = got
+                pause = waiting.pause()
+                if pause is None:
+                    break
+                if ticket is None:
+                    yield Sleep(pause)
+                else:
+                    yield Call(client._wake_wait, (ticket, pause))
+        except GeneratorExit:
+            raise
+        except BaseException:  # an error, an interrupt, a cancelled task: it leaves, then raises
+            if queue:
+                yield Call(client._fair_leave, (self.name, waiter))
+            raise
+        finally:
+            if ticket is not None:
+                client._wake_leave(ticket)
+        yield Call(client._fair_leave, (self.name, waiter))
+        return None
 
 
 class RedlockLockFlows(LockFlows[RedlockLease]):

@@ -12,6 +12,7 @@ for the key and waits on it. The threaded and the asyncio wakers (``_sync.waker`
 - One release wakes one waiter of the process (the longest waiting one not yet woken), in
   arrival order: a release frees one lock, and waking every waiter would send them all to the
   server for one winner. A woken waiter that leaves without trying passes its wake-up on.
+  Fair waiters (``fair_scripts``) are woken by their place in the server's queue instead.
 - A subscription that may have missed messages (the connection was lost, or just made) wakes
   every waiter of its key: they try again, and polling with backoff stays the safety net.
 - Subscriptions outlive their waiters for ``IDLE_SECONDS``, up to ``IDLE_SUBSCRIPTIONS`` keys
@@ -47,7 +48,7 @@ class Ticket:
     ``heard`` says whether the key's subscription was confirmed when the waiter joined (if
     not, the waiter keeps polling at the pace of a waiter that is never woken)."""
 
-    __slots__ = ("key", "woken", "wake", "heard", "event", "home")
+    __slots__ = ("key", "woken", "wake", "heard", "event", "home", "rank")
 
     def __init__(self, key: bytes, wake: Callable[[], None], event: Any = None, home: Any = None) -> None:
         self.key = key
@@ -57,6 +58,9 @@ class Ticket:
         self.event = event
         self.home = home
         """The waker the ticket waits in (its ``wait``, ``consume`` and ``leave``)."""
+        self.rank = 0
+        """A fair waiter's place in the server's queue (``fair_scripts``): the lowest is woken
+        first. 0 for the others, woken in arrival order."""
 
     def __repr__(self) -> str:
         return f"Ticket(woken={self.woken})"
@@ -212,11 +216,15 @@ class WakeBook:
         return evicted
 
     def _wake_one(self, queue: list[Ticket]) -> None:
+        chosen: Ticket | None = None
         for ticket in queue:
-            if not ticket.woken:
-                ticket.woken = True
-                ticket.wake()
-                return
+            if not ticket.woken and (chosen is None or ticket.rank < chosen.rank):
+                chosen = ticket
+                if not ticket.rank:  # not a fair waiter: the first in arrival order
+                    break
+        if chosen is not None:
+            chosen.woken = True
+            chosen.wake()
 
     def _wake_all(self, key: bytes) -> None:
         for ticket in self.queues.get(key, ()):

@@ -118,14 +118,23 @@ return out
 # ':fence' after it when the key has a hash tag, else '{key}:fence' (the whole key as the tag;
 # names with a '}' outside a tag are refused by the client, as that would move the counter to
 # another slot). Replies nil when the lock is held.
-NEXT_FENCE = b"""\
-local function next_fence(key)
+SLOT_BASE = b"""\
+local function slot_base(key)
   local open = string.find(key, '{', 1, true)
   local close = open and string.find(key, '}', open + 1, true)
   if open and close and close > open + 1 then
-    return redis.call('incr', key .. ':fence')
+    return key
   end
-  return redis.call('incr', '{' .. key .. '}:fence')
+  return '{' .. key .. '}'
+end
+"""
+"""Lua: ``slot_base(key)``, what a lock key's own keys (its fence counter, a fair lock's queue)
+are named after so that they share its cluster slot: the key itself when it has a hash tag,
+else the key as one."""
+
+NEXT_FENCE = SLOT_BASE + b"""\
+local function next_fence(key)
+  return redis.call('incr', slot_base(key) .. ':fence')
 end
 """
 """Lua: ``next_fence(key)``, the next value of a lock key's fence counter (for the scripts that

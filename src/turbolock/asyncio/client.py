@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Awaitable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from turbolock import _metrics
 from turbolock._aio.cluster_waker import AsyncClusterWaker
@@ -41,6 +41,7 @@ from turbolock._flows.client_settings import (
     check_fenced,
 )
 from turbolock._flows.closing import stop_renewing_flow
+from turbolock._flows.fair import LEAVE_SECONDS, fair_attempt_flow, fair_leave_flow
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch
 from turbolock._flows.single import (
     acquire_result,
@@ -61,6 +62,8 @@ from turbolock.errors import (
     LockError,
 )
 from turbolock.lease import Lease, LockInfo
+
+T = TypeVar("T")
 
 log = logging.getLogger("turbolock")
 
@@ -135,6 +138,20 @@ class AsyncLockClient(ClientRules[AsyncLock]):
     def _wake_consume(self, ticket: Ticket) -> None:
         ticket.home.consume(ticket)
 
+    # The steps of a fair Lock object (``SingleLockFlows._fair_acquire_flow``).
+    def _fair_attempt(self, name: str | bytes, ttl: Seconds, waiter: bytes, attempt: int,
+                      auto_renew: bool | AutoRenew, on_lost: OnLost | None, fenced: bool, queue: bool,
+                      deadline: float | None) -> Awaitable[Lease | int | None]:
+        """One attempt of a fair waiter, by ``deadline`` (None: the call's own); one cut short
+        is None, and a lock it may have taken is released in the background."""
+        attempt_flow = run(fair_attempt_flow(self, name, ttl, waiter, attempt, auto_renew, on_lost, fenced,
+                                             queue, deadline))
+        return attempt_flow if deadline is None else self._attempt_by(attempt_flow, deadline)
+
+    async def _fair_leave(self, name: str | bytes, waiter: bytes) -> None:
+        end = time.monotonic() + LEAVE_SECONDS
+        await run_within(run(fair_leave_flow(self, name, waiter, end)), LEAVE_SECONDS)
+
     # -- single locks ---------------------------------------------------------------------------
 
     async def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
@@ -198,7 +215,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             return attempt  # awaited by the Lock's driver: no coroutine of its own
         return self._attempt_by(attempt, deadline)
 
-    async def _attempt_by(self, attempt: Awaitable[Lease | None], deadline: float) -> Lease | None:
+    async def _attempt_by(self, attempt: Awaitable[T], deadline: float) -> T | None:
         task = asyncio.ensure_future(attempt)
         try:
             finished = await finished_within(task, deadline - time.monotonic())
@@ -206,7 +223,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             task.cancel()
             if task.done() and not task.cancelled() and task.exception() is None:
                 lease = task.result()
-                if lease is not None:
+                if isinstance(lease, Lease):
                     self._abandon_lease(lease)
             raise
         if not finished:

@@ -119,8 +119,8 @@ class AsyncLock(AsyncLockCalls, SingleLockFlows):
     def __init__(self, client: AsyncLockClient, name: str | bytes, ttl: Seconds, *, blocking: bool = True,
                  timeout: Seconds | None = None, token: bytes | None = None,
                  auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
-                 fenced: bool = False) -> None:
+                 fenced: bool = False, fair: bool = False) -> None:
         self._setup(name, ttl, blocking, timeout, token, auto_renew, on_lost)
         client._renew_policy(auto_renew, on_lost, self._ttl_ms)
-        self._init_fencing(client, fenced)
+        self._init_fencing(client, fenced, fair)
         self._init_flows(client)

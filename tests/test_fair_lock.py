@@ -1,0 +1,183 @@
+"""``lock(..., fair=True)``: waiters take the lock strictly in the order they first asked.
+
+Waiters in several OS processes queue up one after the other behind a held lock; once it is
+released, the grants must follow the queue. The control runs the same waiters unfair and
+without wake-ups (each polls with its own backoff): their order then comes out otherwise.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from _eventually import eventually
+from turbolock import InvalidArgumentError, InvalidArgumentTypeError, LockClient
+from turbolock._wire.fair_scripts import PATIENCE_MS
+from turbolock.asyncio import AsyncLockClient
+from turbolock.redis_server import RedisServer
+
+WAITERS = 8
+
+
+def _wait_and_record(url: str, core: str, prefix: str, name: str, who: int, fair: bool) -> None:
+    """A waiter process: take the lock (fair, or polling unfair), note who had it, hold briefly."""
+    with LockClient.from_url(url, core=core, key_prefix=prefix, wake_waiters=fair) as client:
+        lock = client.lock(name, 10, fair=fair)
+        if not lock.acquire(timeout=30):
+            os._exit(3)
+        raw = redis.Redis.from_url(url)
+        raw.rpush(prefix + "grants", who)
+        time.sleep(0.02)
+        lock.release()
+        raw.close()
+
+
+def _queue(raw: redis.Redis, prefix: str | bytes, name: str, part: str = "queue") -> list[bytes]:
+    """The waiters in the name's queue."""
+    base = (prefix if isinstance(prefix, bytes) else prefix.encode()) + name.encode()
+    return raw.zrange(b"{" + base + b"}:" + part.encode(), 0, -1)
+
+
+def _start(url: str, core: str, prefix: str, name: str, who: int, fair: bool) -> Any:
+    process = multiprocessing.get_context("fork").Process(
+        target=_wait_and_record, args=(url, core, prefix, name, who, fair), daemon=True)
+    process.start()
+    return process
+
+
+@pytest.mark.parametrize("fair", [True, False], ids=["fair", "control"])
+def test_waiters_in_several_processes_get_the_lock_in_the_order_they_came(
+        redis_server: RedisServer, core_name: str, key_prefix: str, raw: redis.Redis, fair: bool) -> None:
+    url = redis_server.url
+    with LockClient.from_url(url, core=core_name, key_prefix=key_prefix) as client:
+        holder = client.lock("sale", 30, fair=fair)
+        assert holder.acquire()
+        processes = []
+        for who in range(WAITERS):
+            processes.append(_start(url, core_name, key_prefix, "sale", who, fair))
+            if fair:  # it has its place before the next one comes
+                assert eventually(lambda who=who: len(_queue(raw, key_prefix, "sale")) == who + 1, 10.0)
+            else:  # it has found the lock held and backs off (the earlier ones back off longer)
+                time.sleep(0.15)
+        holder.release()
+        for process in processes:
+            process.join(60)
+            assert process.exitcode == 0
+    grants = [int(who) for who in raw.lrange(key_prefix + "grants", 0, -1)]
+    assert sorted(grants) == list(range(WAITERS))
+    if fair:
+        assert grants == list(range(WAITERS))
+        assert _queue(raw, key_prefix, "sale") == []
+        assert not raw.exists(("{" + key_prefix + "sale}:asked").encode())
+    else:
+        assert grants != list(range(WAITERS)), "the control must come out of order"
+
+
+def test_a_holder_that_takes_the_lock_again_queues_behind_the_waiters(make_client: Callable[..., Any],
+                                                                     raw: redis.Redis) -> None:
+    client = make_client()
+    greedy = client.lock("shard", 10, fair=True)
+    assert greedy.acquire()
+    waiters = [client.lock("shard", 10, fair=True) for _ in range(3)]
+    got: list[int] = []
+
+    def wait(i: int) -> None:
+        assert waiters[i].acquire(timeout=10)
+        got.append(i)
+        waiters[i].release()
+
+    threads = [threading.Thread(target=wait, args=(i,)) for i in range(3)]
+    for i, thread in enumerate(threads):
+        thread.start()
+        assert eventually(lambda i=i: len(_queue(raw, client.key_prefix, "shard")) == i + 1, 10.0)
+    greedy.release()
+    assert greedy.acquire(timeout=10)  # asks at once: it is fourth
+    for thread in threads:
+        thread.join(10)
+    assert got == [0, 1, 2], "every waiter had the lock before the holder had it again"
+    greedy.release()
+
+
+def test_a_try_succeeds_only_when_nobody_waits(make_client: Callable[..., Any], raw: redis.Redis) -> None:
+    client = make_client()
+    holder = client.lock("form", 10, fair=True)
+    assert holder.acquire()
+    waiter = client.lock("form", 10, fair=True)
+    assert not waiter.acquire(timeout=0.2)  # it came, waited, left
+    assert _queue(raw, client.key_prefix, "form") == []
+    holder.release()
+    assert client.lock("form", 10, fair=True).acquire(blocking=False)
+
+
+def test_a_wait_that_ends_leaves_the_queue_control(make_client: Callable[..., Any], raw: redis.Redis,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without leaving, the place stays (until the others' patience drops it) and blocks a try.
+    monkeypatch.setattr(LockClient, "_fair_leave", lambda *_: None)
+    monkeypatch.setattr(AsyncLockClient, "_fair_leave", _no_leave)
+    client = make_client()
+    holder = client.lock("form", 10, fair=True)
+    assert holder.acquire()
+    assert not client.lock("form", 10, fair=True).acquire(timeout=0.2)
+    assert len(_queue(raw, client.key_prefix, "form")) == 1
+    holder.release()
+    assert not client.lock("form", 10, fair=True).acquire(blocking=False)
+
+
+async def _no_leave(*_: object) -> None:
+    return None
+
+
+@pytest.mark.timing
+def test_a_waiter_that_died_in_the_queue_is_passed_over(redis_server: RedisServer, core_name: str,
+                                                        key_prefix: str, raw: redis.Redis) -> None:
+    url = redis_server.url
+    with LockClient.from_url(url, core=core_name, key_prefix=key_prefix) as client:
+        holder = client.lock("job", 30, fair=True)
+        assert holder.acquire()
+        dead = _start(url, core_name, key_prefix, "job", 0, True)
+        assert eventually(lambda: len(_queue(raw, key_prefix, "job")) == 1, 10.0)
+        alive = _start(url, core_name, key_prefix, "job", 1, True)
+        assert eventually(lambda: len(_queue(raw, key_prefix, "job")) == 2, 10.0)
+        os.kill(dead.pid, signal.SIGKILL)
+        dead.join(5)
+        released = time.monotonic()
+        holder.release()
+        alive.join(30)
+        waited = time.monotonic() - released
+    assert alive.exitcode == 0
+    assert [int(who) for who in raw.lrange(key_prefix + "grants", 0, -1)] == [1]
+    # The dead one's place goes once it has not asked for PATIENCE_MS; the live one asks again
+    # within its longest pause (0.2 s).
+    assert waited < PATIENCE_MS / 1000 + 0.5
+
+
+def test_fair_arguments_are_checked(make_client: Callable[..., Any]) -> None:
+    client = make_client()
+    with pytest.raises(InvalidArgumentTypeError, match="fair"):
+        client.lock("x", 10, fair="yes")
+    with pytest.raises(InvalidArgumentError, match="token"):
+        client.lock("x", 10, fair=True, token=b"t" * 16)
+    with pytest.raises(InvalidArgumentError, match="name"):
+        client.lock("a}b", 10, fair=True)
+    assert client.lock("{a}b}", 10, fair=True).fair  # a hash tag keeps the queue in the slot
+    with pytest.raises(InvalidArgumentError, match="fair"):
+        make_client(replicas_ack=1).lock("x", 10, fair=True)
+
+
+def test_a_fair_lock_can_be_fenced(make_client: Callable[..., Any]) -> None:
+    client = make_client()
+    lock = client.lock("fenced", 10, fair=True, fenced=True)
+    assert lock.acquire()
+    first = lock.fence
+    lock.release()
+    assert lock.acquire()
+    assert first is not None and lock.fence == first + 1
+    lock.release()
