@@ -120,8 +120,9 @@ def test_bulk_calls_keep_their_deadline(arun_asyncio: Runner, fault: Fault, core
     arun_asyncio(body).check()
 
 
+@pytest.mark.parametrize("fair", [False, True], ids=["plain", "fair"])
 def test_a_wait_shorter_than_the_call_timeout_is_kept(arun_asyncio: Runner, fault: Fault, core_name: str,
-                                                      key_prefix: str) -> None:
+                                                      key_prefix: str, fair: bool) -> None:
     """Client timeout 1 s, AsyncLock wait 0.3 s: acquire() ends by 0.3 s (False or a
     ConnectionError), and an ``async with`` block raises by then."""
     wait = 0.3
@@ -133,13 +134,13 @@ def test_a_wait_shorter_than_the_call_timeout_is_kept(arun_asyncio: Runner, faul
             if fault.warm:
                 assert (await client.query("warm-up")).held is False
                 fault.inject()
-            lock = client.lock("z", 5, timeout=wait)
+            lock = client.lock("z", 5, timeout=wait, fair=fair)
             outcome = await watch.arun("AsyncLock.acquire() with timeout=0.3", wait, lock.acquire)
             watch.expect(outcome, outcome.result is False or isinstance(outcome.error, ConnectionError),
                          "returned False or raised a ConnectionError")
 
             async def with_block() -> None:
-                async with client.lock("w", 5, timeout=wait):
+                async with client.lock("w", 5, timeout=wait, fair=fair):
                     pass
 
             outcome = await watch.arun("async with client.lock(timeout=0.3)", wait, with_block)
@@ -154,8 +155,9 @@ def test_a_wait_shorter_than_the_call_timeout_is_kept(arun_asyncio: Runner, faul
 
 
 @pytest.mark.parametrize("fault", ["silent"], indirect=True)
+@pytest.mark.parametrize("fair", [False, True], ids=["plain", "fair"])
 def test_a_wait_longer_than_the_call_timeout_keeps_trying(arun_asyncio: Runner, fault: Fault, core_name: str,
-                                                          key_prefix: str) -> None:
+                                                          key_prefix: str, fair: bool) -> None:
     """Client timeout 0.3 s, AsyncLock wait 0.8 s: a lost reply does not end the wait; every
     attempt fails, so acquire() returns False and ``async with`` raises LockNotAcquiredError,
     both by 0.8 s and not before the last attempt had its chance (0.8 - 0.3 s)."""
@@ -168,13 +170,13 @@ def test_a_wait_longer_than_the_call_timeout_keeps_trying(arun_asyncio: Runner, 
             if fault.warm:
                 assert (await client.query("warm-up")).held is False
                 fault.inject()
-            lock = client.lock("z", 5, timeout=wait)
+            lock = client.lock("z", 5, timeout=wait, fair=fair)
             outcome = await watch.arun("AsyncLock.acquire() with timeout=0.8", wait, lock.acquire)
             watch.expect(outcome, outcome.error is None and outcome.result is False, "returned False")
             watch.expect(outcome, outcome.elapsed >= wait - T, f"kept trying for at least {wait - T:.1f}s")
 
             async def with_block() -> None:
-                async with client.lock("w", 5, timeout=wait):
+                async with client.lock("w", 5, timeout=wait, fair=fair):
                     pass
 
             outcome = await watch.arun("async with client.lock(timeout=0.8)", wait, with_block)

@@ -102,7 +102,9 @@ def test_bulk_calls_keep_their_deadline(fault: Fault, core_name: str, key_prefix
     watch.check()
 
 
-def test_a_wait_shorter_than_the_call_timeout_is_kept(fault: Fault, core_name: str, key_prefix: str) -> None:
+@pytest.mark.parametrize("fair", [False, True], ids=["plain", "fair"])
+def test_a_wait_shorter_than_the_call_timeout_is_kept(fault: Fault, core_name: str, key_prefix: str,
+                                                      fair: bool) -> None:
     """Client timeout 1 s, Lock wait 0.3 s: acquire() ends by 0.3 s (False or a ConnectionError),
     and a ``with`` block raises by then."""
     wait = 0.3
@@ -112,13 +114,13 @@ def test_a_wait_shorter_than_the_call_timeout_is_kept(fault: Fault, core_name: s
         if fault.warm:
             assert client.query("warm-up").held is False
             fault.inject()
-        lock = client.lock("z", 5, timeout=wait)
+        lock = client.lock("z", 5, timeout=wait, fair=fair)
         outcome = watch.run("Lock.acquire() with timeout=0.3", wait, lock.acquire)
         watch.expect(outcome, outcome.result is False or isinstance(outcome.error, ConnectionError),
                      "returned False or raised a ConnectionError")
 
         def with_block() -> None:
-            with client.lock("w", 5, timeout=wait):
+            with client.lock("w", 5, timeout=wait, fair=fair):
                 pass
 
         outcome = watch.run("with client.lock(timeout=0.3)", wait, with_block)
@@ -132,8 +134,9 @@ def test_a_wait_shorter_than_the_call_timeout_is_kept(fault: Fault, core_name: s
 
 
 @pytest.mark.parametrize("fault", ["silent"], indirect=True)
+@pytest.mark.parametrize("fair", [False, True], ids=["plain", "fair"])
 def test_a_wait_longer_than_the_call_timeout_keeps_trying(fault: Fault, core_name: str,
-                                                          key_prefix: str) -> None:
+                                                          key_prefix: str, fair: bool) -> None:
     """Client timeout 0.3 s, Lock wait 0.8 s: a lost reply does not end the wait (no
     AcquireOutcomeUnknownError at the first one); every attempt fails, so acquire() returns
     False, and a ``with`` block raises LockNotAcquiredError, both by 0.8 s and not before the
@@ -145,13 +148,13 @@ def test_a_wait_longer_than_the_call_timeout_keeps_trying(fault: Fault, core_nam
         if fault.warm:
             assert client.query("warm-up").held is False
             fault.inject()
-        lock = client.lock("z", 5, timeout=wait)
+        lock = client.lock("z", 5, timeout=wait, fair=fair)
         outcome = watch.run("Lock.acquire() with timeout=0.8", wait, lock.acquire)
         watch.expect(outcome, outcome.error is None and outcome.result is False, "returned False")
         watch.expect(outcome, outcome.elapsed >= wait - T, f"kept trying for at least {wait - T:.1f}s")
 
         def with_block() -> None:
-            with client.lock("w", 5, timeout=wait):
+            with client.lock("w", 5, timeout=wait, fair=fair):
                 pass
 
         outcome = watch.run("with client.lock(timeout=0.8)", wait, with_block)
