@@ -1,6 +1,6 @@
 """The flash-sale workload: many workers, one lock, each taking it, doing a short critical
-section and giving it back, as fast as they can. turbolock (woken by releases, and polling
-only, both cores) against redis-py's Lock (``sleep=0.001``, with hiredis and without).
+section and giving it back, as fast as they can. turbolock (woken by releases, polling
+only, and fair, strict FIFO; both cores) against redis-py's Lock (``sleep=0.001``, with hiredis and without).
 
     python -m benchmarks.contention_compare [--quick] [--json PATH]
 
@@ -51,6 +51,7 @@ back plus one (a lost update would show as fewer sold than acquisitions)."""
 
 TL_WOKEN = {"c": "turbolock c, woken", "py": "turbolock py, woken"}
 TL_POLLING = "turbolock c, polling only"
+TL_FAIR = "turbolock c, fair=True (strict FIFO)"
 RP_HI = "redis-py Lock sleep=1ms + hiredis"
 RP_PURE = "redis-py Lock sleep=1ms, no hiredis"
 RTT = "PING round trip (redis-py + hiredis)"
@@ -66,7 +67,7 @@ def _rows(baseline_target: float | None) -> tuple[Row, ...]:
         return (Comparison(RP_HI, target), Comparison(RP_PURE))
 
     return (Row(TL_WOKEN["c"], versus(baseline_target)), Row(TL_WOKEN["py"], versus(baseline_target)),
-            Row(TL_POLLING, versus(None)), Row(RP_HI), Row(RP_PURE))
+            Row(TL_POLLING, versus(None)), Row(TL_FAIR, versus(None)), Row(RP_HI), Row(RP_PURE))
 
 
 def _plain_rows() -> tuple[Row, ...]:
@@ -100,7 +101,7 @@ def _worker(contender: str, url: str, core: str, threads: int, first_id: int, st
     if contender.startswith("turbolock"):
         client = LockClient.from_url(url, core=core, key_prefix=KEY_PREFIX, timeout=TTL,
                                      wake_waiters=contender != TL_POLLING)
-        locks = [client.lock(LOCK, TTL, timeout=TTL) for _ in range(threads)]
+        locks = [client.lock(LOCK, TTL, timeout=TTL, fair=contender == TL_FAIR) for _ in range(threads)]
     else:
         parser = _HiredisParser if contender == RP_HI else _RESP2Parser
         rp = redis.Redis.from_url(url, parser_class=parser, max_connections=threads + 1)
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(args_list)
     seconds, repeats = (1.0, 3) if args.quick else (3.0, 7)
     contenders = [TL_WOKEN[core] for core in ("c", "py") if core_available(core)]
-    contenders += [TL_POLLING, RP_HI, RP_PURE]
+    contenders += [TL_POLLING, TL_FAIR, RP_HI, RP_PURE]
     started = time.monotonic()
     samples: dict[str, list[float]] = defaultdict(list)
     with RedisServer() as server:
