@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
-from turbolock._flows.bulk_plan import subset_orphans
+from turbolock._flows.bulk_plan import OrphanTags, subset_orphans
 from turbolock._flows.steps import Call, CallStep, Flow, Gather, Sleep
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import (
@@ -331,9 +332,10 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
             answers = [(yield from _share_flow(routes, nodes, address, indices, encode, script, reencode,
                                                deadline, orphans, durable))]
         else:  # every master at once
-            outcomes = yield Gather(tuple(_share_call(nodes, address, indices, encode, script, reencode,
-                                                      deadline, orphans, durable)
-                                          for address, indices in shares))
+            calls = tuple(_share_call(nodes, address, indices, encode, script, reencode, deadline, orphans,
+                                      durable) for address, indices in shares)
+            outcomes = yield Gather(calls, None if orphans is None else partial(_abandoned, nodes, shares,
+                                                                                 orphans))
             answers = _answers(routes, shares, outcomes, results)
         for (address, indices), replies in zip(shares, answers, strict=True):
             if ReplyError not in set(map(type, replies)):  # no redirect, no "try again": the usual case
@@ -368,6 +370,17 @@ def settle_answered(results: list[object], on_replies: ReplyHandler | None) -> N
         for i, reply in enumerate(results):
             if reply is not NOT_SENT:
                 on_replies(i, [reply])
+
+
+def _abandoned(nodes: Any, shares: list[tuple[Address, list[int]]], orphans: OrphanTags, index: int,
+               outcome: tuple[bool, Any]) -> None:
+    """A master's share answered after its caller was interrupted: what it took goes to the
+    orphan handler (``Gather.abandoned``)."""
+    answered, replies = outcome
+    on_orphan = getattr(nodes, "on_orphan", None)
+    if answered and replies and on_orphan is not None:
+        tags = subset_orphans(orphans, shares[index][1])
+        on_orphan(tags(0, len(replies)), replies if len(replies) > 1 else replies[0])
 
 
 def _share_call(nodes: Any, address: Address, indices: list[int], encode: Encoder,

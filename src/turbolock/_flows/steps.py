@@ -59,6 +59,10 @@ class Gather(NamedTuple):
     exception)``, in order. A Redis Cluster's bulk calls send every master its share this way."""
 
     calls: tuple[CallStep, ...]
+    abandoned: Callable[[int, tuple[bool, Any]], None] | None = None
+    """Gets ``(index, outcome)`` of each call that finishes after the caller was interrupted
+    (threads: a KeyboardInterrupt in the first call leaves the others running on the pool):
+    what a bulk acquire's other shares took, for the flow to hand over."""
 
 
 Step = Sleep | CallStep | Gather

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import Any, TypeVar
 
 from turbolock._flows.steps import CallStep, Flow, Gather
@@ -35,9 +37,12 @@ def _outcome(call: CallStep) -> tuple[bool, Any]:
         return False, exc
 
 
-def gather(calls: tuple[CallStep, ...]) -> list[tuple[bool, Any]]:
-    """Every call at once: the first on this thread, the others on the shared pool."""
+def gather(step: Gather) -> list[tuple[bool, Any]]:
+    """Every call at once: the first on this thread, the others on the shared pool. Interrupted
+    (KeyboardInterrupt in the first call, or while waiting for the others), the others go on
+    and their outcomes go to ``step.abandoned``."""
     global _pool
+    calls = step.calls
     if not calls:
         return []
     if _pool is None:
@@ -45,8 +50,22 @@ def gather(calls: tuple[CallStep, ...]) -> list[tuple[bool, Any]]:
             if _pool is None:
                 _pool = ThreadPoolExecutor(GATHER_THREADS, thread_name_prefix="turbolock-gather")
     others = [_pool.submit(_outcome, call) for call in calls[1:]]
-    first = _outcome(calls[0])
-    return [first, *(future.result() for future in others)]
+    first: tuple[bool, Any] | None = None
+    try:
+        first = _outcome(calls[0])
+        return [first, *(future.result() for future in others)]
+    except BaseException:
+        abandoned = step.abandoned
+        if abandoned is not None:
+            if first is not None:
+                abandoned(0, first)
+            for index, future in enumerate(others, 1):
+                future.add_done_callback(partial(_hand_over, abandoned, index))
+        raise
+
+
+def _hand_over(abandoned: Callable[[int, tuple[bool, Any]], None], index: int, future: Future[Any]) -> None:
+    abandoned(index, future.result())
 
 
 def run(flow: Flow[T]) -> T:
@@ -60,7 +79,7 @@ def run(flow: Flow[T]) -> T:
                     fn, args, kwargs = step  # type: ignore[misc]
                     result = fn(*args, **kwargs) if kwargs else fn(*args)
                 elif type(step) is Gather:
-                    result = gather(step.calls)
+                    result = gather(step)
                 else:  # a Sleep
                     time.sleep(step.seconds)  # type: ignore[union-attr]
                     result = None
