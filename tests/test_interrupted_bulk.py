@@ -51,7 +51,8 @@ def _interrupt_at(monkeypatch: pytest.MonkeyPatch, method: str, call: int) -> li
 def _run_interrupted(url: str, core: str, prefix: str, raw: redis.Redis, control: bool,
                      acquire: Callable[[LockClient], object]) -> int:
     """Locks left on the server once the client's background cleanup is done."""
-    with LockClient.from_url(url, core=core, key_prefix=prefix, chunk_size=CHUNK, max_connections=1) as client:
+    with LockClient.from_url(url, core=core, key_prefix=prefix, chunk_size=CHUNK,
+                             max_connections=1) as client:
         assert client.query("warm-up").held is False
         if control:  # the fault this file guards against: nobody takes the interrupted chunks
             client._exec.on_orphan = None  # type: ignore[attr-defined]
