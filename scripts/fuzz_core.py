@@ -7,17 +7,17 @@ Run it through scripts/fuzz, which builds the compiled core with coverage instru
 
 from __future__ import annotations
 
-import itertools
 import sys
-from types import ModuleType
 
 import atheris
 
 with atheris.instrument_imports(include=["turbolock"]):
     from turbolock._wire import core_py
-    from turbolock.errors import ProtocolError
 
 import turbolock._core_c as core_c
+
+# The harness, shared with tests/core; imported after the block, so not instrumented.
+from turbolock._wire.core_compare import append_outcome, parser_trace
 
 
 class Bytes(bytes):
@@ -85,12 +85,7 @@ def _append(fdp: atheris.FuzzedDataProvider) -> tuple[str, tuple[object, ...]]:
 
 
 def _apply(buffer: object, method: str, args: tuple[object, ...]) -> tuple[object, ...]:
-    try:
-        getattr(buffer, method)(*args)
-        outcome: tuple[object, ...] = ("ok",)
-    except (TypeError, ValueError) as exc:
-        outcome = (type(exc), str(exc))
-    return (*outcome, buffer.pending, len(buffer))  # type: ignore[attr-defined]
+    return (*append_outcome(buffer, method, args), buffer.pending, len(buffer))  # type: ignore[attr-defined]
 
 
 def fuzz_encoder(fdp: atheris.FuzzedDataProvider) -> None:
@@ -108,28 +103,14 @@ def fuzz_encoder(fdp: atheris.FuzzedDataProvider) -> None:
                 _differ("the bytes taken", c_wire, py_wire)
 
 
-def _trace(core: ModuleType, stream: bytes, cuts: list[int], limits: list[int]) -> list[object]:
-    parser = core.RespParser()
-    trace: list[object] = []
-    bounds = [0, *sorted(cuts), len(stream)]
-    try:
-        for i, (start, stop) in enumerate(itertools.pairwise(bounds)):
-            parser.feed(stream[start:stop])
-            trace.append((parser.get_replies(limits[i % len(limits)]), parser.buffered()))
-        trace.append((parser.get_replies(), parser.buffered()))
-    except ProtocolError as exc:
-        trace.append(("ProtocolError", str(exc), parser.buffered()))
-    return trace
-
-
 def fuzz_parser(data: bytes) -> None:
     """One header byte (pieces, read limits, repetition), then the stream itself, as it comes."""
     header, stream = (data[0], data[1:]) if data else (0, b"")
     limits = [[-1], [1], [0, 2], [3, -1]][(header >> 3) & 3]
     stream *= [1, 1, 1, 1, 1, 2, 100, 2000][header >> 5]  # past the compiled core's 16 KiB hand-over
     cuts = [(i * 7919 + len(stream) // (i + 2)) % (len(stream) + 1) for i in range(header & 7)]
-    c_trace = _trace(core_c, stream, cuts, limits)
-    py_trace = _trace(core_py, stream, cuts, limits)
+    c_trace = parser_trace(core_c, stream, cuts, limits)
+    py_trace = parser_trace(core_py, stream, cuts, limits)
     if c_trace != py_trace:
         _differ(f"the replies to {stream!r:.300}", c_trace, py_trace)
 

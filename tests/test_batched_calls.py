@@ -5,8 +5,8 @@ what a cancelled caller's calls may have taken, read from their orphan tags."""
 from __future__ import annotations
 
 from turbolock._flows.bulk_plan import AcquirePlan, expand_calls, join_orphan_tags, orphan_replies
-from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
-from turbolock._wire.scripts import KEYS_PER_CALL, failures, with_failures
+from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, failures, with_failures
+from turbolock._wire.scripts import KEYS_PER_CALL
 from turbolock.errors import ReplyError
 
 WRONGTYPE = ReplyError("WRONGTYPE Operation against a key holding the wrong kind of value")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from types import ModuleType
 
 from _search_budget import budget
@@ -10,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from turbolock._wire import core_py as _core_py
-from turbolock.errors import ProtocolError, ReplyError
+from turbolock._wire.core_compare import append_outcome, parser_trace
+from turbolock.errors import ReplyError
 
 SETTINGS = budget(200)
 
@@ -67,26 +67,11 @@ _number_line = st.one_of(
 _odd_stream = st.lists(st.one_of(_reply, _number_line), min_size=1, max_size=8).map(b"".join)
 
 
-def _run(core: ModuleType, stream: bytes, cuts: list[int], limits: list[int]) -> list[object]:
-    """Feed ``stream`` in pieces, reading after each; record what each step gives back."""
-    parser = core.RespParser()
-    trace: list[object] = []
-    bounds = [0, *sorted(cuts), len(stream)]
-    try:
-        for i, (start, stop) in enumerate(itertools.pairwise(bounds)):
-            parser.feed(stream[start:stop])
-            trace.append((parser.get_replies(limits[i % len(limits)]), parser.buffered()))
-        trace.append((parser.get_replies(), parser.buffered()))
-    except ProtocolError as exc:
-        trace.append(("ProtocolError", str(exc), parser.buffered()))
-    return trace
-
-
 @SETTINGS
 @given(data=st.data(), stream=_stream, limits=st.lists(st.integers(-1, 3), min_size=1, max_size=4))
 def test_replies_match(core_c: ModuleType, data: st.DataObject, stream: bytes, limits: list[int]) -> None:
     cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=8))
-    assert _run(core_c, stream, cuts, limits) == _run(_core_py, stream, cuts, limits)
+    assert parser_trace(core_c, stream, cuts, limits) == parser_trace(_core_py, stream, cuts, limits)
 
 
 @SETTINGS
@@ -98,7 +83,7 @@ def test_replies_match(core_c: ModuleType, data: st.DataObject, stream: bytes, l
 def test_refusals_match(core_c: ModuleType, data: st.DataObject, stream: bytes, limits: list[int]) -> None:
     """Bytes that are not (quite) RESP2: the same replies, then the same refusal at the same point."""
     cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=8))
-    assert _run(core_c, stream, cuts, limits) == _run(_core_py, stream, cuts, limits)
+    assert parser_trace(core_c, stream, cuts, limits) == parser_trace(_core_py, stream, cuts, limits)
 
 
 def test_error_replies_are_the_same_type(core_c: ModuleType) -> None:
@@ -122,12 +107,7 @@ def _call(
     buffer = core.CommandBuffer(prefix)
     if before:
         buffer.append_pttl(b"before")
-    try:
-        getattr(buffer, method)(*args)
-        outcome: object = None
-    except (TypeError, ValueError) as exc:
-        outcome = (type(exc), str(exc))
-    return outcome, buffer.pending, buffer.take()
+    return append_outcome(buffer, method, args), buffer.pending, buffer.take()
 
 
 def _maybe_spoil(data: st.DataObject, values: list[object]) -> list[object]:

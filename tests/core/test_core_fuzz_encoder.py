@@ -14,6 +14,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from turbolock._wire import core_py as _core_py
+from turbolock._wire.core_compare import append_outcome
 
 
 class Bytes(bytes):
@@ -153,13 +154,6 @@ def _listed(args: tuple[object, ...]) -> tuple[object, ...]:
     return tuple(list(a) if isinstance(a, OneShot) else a for a in args)
 
 
-def _apply(buffer: object, method: str, args: tuple[object, ...]) -> tuple[object, object]:
-    try:
-        return "ok", getattr(buffer, method)(*args)
-    except (TypeError, ValueError) as exc:  # UnicodeEncodeError and OverflowError included
-        return type(exc), str(exc)
-
-
 @budget(150)
 @given(
     prefix=st.one_of(st.binary(max_size=12), st.just(Bytes(b"sub:"))),
@@ -174,14 +168,14 @@ def test_appends_match_and_round_trip(
     sent = b""
     for step, (method, args) in enumerate(appends):
         before = c_buffer.pending, len(c_buffer)
-        c_outcome = _apply(c_buffer, method, _fresh(args))
+        c_outcome = append_outcome(c_buffer, method, _fresh(args))
         if method == "append_set_nx_px_random" and c_outcome[0] == "ok":
             # Random tokens differ; the pure core encodes the ones the compiled core drew.
             tokens = c_outcome[1]
             assert all(len(t) == args[2] for t in tokens)  # type: ignore[union-attr]
             method, args = "append_set_nx_px_many", (list(_listed(args)[0]), tokens, args[1])  # type: ignore[call-overload]
             c_outcome = ("ok", None)
-        assert c_outcome == _apply(py_buffer, method, _fresh(args)), method
+        assert c_outcome == append_outcome(py_buffer, method, _fresh(args)), method
         event(f"{method}: {'taken' if c_outcome[0] == 'ok' else 'refused'}")
         assert (c_buffer.pending, len(c_buffer)) == (py_buffer.pending, len(py_buffer))
         if c_outcome[0] == "ok":

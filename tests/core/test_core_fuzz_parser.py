@@ -7,7 +7,7 @@ the round trip checks both parsers against the values, not only against each oth
 from __future__ import annotations
 
 import array
-import itertools
+from functools import partial
 from types import ModuleType
 
 from _search_budget import budget
@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from turbolock._wire import core_py as _core_py
-from turbolock.errors import ProtocolError, ReplyError
+from turbolock._wire.core_compare import parser_trace
+from turbolock.errors import ReplyError
 
 MAX_NESTING = _core_py.MAX_NESTING
 # The compiled core hands hiredis 16 KiB at a time and allocates arrays up to 2**16 items up
@@ -86,17 +87,7 @@ def _trace(
     core: ModuleType, stream: bytes, cuts: list[int], limits: list[int], kind: type = bytes
 ) -> list[object]:
     """Feed ``stream`` in pieces (as ``kind``), reading after each: what each step gave back."""
-    parser = core.RespParser()
-    trace: list[object] = []
-    bounds = [0, *sorted(cuts), len(stream)]
-    try:
-        for i, (start, stop) in enumerate(itertools.pairwise(bounds)):
-            parser.feed(_as(kind, stream[start:stop]))
-            trace.append((parser.get_replies(limits[i % len(limits)]), parser.buffered()))
-        trace.append((parser.get_replies(), parser.buffered()))
-    except ProtocolError as exc:
-        trace.append((ProtocolError, str(exc), parser.buffered()))
-    return trace
+    return parser_trace(core, stream, cuts, limits, partial(_as, kind))
 
 
 def _as(kind: type, data: bytes) -> object:

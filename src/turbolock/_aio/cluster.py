@@ -60,6 +60,10 @@ class ClusterExecutor:
             executor = self._nodes[address] = Executor(pool, self.chunk_size)
         return executor
 
+    def offers_set_ifeq(self) -> bool:
+        """False: a bulk extend's keys are spread over the masters, and go as EXTEND scripts."""
+        return False
+
     async def refresh(self, deadline: float) -> SlotMap:
         """Read the slot map, one refresh at a time: a task that finds one under way waits for it."""
         task = self._refreshing

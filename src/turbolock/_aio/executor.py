@@ -65,6 +65,10 @@ class Executor:
         self.wait = wait_command(options.replicas_ack, options.replicas_timeout)
         """``WAIT`` to send after acquires (``replicas_ack``), or None."""
 
+    def offers_set_ifeq(self) -> bool:
+        """Whether the server offers ``SET ... IFEQ``, as the pool's newest connection's handshake said."""
+        return self.pool.set_ifeq
+
     async def _acked(self, conn: RedisProtocol) -> object:
         """How many replicas have this connection's writes (``WAIT``), None when it cannot tell."""
         assert self.wait is not None

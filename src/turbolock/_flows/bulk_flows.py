@@ -251,17 +251,11 @@ def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = ma
     return released
 
 
-def _offers_set_ifeq(client: Any) -> bool:
-    """Whether the server offers ``SET ... IFEQ``, as its pool's newest connection's handshake
-    said (executors without one pool, a Redis Cluster's, keep the scripts)."""
-    return getattr(getattr(client._exec, "pool", None), "set_ifeq", False) is True
-
-
 def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow[list[bool]]:
     keys, tokens = check_leases(client, leases)
     ms = ttl_ms(ttl)
     sizes = call_sizes(len(keys)) if client._batches_keys else None
-    as_set = sizes is not None and _offers_set_ifeq(client)
+    as_set = sizes is not None and client._exec.offers_set_ifeq()
     if as_set:  # one server that has SET ... IFEQ: one per lease, pipelined
         sizes = None
         step = Call(client._exec.many, (len(leases), set_ifeq.encoder(keys, tokens, ms)), {"keys": keys})

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from turbolock._flows.client_settings import check_fenced_keys
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import NOT_DURABLE, NOT_SENT, UNKNOWN, Encoder, Reencoder
+from turbolock._wire.outcomes import NOT_DURABLE, NOT_SENT, UNKNOWN, Encoder, Reencoder, failures
 from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import TOKEN_BYTES, check_token, encode_names
 from turbolock.errors import (
@@ -424,7 +424,7 @@ def expand_calls(replies: list[object], sizes: Sequence[int], succeeded: object 
     held, or that lock's own error), any other reply (an error for the whole call, ``UNKNOWN``,
     ``NOT_SENT``) once for each of its locks; a list of the wrong length (a server that is not
     Redis) as ``UNKNOWN`` for each, never shifted onto other locks. With ``succeeded``, the calls
-    reply only what failed (``scripts.failures``) and every other lock's reply is ``succeeded``."""
+    reply only what failed (``outcomes.failures``) and every other lock's reply is ``succeeded``."""
     out: list[object] = []
     for reply, size in zip(replies, sizes, strict=True):
         if type(reply) is not list:
@@ -432,7 +432,7 @@ def expand_calls(replies: list[object], sizes: Sequence[int], succeeded: object 
         elif succeeded is None:
             out.extend(reply if len(reply) == size else repeat(UNKNOWN, size))
         else:
-            failed = _scripts.failures(reply, size)
+            failed = failures(reply, size)
             if failed is None:
                 out.extend(repeat(UNKNOWN, size))
                 continue

@@ -19,8 +19,8 @@ from typing import Any
 
 from turbolock._flows.cluster_routes import ClusterRoutes, many_flow
 from turbolock._flows.steps import Call, CallStep, Flow, Gather
-from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, item_encoders
-from turbolock._wire.scripts import RENEW_MANY, RENEW_MANY_ARGV, failures, with_failures
+from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, failures, item_encoders, with_failures
+from turbolock._wire.scripts import RENEW_MANY, RENEW_MANY_ARGV
 from turbolock._wire.slot_map import Address
 from turbolock.errors import LockError
 from turbolock.lease import Lease
@@ -36,7 +36,7 @@ Part = tuple[int, list[int]]
 
 def renew_flow(routes: ClusterRoutes, nodes: Any, batches: Sequence[tuple[int, list[Lease]]], timeout: float,
                chunk_size: int, deadline: float) -> Flow[list[list[object]]]:
-    """Per batch, a failures-only reply as ``RENEW_MANY`` gives one server (``scripts.failures``):
+    """Per batch, a failures-only reply as ``RENEW_MANY`` gives one server (``outcomes.failures``):
     the outcome of each lease not renewed, 0 not ours, else undecided."""
     outcomes: list[list[object]] = [[NOT_SENT] * len(leases) for _, leases in batches]
     if routes.map is None or routes.stale:

@@ -360,7 +360,7 @@ class RenewalBook:
 
     def settle(self, batch: list[Lease], failed: list[tuple[int, object]], sent_at: float,
                ttl_ms: int) -> tuple[list[Lease], list[tuple[Lease, object]]]:
-        """A batch's renewal from what failed in it (``scripts.failures``: (position, outcome),
+        """A batch's renewal from what failed in it (``outcomes.failures``: (position, outcome),
         0 not ours; anything else, such as a Redis Cluster node that did not answer for some of
         the keys, undecided), every other lease renewed: the lost leases, and the undecided ones
         with their outcomes."""

@@ -16,8 +16,8 @@ from typing import Any
 
 from turbolock._flows.renewal_book import batch_encoders, describe_reply, no_reply, split_batches
 from turbolock._flows.steps import Call, Flow
-from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
-from turbolock._wire.scripts import RENEW_MANY, failures
+from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, failures
+from turbolock._wire.scripts import RENEW_MANY
 from turbolock.errors import ReplyError
 from turbolock.lease import Lease
 

@@ -34,6 +34,11 @@ class Server(Protocol):
 
     chunk_size: int
 
+    def offers_set_ifeq(self) -> bool:
+        """Whether the server offers ``SET ... IFEQ`` (``_wire.set_ifeq``), as its newest
+        connection's handshake said: a bulk extend then sends one per lease, not ``RENEW_MANY``.
+        False where the keys are on several servers (Redis Cluster), which keeps the scripts."""
+
     def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int, deadline: float) -> object:
         """``SET NX PX`` of one lock; ``Unconfirmed`` when it was written and no reply came."""
 
@@ -58,6 +63,9 @@ class AsyncServer(Protocol):
     """``Server`` for asyncio (``client._exec`` of an ``AsyncLockClient``)."""
 
     chunk_size: int
+
+    def offers_set_ifeq(self) -> bool:
+        """As ``Server.offers_set_ifeq`` (a plain call: it only reads what a handshake said)."""
 
     async def pttl_one(self, key: bytes) -> object:
         """PTTL of one key."""

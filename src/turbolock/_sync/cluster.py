@@ -73,6 +73,10 @@ class ClusterExecutor:
                 return routes.map
             return run(refresh_flow(routes, self, deadline))
 
+    def offers_set_ifeq(self) -> bool:
+        """False: a bulk extend's keys are spread over the masters, and go as EXTEND scripts."""
+        return False
+
     def _deadline(self, deadline: float | None) -> float:
         return time.monotonic() + self.timeout if deadline is None else deadline
 

@@ -62,6 +62,10 @@ class Executor:
         self.wait = wait_command(options.replicas_ack, options.replicas_timeout)
         """``WAIT`` to send after acquires (``replicas_ack``), or None."""
 
+    def offers_set_ifeq(self) -> bool:
+        """Whether the server offers ``SET ... IFEQ``, as the pool's newest connection's handshake said."""
+        return self.pool.set_ifeq
+
     def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
         """PTTL of one lock key. Transport errors propagate."""
         return self._read_one(lambda buf: buf.append_pttl(key),

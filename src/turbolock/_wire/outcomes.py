@@ -1,5 +1,5 @@
-"""What a sent command came to when no reply says so, and the shapes of batched commands:
-shared by every driver and every flow.
+"""What a sent command came to when no reply says so, the shapes of batched commands, and
+what a failures-only reply of a multi-key script says: shared by every driver and every flow.
 """
 
 from __future__ import annotations
@@ -135,3 +135,35 @@ def noscript_indices(results: list[object]) -> list[int]:
     if ReplyError not in set(map(type, results)):  # the usual case, in one C-level pass
         return []
     return [i for i, reply in enumerate(results) if type(reply) is ReplyError and reply.code == "NOSCRIPT"]
+
+
+def failures(reply: object, size: int) -> list[tuple[int, object]] | None:
+    """What a failures-only reply (``RENEW_MANY``, ``RENEW_MANY_ARGV``, ``RELEASE_MANY``) of a
+    call over ``size`` keys says: (position, outcome) of each key that failed, in order, [] when
+    every key succeeded; None when it is not such a reply (an error for the whole call, no
+    answer, or a list that no Redis would send: each of its keys' outcomes is then unknown)."""
+    if type(reply) is not list:
+        return None
+    if not reply:
+        return []
+    if len(reply) % 2:
+        return None
+    out = []
+    last = 0
+    for at in range(0, len(reply), 2):
+        position = reply[at]
+        if type(position) is not int or not last < position <= size:
+            return None
+        out.append((position - 1, reply[at + 1]))
+        last = position
+    return out
+
+
+def with_failures(outcomes: list[object]) -> list[object]:
+    """A failures-only reply for per-key ``outcomes`` (1 succeeded), as ``failures`` reads it:
+    what a Redis Cluster renewal, made of several nodes' replies, answers for a whole batch."""
+    reply: list[object] = []
+    for position, outcome in enumerate(outcomes, 1):
+        if not (type(outcome) is int and outcome == 1):
+            reply += (position, outcome)
+    return reply

@@ -63,9 +63,9 @@ return -3
 NOT_OURS = -3
 
 # KEYS = lock keys; ARGV[1] = ttl in ms, ARGV[1 + i] = the token of KEYS[i]. Replies only what
-# failed (see ``failures``): i, 0 for a key not ours, or i, that key's error (a key of another
-# type, an ACL refusal); one key's error never stops the others (pcall). Every key not in the
-# reply was renewed. Callers keep each call near 1000 keys: a script blocks the server.
+# failed (see ``outcomes.failures``): i, 0 for a key not ours, or i, that key's error (a key of
+# another type, an ACL refusal); one key's error never stops the others (pcall). Every key not in
+# the reply was renewed. Callers keep each call near 1000 keys: a script blocks the server.
 RENEW_MANY = Script("renew_many", b"""\
 local call, rpcall = redis.call, redis.pcall
 local ttl = ARGV[1]
@@ -149,9 +149,9 @@ return next_fence(key)
 """)
 
 # RELEASE for many locks in one call (a bulk release's, one server): KEYS = lock keys, ARGV[i] =
-# the token of KEYS[i]. Replies only what failed (see ``failures``): i, 0 for a key not ours, or
-# i, that key's error, the others released all the same (pcall); each release publishes as
-# RELEASE does. Callers keep each call near 1000 keys.
+# the token of KEYS[i]. Replies only what failed (see ``outcomes.failures``): i, 0 for a key not
+# ours, or i, that key's error, the others released all the same (pcall); each release publishes
+# as RELEASE does. Callers keep each call near 1000 keys.
 RELEASE_MANY = Script("release_many", b"""\
 local call, rpcall = redis.call, redis.pcall
 local out = {}
@@ -205,38 +205,6 @@ for i = 1, #KEYS do
 end
 return out
 """)
-
-
-def failures(reply: object, size: int) -> list[tuple[int, object]] | None:
-    """What a failures-only reply (``RENEW_MANY``, ``RENEW_MANY_ARGV``, ``RELEASE_MANY``) of a
-    call over ``size`` keys says: (position, outcome) of each key that failed, in order, [] when
-    every key succeeded; None when it is not such a reply (an error for the whole call, no
-    answer, or a list that no Redis would send: each of its keys' outcomes is then unknown)."""
-    if type(reply) is not list:
-        return None
-    if not reply:
-        return []
-    if len(reply) % 2:
-        return None
-    out = []
-    last = 0
-    for at in range(0, len(reply), 2):
-        position = reply[at]
-        if type(position) is not int or not last < position <= size:
-            return None
-        out.append((position - 1, reply[at + 1]))
-        last = position
-    return out
-
-
-def with_failures(outcomes: list[object]) -> list[object]:
-    """A failures-only reply for per-key ``outcomes`` (1 succeeded), as ``failures`` reads it:
-    what a Redis Cluster renewal, made of several nodes' replies, answers for a whole batch."""
-    reply: list[object] = []
-    for position, outcome in enumerate(outcomes, 1):
-        if not (type(outcome) is int and outcome == 1):
-            reply += (position, outcome)
-    return reply
 
 
 KEYS_PER_CALL = 1000
