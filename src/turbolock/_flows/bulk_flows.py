@@ -73,7 +73,7 @@ def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Second
     policy = client._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
     if limit is None:
         result: AcquireManyResult = yield from acquire_many_flow(client, names, ttl, all_or_nothing, tokens,
-                                                                 fenced)
+                                                                 fenced, renewed=policy is not None)
     else:
         check_claim(limit, all_or_nothing)
         if client.options.replicas_ack:
@@ -86,8 +86,11 @@ def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Second
 
 
 def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
-                      tokens: Sequence[bytes] | None = None, fenced: bool = False) -> Flow[AcquireManyResult]:
+                      tokens: Sequence[bytes] | None = None, fenced: bool = False,
+                      renewed: bool = True) -> Flow[AcquireManyResult]:
     plan = AcquirePlan(names, ttl_ms(ttl), tokens, client._owner)
+    if not renewed:  # nothing reaches user code from its leases: the cycle collector can skip them
+        plan.untrack = client.core.untrack
     if fenced is not False:
         plan.fence(client.key_prefix, client.options.replicas_ack, fenced)
 

@@ -260,6 +260,8 @@ class AcquirePlan:
         self.give_back: Callable[[bytes, bytes, float], None] = _nothing
         """Where a batched call's maybe-taken locks go (``client._remember_cleanup``)."""
         self._given_back: set[int] = set()
+        self.untrack: Callable[[list[Any], int, int], None] = _untracked_nowhere
+        """The core's ``untrack``, for leases nothing renews (see ``gc_untrack.pyx``)."""
 
     def fence(self, key_prefix: bytes, replicas_ack: int, fenced: object) -> None:
         """Make this a fenced acquire, after every name's checks (see ``check_fenced``)."""
@@ -357,6 +359,7 @@ class AcquirePlan:
         else:
             for i, reply in enumerate(replies, start):
                 self._settle(i, reply)
+        self.untrack(leases, start, stop)
         self.handled = stop
 
     def _settle(self, i: int, reply: object) -> None:
@@ -385,6 +388,8 @@ class AcquirePlan:
                 self.handled = min(self.handled, i)
             else:
                 self._settle(i, reply)
+        if indices:
+            self.untrack(self.leases, indices[0], indices[-1] + 1)
 
     def undurable(self, replies: list[object]) -> list[tuple[str | bytes, bytes, bytes, float]]:
         """The locks granted that too few replicas acknowledged (``replicas_ack``): their leases
@@ -416,6 +421,10 @@ class AcquirePlan:
 
 
 def _nothing(*_: object) -> None:
+    pass
+
+
+def _untracked_nowhere(objects: list[Any], start: int, stop: int) -> None:
     pass
 
 

@@ -385,3 +385,13 @@ def key_slots(prefix: bytes, keys: list[bytes]) -> list[int]:
     if type(prefix) is not bytes or type(keys) is not list or not set(map(type, keys)) <= {bytes}:
         raise TypeError("key_slots takes bytes and a list of bytes")
     return [key_slot(prefix + key) for key in keys]
+
+
+def untrack(objects: list[object], start: int, stop: int) -> None:
+    """The compiled core stops the cycle collector tracking ``objects[start:stop]`` (see its
+    ``gc_untrack.pyx``); the pure core has no portable way to and leaves them tracked. Both
+    check the range alike."""
+    if type(objects) is not list:
+        raise TypeError("untrack takes a list")
+    if start < 0 or stop > len(objects) or start > stop:
+        raise IndexError("untrack range out of the list")
