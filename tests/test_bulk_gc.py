@@ -71,16 +71,3 @@ def test_a_cycle_through_an_auto_renewed_lease_is_collected(client: LockClient, 
         assert watched() is not None, "the control must leak the cycle"
     else:
         assert watched() is None
-
-
-def test_both_cores_check_the_range_alike() -> None:
-    cores = [core for core in (_core.core_c, _core.core_py) if core is not None]
-    for core in cores:
-        items: list[object] = [object(), None]
-        core.untrack(items, 0, 2)
-        core.untrack(items, 1, 1)
-        for start, stop in ((0, 3), (-1, 1), (2, 1)):
-            with pytest.raises(IndexError):
-                core.untrack(items, start, stop)
-        with pytest.raises(TypeError):
-            core.untrack((1, 2), 0, 1)

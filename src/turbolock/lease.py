@@ -41,6 +41,8 @@ class Lease:
 
     def __init__(self, name: str | bytes, key: bytes, token: bytes, ttl_ms: int, acquired_at: float,
                  owner: object) -> None:
+        # Assignments only, LEASE_VALUES from the arguments and LEASE_EMPTY None: the compiled
+        # core makes a bulk acquire's leases by writing these slots without calling __init__.
         self.name = name
         self.key = key
         self.token = token
@@ -150,6 +152,12 @@ class Lease:
         fence = f", fence={self.fence}" if self.fence is not None else ""
         return (f"Lease(name={self.name!r}, ttl={self.ttl:g}, valid_for={self.valid_for():.3f}{fence}{renew}"
                 f"{state})")
+
+
+LEASE_VALUES = ("name", "key", "token", "ttl_ms", "acquired_at", "owner")
+"""The slots ``Lease.__init__`` sets from its arguments, in their order."""
+LEASE_EMPTY = ("renewal", "_lost", "_lost_event", "_expires", "_flight", "_past", "_ghost")
+"""The slots ``Lease.__init__`` sets to None."""
 
 
 _belief_lock = threading.Lock()

@@ -89,8 +89,7 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
                       tokens: Sequence[bytes] | None = None, fenced: bool = False,
                       renewed: bool = True) -> Flow[AcquireManyResult]:
     plan = AcquirePlan(names, ttl_ms(ttl), tokens, client._owner)
-    if not renewed:  # nothing reaches user code from its leases: the cycle collector can skip them
-        plan.untrack = client.core.untrack
+    plan.use_core(client.core, renewed)
     if fenced is not False:
         plan.fence(client.key_prefix, client.options.replicas_ack, fenced)
 

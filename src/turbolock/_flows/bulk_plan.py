@@ -15,6 +15,7 @@ from operator import attrgetter
 from typing import Any, Protocol
 
 from turbolock._flows.client_settings import check_fenced_keys
+from turbolock._wire import core as _core
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_DURABLE, NOT_SENT, UNKNOWN, Encoder, Reencoder, failures
 from turbolock._wire.replies import reply_error
@@ -27,6 +28,8 @@ from turbolock.errors import (
     ReplyError,
 )
 from turbolock.lease import (
+    LEASE_EMPTY,
+    LEASE_VALUES,
     FencedLease,
     Lease,
     LockInfo,
@@ -261,7 +264,15 @@ class AcquirePlan:
         """Where a batched call's maybe-taken locks go (``client._remember_cleanup``)."""
         self._given_back: set[int] = set()
         self.untrack: Callable[[list[Any], int, int], None] = _untracked_nowhere
-        """The core's ``untrack``, for leases nothing renews (see ``gc_untrack.pyx``)."""
+        """The core's ``untrack``, for leases nothing renews (see ``ext/leases.pyx``)."""
+        self.make_leases: Any = lease_maker(_core.core_py)
+        """The core's ``LeaseMaker`` of plain leases (``use_core``)."""
+
+    def use_core(self, core: Any, renewed: bool) -> None:
+        """Build the leases with ``core``; untracked by the cycle collector unless ``renewed``."""
+        self.make_leases = lease_maker(core)
+        if not renewed:  # nothing reaches user code from its leases
+            self.untrack = core.untrack
 
     def fence(self, key_prefix: bytes, replicas_ack: int, fenced: object) -> None:
         """Make this a fenced acquire, after every name's checks (see ``check_fenced``)."""
@@ -354,8 +365,8 @@ class AcquirePlan:
         stop = start + len(replies)
         names, keys, tokens, leases = self.names, self.keys, self.tokens, self.leases
         if replies.count(b"OK") == len(replies):  # the usual case, in C-level loops
-            leases[start:stop] = map(Lease, names[start:stop], keys[start:stop], tokens[start:stop],
-                                     repeat(self.ttl_ms), repeat(self.sent_at), repeat(self.owner))
+            self.make_leases.make(leases, start, (names, keys, tokens), start, stop - start,
+                                  (self.ttl_ms, self.sent_at, self.owner))
         else:
             for i, reply in enumerate(replies, start):
                 self._settle(i, reply)
@@ -426,6 +437,17 @@ def _nothing(*_: object) -> None:
 
 def _untracked_nowhere(objects: list[Any], start: int, stop: int) -> None:
     pass
+
+
+_makers: dict[str, Any] = {}
+
+
+def lease_maker(core: Any) -> Any:
+    """``core``'s maker of plain leases (made once per core)."""
+    maker = _makers.get(core.IMPLEMENTATION)
+    if maker is None:
+        maker = _makers[core.IMPLEMENTATION] = core.LeaseMaker(Lease, LEASE_VALUES, LEASE_EMPTY)
+    return maker
 
 
 def expand_calls(replies: list[object], sizes: Sequence[int], succeeded: object = None) -> list[object]:

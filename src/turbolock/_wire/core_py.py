@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from itertools import repeat
 
 from turbolock._wire.slots import key_slot
 from turbolock._wire.wheel_py import TimerWheel
@@ -389,9 +390,49 @@ def key_slots(prefix: bytes, keys: list[bytes]) -> list[int]:
 
 def untrack(objects: list[object], start: int, stop: int) -> None:
     """The compiled core stops the cycle collector tracking ``objects[start:stop]`` (see its
-    ``gc_untrack.pyx``); the pure core has no portable way to and leaves them tracked. Both
-    check the range alike."""
+    ``leases.pyx``); the pure core has no portable way to and leaves them tracked. Both check
+    the range alike."""
     if type(objects) is not list:
         raise TypeError("untrack takes a list")
     if start < 0 or stop > len(objects) or start > stop:
         raise IndexError("untrack range out of the list")
+
+
+def slots_of(cls: type) -> set[str]:
+    """Every slot of ``cls`` and its bases that holds a value (not ``__weakref__``/``__dict__``)."""
+    found: set[str] = set()
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        found.update((slots,) if isinstance(slots, str) else slots)
+    found.difference_update(("__weakref__", "__dict__"))
+    return found
+
+
+class LeaseMaker:
+    """Makes instances of ``cls`` whose slots ``values`` come from the arguments of ``make`` and
+    whose slots ``empty`` are None, for a class whose ``__init__`` does exactly that with
+    ``values`` as its arguments, in that order. The compiled core writes the slots; this one
+    calls ``cls``."""
+
+    def __init__(self, cls: type, values: tuple[str, ...], empty: tuple[str, ...]) -> None:
+        named = values + empty
+        if slots_of(cls) != set(named) or len(set(named)) != len(named):
+            raise TypeError(f"{cls.__name__}'s slots are {sorted(slots_of(cls))}, not {sorted(named)}")
+        if cls.__dictoffset__ != 0:
+            raise TypeError(f"{cls.__name__} must be a class with __slots__ only")
+        self._cls = cls
+        self._values = len(values)
+
+    def make(self, out: list[object], start: int, columns: tuple[list[object], ...], first: int, count: int,
+             shared: tuple[object, ...]) -> None:
+        """``out[start + i]`` = an instance whose values are each column's item ``first + i``,
+        then ``shared``, for i in 0..count-1."""
+        if len(columns) + len(shared) != self._values:
+            raise ValueError(f"{len(columns)} columns and {len(shared)} shared values for "
+                             f"{self._values} slots")
+        if count < 0 or start < 0 or first < 0 or start + count > len(out):
+            raise IndexError("make range out of the list")
+        if any(type(column) is not list or first + count > len(column) for column in columns):
+            raise IndexError("a column is not a list that long")
+        out[start:start + count] = map(self._cls, *(column[first:first + count] for column in columns),
+                                       *(repeat(value, count) for value in shared))

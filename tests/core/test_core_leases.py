@@ -1,0 +1,100 @@
+"""The cores' lease makers and ``untrack``: the compiled core writes a lease's slots without
+running ``Lease.__init__``; the leases must be the same as ``__init__`` makes, slot by slot, with
+every reference counted once (a missing one would free a value still in use, an extra one leak
+it), and both cores refuse the same bad calls."""
+
+from __future__ import annotations
+
+import gc
+import sys
+from types import ModuleType
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from turbolock.lease import LEASE_EMPTY, LEASE_VALUES, FencedLease, Lease
+
+
+def _maker(core: ModuleType) -> object:
+    return core.LeaseMaker(Lease, LEASE_VALUES, LEASE_EMPTY)
+
+
+names = st.one_of(st.text(max_size=20), st.binary(max_size=20))
+
+
+rows_of = st.tuples(names, st.binary(min_size=1, max_size=30), st.binary(min_size=16, max_size=40))
+
+
+@given(rows=st.lists(rows_of, max_size=30),
+       ttl=st.integers(1, 2**40), at=st.floats(allow_nan=False, allow_infinity=False))
+def test_made_leases_are_those_init_makes(core: ModuleType, rows: list[tuple[object, bytes, bytes]], ttl: int,
+                                           at: float) -> None:
+    columns = tuple(list(column) for column in zip(*rows, strict=True)) if rows else ([], [], [])
+    owner = object()
+    out: list[object] = [None] * (len(rows) + 2)
+    _maker(core).make(out, 1, columns, 0, len(rows), (ttl, at, owner))
+    assert out[0] is None and out[-1] is None
+    for i, (name, key, token) in enumerate(rows):
+        made, expected = out[1 + i], Lease(name, key, token, ttl, at, owner)
+        assert type(made) is Lease
+        for slot in LEASE_VALUES + LEASE_EMPTY:
+            assert getattr(made, slot) == getattr(expected, slot), slot
+        assert gc.is_tracked(made)  # untracking is the caller's choice
+
+
+def test_every_reference_is_counted_once(core: ModuleType) -> None:
+    name, key, token, owner = "refcounted-name", b"refcounted-key", b"t" * 16, object()
+    ttl, at = 123_456_789_012, 12345.5
+    before = [sys.getrefcount(value) for value in (name, key, token, owner, ttl, at, None)]
+    out: list[object] = [None] * 100
+    _maker(core).make(out, 0, ([name] * 100, [key] * 100, [token] * 100), 0, 100, (ttl, at, owner))
+    held = [sys.getrefcount(value) for value in (name, key, token, owner, ttl, at)]
+    assert held == [count + 100 for count in before[:6]]
+    core.untrack(out, 0, 100)
+    del out
+    gc.collect()
+    assert [sys.getrefcount(value) for value in (name, key, token, owner, ttl, at, None)][:6] == before[:6]
+
+
+def test_a_part_of_the_columns_goes_to_a_part_of_the_list(core: ModuleType) -> None:
+    out: list[object] = [None] * 5
+    _maker(core).make(out, 2, (["a", "b", "c", "d"], [b"a", b"b", b"c", b"d"], [b"t" * 16] * 4), 1, 2,
+                      (1000, 0.0, None))
+    assert out[:2] == [None, None] and out[4] is None
+    assert [lease.name for lease in out[2:4]] == ["b", "c"]  # type: ignore[union-attr]
+
+
+def test_bad_calls_are_refused_alike(core: ModuleType) -> None:
+    maker = _maker(core)
+    columns = (["a"], [b"a"], [b"t" * 16])
+    shared = (1000, 0.0, None)
+    bad = ((0, 0, 2, 5), (4, 0, 1, 4), (-1, 0, 1, 5), (0, -1, 1, 5), (0, 0, -1, 5))
+    for start, first, count, size in bad:
+        with pytest.raises(IndexError):
+            maker.make([None] * size, start, columns, first, count, shared)
+    with pytest.raises(IndexError):
+        maker.make([None] * 5, 0, (["a"], (b"a",), [b"t" * 16]), 0, 1, shared)
+    with pytest.raises(ValueError):
+        maker.make([None] * 5, 0, columns, 0, 1, (1000, 0.0))
+    with pytest.raises(TypeError):  # FencedLease has a slot more
+        core.LeaseMaker(FencedLease, LEASE_VALUES, LEASE_EMPTY)
+    with pytest.raises(TypeError):
+        core.LeaseMaker(Lease, LEASE_VALUES, LEASE_EMPTY[:-1])
+
+    class WithDict:
+        pass
+
+    with pytest.raises(TypeError):
+        core.LeaseMaker(WithDict, (), ())
+
+
+def test_untrack_checks_its_range_alike(core: ModuleType) -> None:
+    items: list[object] = [object(), None]
+    core.untrack(items, 0, 2)
+    core.untrack(items, 1, 1)
+    for start, stop in ((0, 3), (-1, 1), (2, 1)):
+        with pytest.raises(IndexError):
+            core.untrack(items, start, stop)
+    with pytest.raises(TypeError):
+        core.untrack((1, 2), 0, 1)
