@@ -5,6 +5,7 @@ The end-to-end behaviour against a real server is in test_waking.py."""
 from __future__ import annotations
 
 from turbolock._flows.wake_book import Ticket, WakeBook
+from turbolock._wire.fair_scripts import UNKNOWN_PLACE
 
 
 def _ticket(key: bytes, woken: list[Ticket]) -> Ticket:
@@ -22,6 +23,19 @@ def test_a_message_wakes_the_longest_waiting_ticket_not_yet_woken() -> None:
     book.on_reply([b"smessage", b"k", b""])
     assert woken == [first, second]
     assert book.consume(first) and not book.consume(first)
+
+
+def test_fair_waiters_are_woken_by_their_place_in_the_servers_queue() -> None:
+    # Joined in another order than the server queued them (two threads racing): a release wakes
+    # the first in the server's queue; one whose place is not known yet comes after the others.
+    book, woken = WakeBook(), []
+    third, unknown, first, second = (_ticket(b"k", woken) for _ in range(4))
+    for ticket, rank in ((third, 3), (unknown, UNKNOWN_PLACE), (first, 1), (second, 2)):
+        book.join(ticket)
+        ticket.rank = rank
+    for _ in range(4):
+        book.on_reply([b"smessage", b"k", b""])
+    assert woken == [first, second, third, unknown]
 
 
 def test_a_wake_up_left_unused_goes_to_the_next_waiter() -> None:

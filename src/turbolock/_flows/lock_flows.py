@@ -17,7 +17,7 @@ from turbolock._flows.client_settings import check_fair, check_fenced
 from turbolock._flows.lock_rules import LockState, Waiting, worth_retrying
 from turbolock._flows.redlock_result import FencedRedlockLease, RedlockLease, RedlockResult, RedlockStatus
 from turbolock._flows.steps import Call, Flow, Sleep
-from turbolock._wire.fair_scripts import WAITER_BYTES
+from turbolock._wire.fair_scripts import UNKNOWN_PLACE, WAITER_BYTES
 from turbolock._wire.validate import Seconds, encode_name
 from turbolock.errors import (
     ConnectionError,
@@ -258,8 +258,9 @@ class SingleLockFlows(LockFlows[Lease]):
                     ticket = yield Call(client._wake_join, (key, joined))
                     if ticket.heard:
                         waiting.woken_by_release()
-                    if got is not None:
-                        ticket.rank = got
+                    # Its place, or behind every known one until an attempt answers it (a rank of
+                    # 0 would make it the first woken, as a waiter that is not fair is).
+                    ticket.rank = UNKNOWN_PLACE if got is None else got
                     if waiting.over():
                         break
                     continue  # at once: a release before the subscription was confirmed went unheard

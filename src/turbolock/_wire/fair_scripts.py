@@ -22,6 +22,10 @@ from turbolock._wire.scripts import NEXT_FENCE, SLOT_BASE, Script
 WAITER_BYTES = 16
 """The part of a fair attempt's token that names its waiter (random, 128 bits)."""
 
+UNKNOWN_PLACE = 1 << 62
+"""A waiter's place in its client's wake-up order while the server has not told it (its first
+attempt failed): after every waiter whose place is known."""
+
 PATIENCE_MS = 3000
 """How long a waiter keeps its place without asking again. Waiters ask at least every 0.2 s
 (``lock_rules.WOKEN_POLL_MAX``); a waiter at the head that stopped asking holds the others up
