@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from _eventually import eventually
+from _interrupts import interrupt_wait
 from turbolock import LockClient
 from turbolock._flows.bulk_plan import AcquirePlan
 from turbolock.redis_server import RedisServer
@@ -119,3 +120,20 @@ def test_an_interrupt_in_the_noscript_retry_releases_what_the_retry_took(
         assert left == 16 * CHUNK, "the control must leave the retried calls' locks held"
     else:
         assert left == 0
+
+
+def test_an_acquire_interrupted_in_wait_is_released(
+        redis_server: RedisServer, core_name: str, key_prefix: str, raw: redis.Redis,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # No replica: WAIT would answer 0; the interrupt comes as it is sent.
+    with LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix, replicas_ack=1,
+                             replicas_timeout=0.1) as client:
+        assert client.query("warm-up").held is False
+        hits = interrupt_wait(monkeypatch)
+        with pytest.raises(KeyboardInterrupt):
+            client.acquire_many([f"w:{i}" for i in range(500)], 30)
+        monkeypatch.undo()
+        assert hits[0] == 1
+        assert eventually(lambda: client.pending_cleanup == 0, 5.0)
+        left = sum(1 for _ in raw.scan_iter(match=key_prefix.encode() + b"*", count=1000))
+    assert left == 0, f"{left} locks left held after the interrupt"

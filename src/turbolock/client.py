@@ -42,7 +42,7 @@ from turbolock._flows.topology import Server
 from turbolock._flows.wake_book import Ticket
 from turbolock._sync.cleaner import BackgroundCleaner
 from turbolock._sync.cluster_waker import ClusterWaker
-from turbolock._sync.drive import run
+from turbolock._sync.drive import run, wait_for_abandoned
 from turbolock._sync.executor import Executor
 from turbolock._sync.pool import ConnectionPool
 from turbolock._sync.renewer import Renewer
@@ -278,6 +278,7 @@ class LockClient(ClientRules[Lock]):
         if self._closed:
             return
         run(stop_renewing_flow(self, deadline))
+        wait_for_abandoned(deadline)  # an interrupted Cluster call's other shares, still answering
         self._cleaner.stop(deadline)
         if self._cleanup and deadline > time.monotonic():
             self._cleaner.run_once(deadline)

@@ -240,7 +240,8 @@ class SingleLockFlows(LockFlows[Lease]):
             while True:
                 attempts += 1
                 try:
-                    deadline = waiting.attempt_deadline(client.options.timeout)
+                    # A lone try gets the call's own deadline, as a plain Lock's does.
+                    deadline = waiting.attempt_deadline(client.options.timeout) if queue else None
                     attempt = (self.name, self.ttl, waiter, attempts, self.auto_renew, self.on_lost,
                                self.fenced, queue, deadline)
                     got = yield Call(client._fair_attempt, attempt)

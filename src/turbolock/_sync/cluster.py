@@ -26,7 +26,7 @@ from turbolock._flows.cluster_routes import (
 from turbolock._flows.renewal_book import Batch
 from turbolock._flows.steps import Flow
 from turbolock._sync.drive import run
-from turbolock._sync.executor import Executor
+from turbolock._sync.executor import Executor, settle_all
 from turbolock._sync.pool import ConnectionPool
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_SENT, Encoder, Reencoder, ReplyHandler
@@ -125,8 +125,7 @@ class ClusterExecutor:
         except BaseException:
             settle_answered(results, on_replies)
             raise
-        if on_replies is not None and count:
-            on_replies(0, results)
+        settle_all(on_replies, results, orphans, self.on_orphan)
         return results
 
     def renew(self, batches: list[Batch], deadline: float) -> list[list[object]]:

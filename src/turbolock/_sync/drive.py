@@ -21,9 +21,15 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
+_abandoned_running = 0
+"""Calls of interrupted gathers still running on the pool (see ``wait_for_abandoned``)."""
+_abandoned_done = threading.Condition()
+
+
 def _forget_pool_after_fork() -> None:
-    global _pool, _pool_lock
+    global _pool, _pool_lock, _abandoned_running, _abandoned_done
     _pool, _pool_lock = None, threading.Lock()  # the parent's threads are not in the child
+    _abandoned_running, _abandoned_done = 0, threading.Condition()
 
 
 os.register_at_fork(after_in_child=_forget_pool_after_fork)
@@ -60,12 +66,31 @@ def gather(step: Gather) -> list[tuple[bool, Any]]:
             if first is not None:
                 abandoned(0, first)
             for index, future in enumerate(others, 1):
+                _count_abandoned(1)
                 future.add_done_callback(partial(_hand_over, abandoned, index))
         raise
 
 
 def _hand_over(abandoned: Callable[[int, tuple[bool, Any]], None], index: int, future: Future[Any]) -> None:
-    abandoned(index, future.result())
+    try:
+        abandoned(index, future.result())
+    finally:
+        _count_abandoned(-1)
+
+
+def _count_abandoned(change: int) -> None:
+    global _abandoned_running
+    with _abandoned_done:
+        _abandoned_running += change
+        if not _abandoned_running:
+            _abandoned_done.notify_all()
+
+
+def wait_for_abandoned(deadline: float) -> bool:
+    """Wait, until ``deadline``, for the calls of interrupted gathers to hand over what they took
+    (a client's close waits so before its last cleanup); whether none is left."""
+    with _abandoned_done:
+        return _abandoned_done.wait_for(lambda: not _abandoned_running, max(0.0, deadline - time.monotonic()))
 
 
 def run(flow: Flow[T]) -> T:

@@ -214,10 +214,12 @@ class Executor:
         except PipelineBroken as broken:
             pool.discard(conn)
             _mark_unknown(results, range(broken.replied, broken.sent))
+            interrupted = not isinstance(broken.cause, Exception)
+            if interrupted:  # before NOT_DURABLE hides which replies took their lock
+                self._orphan(orphans, broken, results, on_replies is not None)
             if wait is not None:
                 mark_not_durable(results, None, self.replicas)
-            if not isinstance(broken.cause, Exception):
-                self._orphan(orphans, broken, results, on_replies is not None)
+            if interrupted:
                 raise broken.cause from None
             return results
         except BaseException:
@@ -232,6 +234,9 @@ class Executor:
                 return results
             except BaseException:
                 pool.discard(conn)
+                # Interrupted in WAIT: every reply is read; handed over when no on_replies took them.
+                if on_replies is None and orphans is not None and self.on_orphan is not None:
+                    _hand_over(self.on_orphan, orphans, 0, results)
                 raise
             mark_not_durable(results, acked, self.replicas)
         pool.put(conn)
@@ -283,7 +288,9 @@ class Executor:
             for j, i in enumerate(missing):
                 results[i] = sub_results[j]
             # Marked here by the retry's own positions: the caller must not mark again by them.
-            raise PipelineBroken(broken.cause, 0, 0) from None
+            # Every first-pass reply is in ``results``: the caller hands them over when no
+            # on_replies took them (the retried ones again: harmless), and marks nothing more.
+            raise PipelineBroken(broken.cause, len(results), len(results)) from None
         check_loaded(head, script)
         for j, i in enumerate(missing):
             results[i] = sub_results[j]
@@ -291,6 +298,20 @@ class Executor:
 
 def _hand_over(on_orphan: OrphanHandler, orphans: OrphanTags, start: int, replies: list[object]) -> None:
     on_orphan(orphans(start, start + len(replies)), replies if len(replies) > 1 else replies[0])
+
+
+def settle_all(on_replies: ReplyHandler | None, results: list[object], orphans: OrphanTags | None,
+               on_orphan: OrphanHandler | None) -> None:
+    """Hand every reply of a call to ``on_replies`` at once (a Redis Cluster's or a Sentinel's
+    executor); interrupted on the way (a lease at a time), the replies go to ``on_orphan``."""
+    if on_replies is None or not results:
+        return
+    try:
+        on_replies(0, results)
+    except BaseException as exc:
+        if not isinstance(exc, Exception) and orphans is not None and on_orphan is not None:
+            _hand_over(on_orphan, orphans, 0, results)
+        raise
 
 
 def _mark_unknown(results: list[object], indices: range) -> None:

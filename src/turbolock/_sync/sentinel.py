@@ -27,7 +27,7 @@ from turbolock._flows.sentinel_routes import (
 from turbolock._flows.steps import Call, CallStep
 from turbolock._sync.connection import Connection
 from turbolock._sync.drive import run
-from turbolock._sync.executor import Executor
+from turbolock._sync.executor import Executor, settle_all
 from turbolock._sync.pool import ConnectionPool
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
@@ -173,6 +173,5 @@ class SentinelExecutor(Executor):
                         {"durable": durable, "orphans": tags})
 
         results = run(guarded_many_flow(self.pool, send, count, encode, reencode))
-        if on_replies is not None and count:
-            on_replies(0, results)
+        settle_all(on_replies, results, orphans, self.on_orphan)
         return results
