@@ -8,8 +8,9 @@
 # A lease tracked by the collector triggers its young collections and is walked again in every
 # older one (a third of the client's CPU per lock). A lease that cannot be part of a reference
 # cycle needs none of that: its memory still goes with its last reference. A lease reaches user
-# code (and back) only through an auto-renewal's on_lost callback, so only leases without
-# renewal are untracked (bulk_plan).
+# code (and back) through an auto-renewal's on_lost callback, a name of a str or bytes subclass
+# (it has a __dict__) and its ``lost`` event: only leases without renewal, of plain str or bytes
+# names, are untracked (bulk_plan), and ``Lease.lost`` tracks its lease again.
 
 cimport cython
 from cpython.object cimport PyTypeObject
@@ -19,6 +20,7 @@ import types
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void *op)
+    void PyObject_GC_Track(void *op)
     int PyObject_GC_IsTracked(object op)
     object PyType_GenericAlloc(PyTypeObject *type, Py_ssize_t nitems)
     ctypedef struct PyMemberDef:
@@ -28,6 +30,13 @@ cdef extern from "Python.h":
 
 cdef enum:
     _MAX_LEASE_SLOTS = 32
+
+
+def track(object item):
+    """Let the cycle collector track ``item`` again (a lease that now holds an object user code
+    can reach: its ``lost`` event)."""
+    if not PyObject_GC_IsTracked(item) and type(item).__flags__ & (1 << 14):  # Py_TPFLAGS_HAVE_GC
+        PyObject_GC_Track(<void *>item)
 
 
 def untrack(list objects not None, Py_ssize_t start, Py_ssize_t stop):
@@ -90,10 +99,12 @@ cdef class LeaseMaker:
         cdef char *base
         if ncolumns + nshared != self.nvalues:
             raise ValueError(f"{ncolumns} columns and {nshared} shared values for {self.nvalues} slots")
-        if count < 0 or start < 0 or first < 0 or start + count > len(out):
+        # Compared by subtraction: ``start + count`` could overflow.
+        if count < 0 or start < 0 or first < 0 or start > len(out) or count > len(out) - start:
             raise IndexError("make range out of the list")
         for j in range(ncolumns):
-            if type(columns[j]) is not list or first + count > len(<list>columns[j]):
+            if (type(columns[j]) is not list or first > len(<list>columns[j])
+                    or count > len(<list>columns[j]) - first):
                 raise IndexError("a column is not a list that long")
         for i in range(count):
             lease = PyType_GenericAlloc(<PyTypeObject *>self.cls, 0)

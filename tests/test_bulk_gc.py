@@ -71,3 +71,26 @@ def test_a_cycle_through_an_auto_renewed_lease_is_collected(client: LockClient, 
         assert watched() is not None, "the control must leak the cycle"
     else:
         assert watched() is None
+
+
+class _Name(str):
+    """A str subclass (an enum.StrEnum member is one): it has a __dict__."""
+
+
+@pytest.mark.parametrize("via", ["name", "lost_event"])
+def test_a_cycle_user_code_closes_through_a_plain_bulk_lease_is_collected(client: LockClient,
+                                                                           via: str) -> None:
+    # lease -> its name (a str subclass) or its lost event -> the lease: such leases stay (or
+    # become again) tracked, so the collector frees the cycle on both cores.
+    names = [_Name(f"cyc:{i}") for i in range(3)] if via == "name" else [f"cyc:{i}" for i in range(3)]
+    result = client.acquire_many(names, 30)
+    lease = result.acquired[0]
+    if via == "name":
+        lease.name.lease = lease  # type: ignore[union-attr]
+    else:
+        lease.lost.lease = lease  # type: ignore[attr-defined]
+    assert all(client.release_many(result.acquired))
+    watched = weakref.ref(lease)
+    del result, lease, names
+    gc.collect()
+    assert watched() is None

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 from turbolock import _metrics
+from turbolock._wire import core as _core
 from turbolock.errors import LockLostError
 
 if TYPE_CHECKING:
@@ -118,6 +119,8 @@ class Lease:
         if event is None:
             event = threading.Event()
             self._lost_event = event
+            if _core.core_c is not None:  # user code can reach the event, and through it this lease
+                _core.core_c.track(self)
             if self._lost is not None:
                 event.set()
         return event

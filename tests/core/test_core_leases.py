@@ -69,7 +69,9 @@ def test_bad_calls_are_refused_alike(core: ModuleType) -> None:
     maker = _maker(core)
     columns = (["a"], [b"a"], [b"t" * 16])
     shared = (1000, 0.0, None)
-    bad = ((0, 0, 2, 5), (4, 0, 1, 4), (-1, 0, 1, 5), (0, -1, 1, 5), (0, 0, -1, 5))
+    huge = sys.maxsize
+    bad = ((0, 0, 2, 5), (4, 0, 1, 4), (-1, 0, 1, 5), (0, -1, 1, 5), (0, 0, -1, 5), (2, 0, huge, 5),
+           (huge, 0, 1, 5), (0, huge, 1, 5), (0, 1, huge, 5))
     for start, first, count, size in bad:
         with pytest.raises(IndexError):
             maker.make([None] * size, start, columns, first, count, shared)
@@ -87,6 +89,16 @@ def test_bad_calls_are_refused_alike(core: ModuleType) -> None:
 
     with pytest.raises(TypeError):
         core.LeaseMaker(WithDict, (), ())
+
+
+def test_track_undoes_untrack_on_the_c_core(core: ModuleType) -> None:
+    items: list[object] = [Lease("n", b"k", b"t" * 16, 1000, 0.0, None)]
+    core.untrack(items, 0, 1)
+    assert gc.is_tracked(items[0]) == (core.IMPLEMENTATION == "py")
+    core.track(items[0])
+    core.track(items[0])  # already tracked: nothing happens
+    core.track(b"not a container")  # not a type the collector tracks: nothing happens
+    assert gc.is_tracked(items[0])
 
 
 def test_untrack_checks_its_range_alike(core: ModuleType) -> None:

@@ -269,9 +269,10 @@ class AcquirePlan:
         """The core's ``LeaseMaker`` of plain leases (``use_core``)."""
 
     def use_core(self, core: Any, renewed: bool) -> None:
-        """Build the leases with ``core``; untracked by the cycle collector unless ``renewed``."""
+        """Build the leases with ``core``; untracked by the cycle collector unless ``renewed`` or
+        a name is of a subclass of str or bytes (one with a ``__dict__`` could point back)."""
         self.make_leases = lease_maker(core)
-        if not renewed:  # nothing reaches user code from its leases
+        if not renewed and set(map(type, self.names)) <= {str, bytes}:  # nothing reaches user code
             self.untrack = core.untrack
 
     def fence(self, key_prefix: bytes, replicas_ack: int, fenced: object) -> None:

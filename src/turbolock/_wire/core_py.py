@@ -388,6 +388,11 @@ def key_slots(prefix: bytes, keys: list[bytes]) -> list[int]:
     return [key_slot(prefix + key) for key in keys]
 
 
+def track(item: object) -> None:
+    """The compiled core lets the cycle collector track ``item`` again; nothing to do here (the
+    pure core never untracks)."""
+
+
 def untrack(objects: list[object], start: int, stop: int) -> None:
     """The compiled core stops the cycle collector tracking ``objects[start:stop]`` (see its
     ``leases.pyx``); the pure core has no portable way to and leaves them tracked. Both check
@@ -430,9 +435,10 @@ class LeaseMaker:
         if len(columns) + len(shared) != self._values:
             raise ValueError(f"{len(columns)} columns and {len(shared)} shared values for "
                              f"{self._values} slots")
-        if count < 0 or start < 0 or first < 0 or start + count > len(out):
+        if count < 0 or start < 0 or first < 0 or start > len(out) or count > len(out) - start:
             raise IndexError("make range out of the list")
-        if any(type(column) is not list or first + count > len(column) for column in columns):
+        if any(type(column) is not list or first > len(column) or count > len(column) - first
+               for column in columns):
             raise IndexError("a column is not a list that long")
         out[start:start + count] = map(self._cls, *(column[first:first + count] for column in columns),
                                        *(repeat(value, count) for value in shared))
