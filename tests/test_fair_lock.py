@@ -19,9 +19,12 @@ import pytest
 import redis
 
 from _eventually import eventually
-from turbolock import InvalidArgumentError, InvalidArgumentTypeError, LockClient
-from turbolock._wire.fair_scripts import PATIENCE_MS
+from _netfaults import FaultProxy
+from turbolock import InvalidArgumentError, InvalidArgumentTypeError, LockClient, LockError
+from turbolock._wire.fair_scripts import FAIR_ACQUIRE, PATIENCE_MS
+from turbolock._wire.outcomes import Unconfirmed
 from turbolock.asyncio import AsyncLockClient
+from turbolock.errors import TimeoutError as TLTimeout
 from turbolock.redis_server import RedisServer
 
 WAITERS = 8
@@ -181,3 +184,112 @@ def test_a_fair_lock_can_be_fenced(make_client: Callable[..., Any]) -> None:
     assert lock.acquire()
     assert first is not None and lock.fence == first + 1
     lock.release()
+
+
+class _LosesOneTake:
+    """An executor whose first fair attempt that takes the lock loses its reply (it ran)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.lost = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def script_one(self, script: Any, key: bytes, token: bytes, ttl_ms: Any, deadline: Any = None) -> object:
+        reply = self._inner.script_one(script, key, token, ttl_ms, deadline)
+        if script in FAIR_ACQUIRE.values() and reply == b"OK" and not self.lost:
+            self.lost += 1
+            raise Unconfirmed(TLTimeout("reply lost (injected)"))
+        return reply
+
+
+def test_a_lost_reply_on_the_heads_take_keeps_its_turn(redis_server: RedisServer, key_prefix: str,
+                                                       raw: redis.Redis) -> None:
+    # A's winning attempt ran but its reply was lost: its next attempt finds the lock its own
+    # (nothing released it meanwhile) instead of queueing behind B.
+    url = redis_server.url
+    got: list[str] = []
+    with LockClient.from_url(url, key_prefix=key_prefix) as c0, \
+            LockClient.from_url(url, key_prefix=key_prefix) as ca, \
+            LockClient.from_url(url, key_prefix=key_prefix) as cb:
+        lossy = _LosesOneTake(ca._exec)
+        ca._exec = lossy  # type: ignore[assignment]
+        holder = c0.lock("fifo", 10, fair=True)
+        assert holder.acquire()
+
+        def wait(client: LockClient, who: str) -> None:
+            lock = client.lock("fifo", 10, fair=True)
+            assert lock.acquire(timeout=20)
+            got.append(who)
+            time.sleep(0.05)
+            lock.release()
+
+        a = threading.Thread(target=wait, args=(ca, "A"))
+        a.start()
+        assert eventually(lambda: len(_queue(raw, key_prefix, "fifo")) == 1, 10.0)
+        b = threading.Thread(target=wait, args=(cb, "B"))
+        b.start()
+        assert eventually(lambda: len(_queue(raw, key_prefix, "fifo")) == 2, 10.0)
+        holder.release()
+        a.join(20)
+        b.join(20)
+    assert lossy.lost == 1
+    assert got == ["A", "B"], f"A came first but was served {got}"
+
+
+@pytest.mark.parametrize("fair", [True, False], ids=["fair", "plain"])
+def test_a_try_on_a_free_lock_over_a_slow_link_takes_it(redis_server: RedisServer, key_prefix: str,
+                                                       fair: bool) -> None:
+    # One-way delay 2.5 ms each way: a round trip of 5 ms, well inside the 5 s call timeout.
+    with FaultProxy(redis_server.host, redis_server.port) as proxy:
+        with LockClient(proxy.host, proxy.port, key_prefix=key_prefix) as client:
+            assert client.query("warm-up").held is False  # connected
+            proxy.delay(0.0025)
+            lock = client.lock("free", 10, fair=fair)
+            started = time.monotonic()
+            try:
+                got: object = lock.acquire(blocking=False)
+            except LockError as exc:
+                got = exc
+            elapsed = time.monotonic() - started
+            assert got is True, f"a try on a free lock gave {got!r} after {elapsed * 1000:.1f} ms"
+
+
+@pytest.mark.timing
+def test_live_waiters_keep_their_order_across_a_server_stall_past_patience(own_server: RedisServer,
+                                                                           key_prefix: str) -> None:
+    # Four live waiters queue 0, 1, 2, 3 behind a holder; the server then stalls for 3.5 s (a
+    # CLIENT PAUSE as FAILOVER does, a slow script, a fork on a big dataset): nobody could ask.
+    url = own_server.url
+    raw = redis.Redis.from_url(url)
+    clients = [LockClient.from_url(url, key_prefix=key_prefix) for _ in range(5)]
+    got: list[int] = []
+    try:
+        holder = clients[4].lock("stall", 30, fair=True)
+        assert holder.acquire()
+
+        def wait(i: int) -> None:
+            lock = clients[i].lock("stall", 30, fair=True)
+            assert lock.acquire(timeout=30)
+            got.append(i)
+            time.sleep(0.02)
+            lock.release()
+
+        threads = [threading.Thread(target=wait, args=(i,)) for i in range(4)]
+        for i, thread in enumerate(threads):
+            thread.start()
+            assert eventually(lambda i=i: len(_queue(raw, key_prefix, "stall")) == i + 1, 10.0)
+        before = _queue(raw, key_prefix, "stall")
+        raw.execute_command("CLIENT", "PAUSE", 3500, "WRITE")
+        time.sleep(4.0)
+        after = _queue(raw, key_prefix, "stall")
+        holder.release()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        for c in clients:
+            c.close()
+        raw.close()
+    assert after == before, f"queue order changed across the stall: {before} -> {after}; served {got}"
+    assert got == [0, 1, 2, 3]

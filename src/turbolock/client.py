@@ -135,14 +135,14 @@ class LockClient(ClientRules[Lock]):
     # The steps of a fair Lock object (``SingleLockFlows._fair_acquire_flow``).
     def _fair_attempt(self, name: str | bytes, ttl: Seconds, waiter: bytes, attempt: int,
                       auto_renew: bool | AutoRenew, on_lost: OnLost | None, fenced: bool, queue: bool,
-                      deadline: float | None) -> Lease | int | None:
+                      deadline: float | None) -> Lease | int | object | None:
         """One attempt of a fair waiter, by ``deadline`` (None: the call's own)."""
         end = time.monotonic() + self.options.timeout if deadline is None else deadline
         return run(fair_attempt_flow(self, name, ttl, waiter, attempt, auto_renew, on_lost, fenced, queue,
                                      end))
 
-    def _fair_leave(self, name: str | bytes, waiter: bytes) -> None:
-        run(fair_leave_flow(self, name, waiter, time.monotonic() + LEAVE_SECONDS))
+    def _fair_leave(self, name: str | bytes, waiter: bytes) -> bool:
+        return run(fair_leave_flow(self, name, waiter, time.monotonic() + LEAVE_SECONDS))
 
     # -- single locks ---------------------------------------------------------------------------
 

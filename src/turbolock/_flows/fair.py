@@ -15,6 +15,11 @@ from turbolock._wire.outcomes import Unconfirmed
 from turbolock._wire.validate import Seconds, encode_name, ttl_ms
 from turbolock.lease import Lease
 
+REPLY_LOST = object()
+"""A waiting attempt's reply was lost: it may have taken the lock, which its next attempt then
+finds its own (``fair_scripts``); nothing is released in the background meanwhile, or the waiter
+would lose its turn."""
+
 LEAVE_SECONDS = 0.02
 """How long a waiter that gives up waits for its leaving the queue; past that, its place is
 dropped by the others once it reaches the head (``fair_scripts.PATIENCE_MS``)."""
@@ -28,9 +33,10 @@ def attempt_token(waiter: bytes, attempt: int) -> bytes:
 
 def fair_attempt_flow(client: Any, name: str | bytes, ttl: Seconds, waiter: bytes, attempt: int,
                       auto_renew: bool | AutoRenew, on_lost: OnLost | None, fenced: bool, queue: bool,
-                      deadline: float | None) -> Flow[Lease | int | None]:
-    """One attempt: the lease when the lock was free and nobody was ahead, else the waiter's
-    place in the queue (``queue``) or None (a lone try)."""
+                      deadline: float | None) -> Flow[Lease | int | object | None]:
+    """One attempt: the lease when the lock was free and nobody was ahead (or already the
+    waiter's own), else the waiter's place in the queue (``queue``) or None (a lone try);
+    ``REPLY_LOST`` when a waiting attempt's reply was lost."""
     key = encode_name(name)
     ms = ttl_ms(ttl)
     token = attempt_token(waiter, attempt)
@@ -39,15 +45,19 @@ def fair_attempt_flow(client: Any, name: str | bytes, ttl: Seconds, waiter: byte
     try:
         reply = yield Call(client._exec.script_one, (FAIR_ACQUIRE[queue, fenced], key, token, ms, deadline))
     except Unconfirmed as exc:
+        if queue and isinstance(exc.cause, Exception):
+            return REPLY_LOST
         raise client._acquire_lost([(name, key, token, time.monotonic() + ms / 1000.0)], exc.cause) from None
     if type(reply) is int and reply < 0:
         return -reply
     return acquire_result(client, reply, name, key, token, ms, sent_at, policy, on_lost)
 
 
-def fair_leave_flow(client: Any, name: str | bytes, waiter: bytes, deadline: float) -> Flow[None]:
-    """Leave the queue; a failure is left to the others' patience."""
+def fair_leave_flow(client: Any, name: str | bytes, waiter: bytes, deadline: float) -> Flow[bool]:
+    """Leave the queue, and release the lock if an attempt whose reply was lost took it; whether
+    the server answered (a place left behind expires by the others' patience)."""
     try:
-        yield Call(client._exec.script_one, (FAIR_LEAVE, encode_name(name), waiter, None, deadline))
-    except Exception:
-        pass
+        reply = yield Call(client._exec.script_one, (FAIR_LEAVE, encode_name(name), waiter, None, deadline))
+    except Exception:  # best effort: the caller falls back on the background cleanup
+        return False
+    return type(reply) is int

@@ -14,10 +14,11 @@ from typing import Any, TypeVar
 
 from turbolock import _metrics
 from turbolock._flows.client_settings import check_fair, check_fenced
+from turbolock._flows.fair import REPLY_LOST, attempt_token
 from turbolock._flows.lock_rules import LockState, Waiting, worth_retrying
 from turbolock._flows.redlock_result import FencedRedlockLease, RedlockLease, RedlockResult, RedlockStatus
 from turbolock._flows.steps import Call, Flow, Sleep
-from turbolock._wire.fair_scripts import UNKNOWN_PLACE, WAITER_BYTES
+from turbolock._wire.fair_scripts import PATIENCE_MS, UNKNOWN_PLACE, WAITER_BYTES
 from turbolock._wire.validate import Seconds, encode_name
 from turbolock.errors import (
     ConnectionError,
@@ -236,6 +237,8 @@ class SingleLockFlows(LockFlows[Lease]):
         queue = wait != 0.0
         ticket = None
         attempts = 0
+        maybe: list[bytes] = []
+        """Tokens of attempts that may have taken the lock (no answer): released when it leaves."""
         try:
             while True:
                 attempts += 1
@@ -248,13 +251,16 @@ class SingleLockFlows(LockFlows[Lease]):
                 except ConnectionError as error:
                     if not worth_retrying(error, wait):
                         raise
-                    got = None  # a lock it may have taken is released in the background
+                    got = None
                 if isinstance(got, Lease):
                     return got
                 if not queue:
                     return None
+                if got is None or got is REPLY_LOST:  # no answer (an answer is a place): maybe taken
+                    maybe.append(attempt_token(waiter, attempts))
+                    got = None
                 if ticket is None and client._wakes_waiters:
-                    joined = waiting.join_deadline(client.options.timeout)
+                    joined = waiting.join_deadline(client.options.timeout, PATIENCE_MS / 4000.0)
                     key = client.key_prefix + encode_name(self.name)
                     ticket = yield Call(client._wake_join, (key, joined))
                     if ticket.heard:
@@ -278,13 +284,22 @@ class SingleLockFlows(LockFlows[Lease]):
             raise
         except BaseException:  # an error, an interrupt, a cancelled task: it leaves, then raises
             if queue:
-                yield Call(client._fair_leave, (self.name, waiter))
+                yield from self._leave_queue(waiter, maybe)
             raise
         finally:
             if ticket is not None:
                 client._wake_leave(ticket)
-        yield Call(client._fair_leave, (self.name, waiter))
+        yield from self._leave_queue(waiter, maybe)
         return None
+
+    def _leave_queue(self, waiter: bytes, maybe: list[bytes]) -> Flow[None]:
+        """Leave the queue (and free a lock an unanswered attempt took); when the server does not
+        answer in time, those attempts' locks are released in the background."""
+        left = yield Call(self.client._fair_leave, (self.name, waiter))
+        if not left and maybe:
+            key, forget_at = encode_name(self.name), time.monotonic() + self._ttl_ms / 1000.0
+            for token in maybe:
+                self.client._remember_cleanup(key, token, forget_at)
 
 
 class RedlockLockFlows(LockFlows[RedlockLease]):

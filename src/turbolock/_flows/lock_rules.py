@@ -97,10 +97,11 @@ class Waiting:
         (a holder that crashed, an expiry, a lost message), so its pauses are longer."""
         self._backoff = Backoff(WOKEN_POLL_FIRST, WOKEN_POLL_MAX, floor=0.5)
 
-    def join_deadline(self, call_timeout: float) -> float:
-        """How long subscribing to the release of the lock may take: the call's deadline, or
+    def join_deadline(self, call_timeout: float, limit: float | None = None) -> float:
+        """How long subscribing to the release of the lock may take: the call's deadline (or
+        ``limit`` seconds if shorter: a fair waiter must ask again before its place goes), or
         the end of the wait if that comes first."""
-        end = time.monotonic() + call_timeout
+        end = time.monotonic() + (call_timeout if limit is None else min(call_timeout, limit))
         return end if self.deadline is None else min(end, self.deadline)
 
     def within(self, seconds: float) -> float:

@@ -8,11 +8,15 @@ expire once nobody asks. A waiter is the first ``WAITER_BYTES`` of its attempt's
 attempt has a token of its own (a lost reply's maybe-taken lock is released by that token
 without touching a later attempt's), the waiter's part stays.
 
-An attempt takes the lock only when it is free and nobody is ahead in the queue. A waiter that
-stopped asking (a crash, a wait that ended without leaving) is dropped once it is at the head
-and has not asked for ``PATIENCE_MS``: the lock then goes to the next one. Replies: ``OK`` (or
-the fence) when taken; a negative number, minus the waiter's place, when queued; nil when a
-try that does not queue found the lock held or waiters ahead.
+An attempt takes the lock only when it is free and nobody is ahead in the queue, or when the
+lock is already the waiter's own (an earlier attempt took it and its reply was lost: it is
+stamped with this attempt's token and the waiter keeps its turn). A waiter that stopped asking (a
+crash, a wait that ended without leaving) is dropped once it is at the head and has not asked
+for ``PATIENCE_MS``: the lock then goes to the next one. Nobody is dropped for a silence nobody
+could break: when no script ran on the queue for ``STALL_MS`` (a stalled or paused server, a
+failover, a partition) or the server's clock went back, every waiter counts as having asked
+just now. Replies: ``OK`` (or the fence) when taken; a negative number, minus the waiter's
+place, when queued; nil when a try that does not queue found the lock held or waiters ahead.
 """
 
 from __future__ import annotations
@@ -29,7 +33,15 @@ attempt failed): after every waiter whose place is known."""
 PATIENCE_MS = 3000
 """How long a waiter keeps its place without asking again. Waiters ask at least every 0.2 s
 (``lock_rules.WOKEN_POLL_MAX``); a waiter at the head that stopped asking holds the others up
-this long at most."""
+this long at most, once the server and the network let the others ask."""
+
+STALL_MS = 1000
+"""A silence on a queue this long is not the waiters' doing (they ask every 0.2 s at least):
+nobody is dropped for it."""
+
+EXPIRE_MS = 30_000
+"""The queue and its hash expire this long after the last script ran on them (they go at once
+when the last waiter takes the lock or leaves): a partition longer than that loses the order."""
 
 _QUEUE = NEXT_FENCE + b"""\
 local key, token = KEYS[1], ARGV[1]
@@ -38,7 +50,27 @@ local base = slot_base(key)
 local queue, asked = base .. ':queue', base .. ':asked'
 local clock = redis.call('time')
 local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+local holder = redis.call('get', key)
+if holder and #holder == #token and string.sub(holder, 1, %(waiter)d) == waiter then
+  redis.call('set', key, token, 'XX', 'PX', ARGV[2])
+  redis.call('zrem', queue, waiter)
+  redis.call('hdel', asked, waiter)
+  if redis.call('zcard', queue) == 0 then
+    redis.call('del', asked)
+  end
+  return %(again)s
+end
 local head = redis.call('zrange', queue, 0, 0)[1]
+if head then
+  local seen = tonumber(redis.call('hget', asked, ':seen'))
+  if seen and (now - seen > %(stall)d or now < seen) then
+    local fields = redis.call('hkeys', asked)
+    for i = 1, #fields do
+      redis.call('hset', asked, fields[i], now)
+    end
+  end
+  redis.call('hset', asked, ':seen', now)
+end
 while head and head ~= waiter do
   local last = tonumber(redis.call('hget', asked, head))
   if last and last + %(patience)d > now then
@@ -51,10 +83,13 @@ end
 """
 
 _TAKE = b"""\
-if (not head or head == waiter) and redis.call('set', key, token, 'NX', 'PX', ARGV[2]) then
+if (not head or head == waiter) and not holder and redis.call('set', key, token, 'NX', 'PX', ARGV[2]) then
   if head then
     redis.call('zrem', queue, waiter)
     redis.call('hdel', asked, waiter)
+    if redis.call('zcard', queue) == 0 then
+      redis.call('del', asked)
+    end
   end
   return %(taken)s
 end
@@ -68,18 +103,19 @@ if not place then
   redis.call('zadd', queue, place, waiter)
 end
 redis.call('hset', asked, waiter, now)
-for _, name in ipairs({queue, asked}) do
-  if redis.call('pttl', name) < %(patience)d then
-    redis.call('pexpire', name, %(patience)d)
-  end
-end
+redis.call('hset', asked, ':seen', now)
+redis.call('pexpire', queue, %(expire)d)
+redis.call('pexpire', asked, %(expire)d)
 return -tonumber(place)
 """
 
 
 def _source(queue: bool, fenced: bool) -> bytes:
     taken = b"next_fence(key)" if fenced else b"{ok = 'OK'}"
-    values = {b"waiter": WAITER_BYTES, b"patience": PATIENCE_MS, b"taken": taken}
+    # Its own lock again: the fence its lost take was given is the counter's value still.
+    again = b"tonumber(redis.call('get', slot_base(key) .. ':fence'))" if fenced else b"{ok = 'OK'}"
+    values = {b"waiter": WAITER_BYTES, b"patience": PATIENCE_MS, b"stall": STALL_MS, b"expire": EXPIRE_MS,
+              b"taken": taken, b"again": again}
     body = _QUEUE + _TAKE + (_JOIN if queue else b"return false\n")
     return body % values
 
@@ -95,10 +131,22 @@ own, when it cannot have the lock; a lone try does not), fenced or not. KEYS[1] 
 ARGV[1] = the attempt's token, ARGV[2] = ttl in ms."""
 
 FAIR_LEAVE = Script("fair_leave", SLOT_BASE + b"""\
-local base = slot_base(KEYS[1])
+local key = KEYS[1]
+local base = slot_base(key)
 local waiter = string.sub(ARGV[1], 1, %(waiter)d)
 redis.call('zrem', base .. ':queue', waiter)
 redis.call('hdel', base .. ':asked', waiter)
+if redis.call('zcard', base .. ':queue') == 0 then
+  redis.call('del', base .. ':asked')
+end
+local holder = redis.call('get', key)
+if holder and #holder == %(token)d and string.sub(holder, 1, %(waiter)d) == waiter then
+  redis.call('del', key)
+  redis.pcall('spublish', key, '')
+  return 1
+end
 return 0
-""" % {b"waiter": WAITER_BYTES})
-"""A fair waiter that gives up leaves the queue. KEYS[1] = lock key; ARGV[1] = a token of the waiter."""
+""" % {b"waiter": WAITER_BYTES, b"token": WAITER_BYTES + 4})
+"""A fair waiter that gives up leaves the queue, and releases the lock if an attempt of its own
+took it (its reply lost). KEYS[1] = lock key; ARGV[1] = the waiter (or a token of it). Replies 1
+when it released the lock, else 0."""

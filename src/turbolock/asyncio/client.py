@@ -141,16 +141,17 @@ class AsyncLockClient(ClientRules[AsyncLock]):
     # The steps of a fair Lock object (``SingleLockFlows._fair_acquire_flow``).
     def _fair_attempt(self, name: str | bytes, ttl: Seconds, waiter: bytes, attempt: int,
                       auto_renew: bool | AutoRenew, on_lost: OnLost | None, fenced: bool, queue: bool,
-                      deadline: float | None) -> Awaitable[Lease | int | None]:
+                      deadline: float | None) -> Awaitable[Lease | int | object | None]:
         """One attempt of a fair waiter, by ``deadline`` (None: the call's own); one cut short
         is None, and a lock it may have taken is released in the background."""
         attempt_flow = run(fair_attempt_flow(self, name, ttl, waiter, attempt, auto_renew, on_lost, fenced,
                                              queue, deadline))
         return attempt_flow if deadline is None else self._attempt_by(attempt_flow, deadline)
 
-    async def _fair_leave(self, name: str | bytes, waiter: bytes) -> None:
+    async def _fair_leave(self, name: str | bytes, waiter: bytes) -> bool:
         end = time.monotonic() + LEAVE_SECONDS
-        await run_within(run(fair_leave_flow(self, name, waiter, end)), LEAVE_SECONDS)
+        finished, answered = await run_within(run(fair_leave_flow(self, name, waiter, end)), LEAVE_SECONDS)
+        return finished and bool(answered)
 
     # -- single locks ---------------------------------------------------------------------------
 
