@@ -433,5 +433,7 @@ def _ask_item_flow(nodes: Any, address: Address, encode: Encoder, i: int, script
 
     try:
         return (yield Call(nodes.node(address).asking_one, (append, deadline, script, durable)))
-    except Unconfirmed:
+    except Unconfirmed as exc:
+        if not isinstance(exc.cause, Exception):  # interrupted or cancelled: the caller goes too
+            raise exc.cause from None
         return UNKNOWN

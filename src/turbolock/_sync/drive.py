@@ -55,9 +55,11 @@ def gather(step: Gather) -> list[tuple[bool, Any]]:
         with _pool_lock:
             if _pool is None:
                 _pool = ThreadPoolExecutor(GATHER_THREADS, thread_name_prefix="turbolock-gather")
-    others = [_pool.submit(_outcome, call) for call in calls[1:]]
+    others: list[Future[Any]] = []
     first: tuple[bool, Any] | None = None
     try:
+        for call in calls[1:]:  # one by one: an interrupt between two still hands over the first
+            others.append(_pool.submit(_outcome, call))
         first = _outcome(calls[0])
         return [first, *(future.result() for future in others)]
     except BaseException:
