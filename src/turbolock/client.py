@@ -16,7 +16,6 @@ from turbolock._flows.bulk_flows import (
     extend_many_flow,
     query_many_flow,
     release_many_flow,
-    run_release_flow,
 )
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.client_rules import ClientRules
@@ -26,7 +25,7 @@ from turbolock._flows.client_settings import (
     check_fenced,
 )
 from turbolock._flows.closing import stop_renewing_flow
-from turbolock._flows.fair import LEAVE_SECONDS, fair_attempt_flow, fair_leave_flow
+from turbolock._flows.fair import cleanup_flow, fair_attempt_flow
 from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch, OnLost
 from turbolock._flows.single import (
@@ -140,9 +139,6 @@ class LockClient(ClientRules[Lock]):
         end = time.monotonic() + self.options.timeout if deadline is None else deadline
         return run(fair_attempt_flow(self, name, ttl, waiter, attempt, auto_renew, on_lost, fenced, queue,
                                      end))
-
-    def _fair_leave(self, name: str | bytes, waiter: bytes) -> bool:
-        return run(fair_leave_flow(self, name, waiter, time.monotonic() + LEAVE_SECONDS))
 
     # -- single locks ---------------------------------------------------------------------------
 
@@ -265,7 +261,7 @@ class LockClient(ClientRules[Lock]):
         return run(release_many_flow(self, leases, deadline))
 
     def _release_keys(self, keys: list[bytes], tokens: list[bytes], deadline: float) -> list[object]:
-        return run(run_release_flow(self, keys, tokens, deadline))
+        return run(cleanup_flow(self, keys, tokens, deadline))
 
     # -- plumbing -------------------------------------------------------------------------------
 

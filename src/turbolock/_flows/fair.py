@@ -1,12 +1,16 @@
 """A fair Lock object's attempts and its leaving the queue (``_wire/fair_scripts``), for the
-threaded and the asyncio clients alike: each client runs these under its own deadline rules
-(``_fair_attempt``, ``_fair_leave``)."""
+threaded and the asyncio clients alike: each client runs an attempt under its own deadline rules
+(``_fair_attempt``); leaving goes through the client's background cleanup (``Leaving``), so that
+no wait ends later for it."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
+from turbolock._flows.bulk_flows import run_release_flow
+from turbolock._flows.bulk_plan import script_encoders
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.single import acquire_result
 from turbolock._flows.steps import Call, Flow
@@ -20,9 +24,12 @@ REPLY_LOST = object()
 finds its own (``fair_scripts``); nothing is released in the background meanwhile, or the waiter
 would lose its turn."""
 
-LEAVE_SECONDS = 0.02
-"""How long a waiter that gives up waits for its leaving the queue; past that, its place is
-dropped by the others once it reaches the head (``fair_scripts.PATIENCE_MS``)."""
+
+class Leaving(bytes):
+    """A waiter that gave up, as an entry of the client's cleanup (in place of a token): the
+    cleanup sends ``FAIR_LEAVE`` for it (``cleanup_flow``) until the server answers."""
+
+    __slots__ = ()
 
 
 def attempt_token(waiter: bytes, attempt: int) -> bytes:
@@ -53,11 +60,34 @@ def fair_attempt_flow(client: Any, name: str | bytes, ttl: Seconds, waiter: byte
     return acquire_result(client, reply, name, key, token, ms, sent_at, policy, on_lost)
 
 
-def fair_leave_flow(client: Any, name: str | bytes, waiter: bytes, deadline: float) -> Flow[bool]:
-    """Leave the queue, and release the lock if an attempt whose reply was lost took it; whether
-    the server answered (a place left behind expires by the others' patience)."""
-    try:
-        reply = yield Call(client._exec.script_one, (FAIR_LEAVE, encode_name(name), waiter, None, deadline))
-    except Exception:  # best effort: the caller falls back on the background cleanup
-        return False
-    return type(reply) is int
+def leave_flow(client: Any, keys: list[bytes], waiters: list[bytes],
+               deadline: float = math.inf) -> Flow[list[object]]:
+    """Waiters leave their queues (and release a lock an unanswered attempt of theirs took),
+    pipelined; a reply per waiter (an int once it ran)."""
+    encode, reencode = script_encoders(FAIR_LEAVE, keys, waiters, None)
+    options: dict[str, Any] = {"keys": keys}
+    if deadline != math.inf:
+        options["deadline"] = deadline
+    replies: list[object] = yield Call(client._exec.many, (len(keys), encode, FAIR_LEAVE, reencode), options)
+    return replies
+
+
+def cleanup_flow(client: Any, keys: list[bytes], tokens: list[bytes],
+                 deadline: float = math.inf) -> Flow[list[object]]:
+    """The client's background cleanup: the releases of maybe-held locks, and the waiters that
+    gave up (``Leaving`` in place of a token); a reply per entry."""
+    leaving = [i for i, token in enumerate(tokens) if type(token) is Leaving]
+    if not leaving:
+        return (yield from run_release_flow(client, keys, tokens, deadline))
+    replies: list[object] = [None] * len(keys)
+    releasing = [i for i, token in enumerate(tokens) if type(token) is not Leaving]
+    if releasing:
+        released = yield from run_release_flow(client, [keys[i] for i in releasing],
+                                               [tokens[i] for i in releasing], deadline)
+        for i, reply in zip(releasing, released, strict=True):
+            replies[i] = reply
+    waiters = [bytes(tokens[i]) for i in leaving]
+    left = yield from leave_flow(client, [keys[i] for i in leaving], waiters, deadline)
+    for i, reply in zip(leaving, left, strict=True):
+        replies[i] = reply
+    return replies

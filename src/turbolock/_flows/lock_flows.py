@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 
 from turbolock import _metrics
 from turbolock._flows.client_settings import check_fair, check_fenced
-from turbolock._flows.fair import REPLY_LOST, attempt_token
+from turbolock._flows.fair import REPLY_LOST, Leaving, attempt_token
 from turbolock._flows.lock_rules import LockState, Waiting, worth_retrying
 from turbolock._flows.redlock_result import FencedRedlockLease, RedlockLease, RedlockResult, RedlockStatus
 from turbolock._flows.steps import Call, Flow, Sleep
-from turbolock._wire.fair_scripts import PATIENCE_MS, UNKNOWN_PLACE, WAITER_BYTES
+from turbolock._wire.fair_scripts import EXPIRE_MS, PATIENCE_MS, UNKNOWN_PLACE, WAITER_BYTES
 from turbolock._wire.validate import Seconds, encode_name
 from turbolock.errors import (
     ConnectionError,
@@ -293,13 +293,12 @@ class SingleLockFlows(LockFlows[Lease]):
         return None
 
     def _leave_queue(self, waiter: bytes, maybe: list[bytes]) -> Flow[None]:
-        """Leave the queue (and free a lock an unanswered attempt took); when the server does not
-        answer in time, those attempts' locks are released in the background."""
-        left = yield Call(self.client._fair_leave, (self.name, waiter))
-        if not left and maybe:
-            key, forget_at = encode_name(self.name), time.monotonic() + self._ttl_ms / 1000.0
-            for token in maybe:
-                self.client._remember_cleanup(key, token, forget_at)
+        """Leave the queue, in the background (the client's cleanup, until the server answers):
+        the place goes, and a lock an unanswered attempt (``maybe``) took is released."""
+        forget_at = time.monotonic() + max(self._ttl_ms, EXPIRE_MS) / 1000.0
+        self.client._remember_cleanup(encode_name(self.name), Leaving(waiter), forget_at)
+        return
+        yield
 
 
 class RedlockLockFlows(LockFlows[RedlockLease]):

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from turbolock._flows.steps import Call, CallStep, Flow
-from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, subset_encoders
+from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, Unconfirmed, subset_encoders
 from turbolock._wire.replies import reply_error
 from turbolock._wire.slot_map import Address
 from turbolock.errors import (
@@ -114,13 +114,15 @@ def refused_write(service: str) -> ConnectionError:
 
 def guarded_flow(pool: Any, step: CallStep, deadline: float) -> Flow[object]:
     """One call to the master (``step``). A failure makes ``pool`` forget the master and drop its
-    connections; a write refused with READONLY (it did not run) goes once more, to the master
-    the Sentinels name next."""
+    connections (not one the caller brought on: see ``blames_master``); a write refused with
+    READONLY (it did not run) goes once more, to the master the Sentinels name next."""
     for _ in range(2):
+        started = time.monotonic()
         try:
             reply = yield step
-        except BaseException:
-            pool.master_failed()
+        except BaseException as exc:
+            if blames_master(exc, deadline - started, pool.options.timeout):
+                pool.master_failed()
             raise
         if not readonly(reply):
             return reply
@@ -128,6 +130,16 @@ def guarded_flow(pool: Any, step: CallStep, deadline: float) -> Flow[object]:
         if time.monotonic() >= deadline:
             break
     raise refused_write(pool.routes.service)
+
+
+def blames_master(exc: BaseException, given: float, call_timeout: float) -> bool:
+    """Whether a call's failure says the master may be gone: not an interrupt or a cancelled
+    task, nor a timeout of a call given less than a whole call timeout (a blocking acquire's
+    last attempt, cut to what was left of its wait)."""
+    cause = exc.cause if isinstance(exc, Unconfirmed) else exc
+    if not isinstance(cause, Exception):
+        return False
+    return not (isinstance(cause, TimeoutError) and given < call_timeout)
 
 
 Send = Callable[[int, Encoder, "Reencoder | None", "Sequence[int] | None"], CallStep]

@@ -30,7 +30,6 @@ from turbolock._flows.bulk_flows import (
     extend_many_flow,
     query_many_flow,
     release_many_flow,
-    run_release_flow,
 )
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.cleanup_book import retry_delay
@@ -41,7 +40,7 @@ from turbolock._flows.client_settings import (
     check_fenced,
 )
 from turbolock._flows.closing import stop_renewing_flow
-from turbolock._flows.fair import LEAVE_SECONDS, fair_attempt_flow, fair_leave_flow
+from turbolock._flows.fair import cleanup_flow, fair_attempt_flow
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch
 from turbolock._flows.single import (
     acquire_result,
@@ -148,10 +147,6 @@ class AsyncLockClient(ClientRules[AsyncLock]):
                                              queue, deadline))
         return attempt_flow if deadline is None else self._attempt_by(attempt_flow, deadline)
 
-    async def _fair_leave(self, name: str | bytes, waiter: bytes) -> bool:
-        end = time.monotonic() + LEAVE_SECONDS
-        finished, answered = await run_within(run(fair_leave_flow(self, name, waiter, end)), LEAVE_SECONDS)
-        return finished and bool(answered)
 
     # -- single locks ---------------------------------------------------------------------------
 
@@ -356,7 +351,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             return True
         replies: list[object] | None = None
         try:
-            replies = await run(run_release_flow(self, [e[0] for e in entries], [e[1] for e in entries]))
+            replies = await run(cleanup_flow(self, [e[0] for e in entries], [e[1] for e in entries]))
         except LockError as exc:
             log.debug("turbolock: release of %d maybe-held locks failed: %s", len(entries), exc)
         finally:
