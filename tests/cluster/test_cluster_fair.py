@@ -1,5 +1,6 @@
 """Fair Lock objects on Redis Cluster (threads and asyncio): a name's queue lives on the master
-of the lock's slot, and waiters on several names across masters are served in their order."""
+of the lock's slot (a plain name, and one with a hash tag), and its waiters are served in their
+order."""
 
 from __future__ import annotations
 
