@@ -187,7 +187,12 @@ def test_a_ttl_without_room_for_validity_is_refused(arun_asyncio: Runner, three:
                 await client.try_acquire("short", 0.002)
             assert info.value.argument == "ttl"
             # 40 ms is fine on its own (the node timeout shrinks to 4 ms) but not with a 50 ms one.
-            lease = await client.try_acquire("short", 0.04)
+            # Accepted, not refused: a master slower than 4 ms under load may fail an attempt.
+            lease = None
+            for _ in range(5):
+                lease = await client.try_acquire("short", 0.04)
+                if lease is not None:
+                    break
             assert lease is not None and await client.release(lease)
         async with AsyncRedlockClient(urls, core=core_name, key_prefix=key_prefix,
                                       node_timeout=0.05) as client:

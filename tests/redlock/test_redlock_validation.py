@@ -157,7 +157,12 @@ def test_a_ttl_without_room_for_validity_is_refused(session_masters: list[RedisS
             client.try_acquire("short", 0.002)
         assert info.value.argument == "ttl"
         # 40 ms is fine on its own (the node timeout shrinks to 4 ms) but not with a 50 ms node timeout.
-        lease = client.try_acquire("short", 0.04)
+        # Accepted, not refused: a master slower than 4 ms under load may fail an attempt, so a few.
+        lease = None
+        for _ in range(5):
+            lease = client.try_acquire("short", 0.04)
+            if lease is not None:
+                break
         assert lease is not None and client.release(lease)
     with RedlockClient(urls, core=core_name, node_timeout=0.05) as client:
         for call in (lambda: client.try_acquire("short", 0.04), lambda: client.lock("short", 0.04),
