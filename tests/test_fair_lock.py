@@ -24,6 +24,7 @@ from turbolock import InvalidArgumentError, InvalidArgumentTypeError, LockClient
 from turbolock._flows.lock_flows import SingleLockFlows
 from turbolock._wire.fair_scripts import FAIR_ACQUIRE, PATIENCE_MS
 from turbolock._wire.outcomes import Unconfirmed
+from turbolock._wire.scripts import Script
 from turbolock.errors import TimeoutError as TLTimeout
 from turbolock.redis_server import RedisServer
 
@@ -56,9 +57,24 @@ def _start(url: str, core: str, prefix: str, name: str, who: int, fair: bool) ->
     return process
 
 
-@pytest.mark.parametrize("fair", [True, False], ids=["fair", "control"])
+def _queue_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fault a fair lock guards against, put in: its waiting attempt takes a free lock
+    whoever is ahead in the queue (the waiter processes, forked after this, inherit it)."""
+    script = FAIR_ACQUIRE[True, False]
+    source = script.source.replace(b"if (not head or head == waiter) and not holder", b"if not holder")
+    assert source != script.source
+    monkeypatch.setitem(FAIR_ACQUIRE, (True, False), Script("fair_wait_queue_ignored", source))
+
+
+@pytest.mark.parametrize("mode", ["fair", "unfair", "queue-ignored"])
 def test_waiters_in_several_processes_get_the_lock_in_the_order_they_came(
-        redis_server: RedisServer, core_name: str, key_prefix: str, raw: redis.Redis, fair: bool) -> None:
+        redis_server: RedisServer, core_name: str, key_prefix: str, raw: redis.Redis, mode: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two controls: waiters that are not fair (each polls with its own backoff), and fair ones
+    # whose script ignores the queue; both must come out of order.
+    fair = mode != "unfair"
+    if mode == "queue-ignored":
+        _queue_ignored(monkeypatch)
     url = redis_server.url
     with LockClient.from_url(url, core=core_name, key_prefix=key_prefix) as client:
         holder = client.lock("sale", 30, fair=fair)
@@ -76,7 +92,7 @@ def test_waiters_in_several_processes_get_the_lock_in_the_order_they_came(
             assert process.exitcode == 0
     grants = [int(who) for who in raw.lrange(key_prefix + "grants", 0, -1)]
     assert sorted(grants) == list(range(WAITERS))
-    if fair:
+    if mode == "fair":
         assert grants == list(range(WAITERS))
         assert _queue(raw, key_prefix, "sale") == []
         assert not raw.exists(("{" + key_prefix + "sale}:asked").encode())
