@@ -5,11 +5,14 @@ a test's own for failovers and slot migrations, and ClusterLockClients on both c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 import redis
 
+from _blocking_async import FRONTS, Fronts
+from turbolock.asyncio import AsyncClusterLockClient
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
@@ -53,6 +56,18 @@ def make_cluster_client(core_name: str, key_prefix: str) -> Iterator[Callable[..
     yield make
     for client in clients:
         client.close()
+
+
+@pytest.fixture(params=FRONTS)
+def make_client(request: pytest.FixtureRequest, cluster: RedisCluster, core_name: str,
+                key_prefix: str) -> Iterator[Callable[..., Any]]:
+    """``make_client(**options)``: a ClusterLockClient on the shared cluster, or its asyncio
+    twin driven by ``Blocking`` (the test runs on both); a module may define its own."""
+    fronts = Fronts(request.param, partial(ClusterLockClient.from_url, cluster.url),
+                    partial(AsyncClusterLockClient.from_url, cluster.url), core=core_name,
+                    key_prefix=key_prefix)
+    yield fronts.make
+    fronts.close()
 
 
 @pytest.fixture

@@ -3,29 +3,14 @@ master of the lock's slot (next to the lock), fences grow per name on every mast
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from functools import partial
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 import redis
 
-from _blocking_async import FRONTS, Fronts
 from turbolock._wire.slots import key_slot
-from turbolock.asyncio import AsyncClusterLockClient
-from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
-
-
-@pytest.fixture(params=FRONTS)
-def make_client(request: pytest.FixtureRequest, cluster: RedisCluster, core_name: str,
-                key_prefix: str) -> Iterator[Callable[..., Any]]:
-    fronts = Fronts(request.param, partial(ClusterLockClient.from_url, cluster.url),
-                    partial(AsyncClusterLockClient.from_url, cluster.url), core=core_name,
-                    key_prefix=key_prefix)
-    yield fronts.make
-    fronts.close()
 
 
 def test_fences_grow_per_name_and_live_beside_their_lock(
