@@ -117,15 +117,18 @@ def single_steps(wire: Wire, client: LockClient, leases: list[Lease]) -> dict[st
     def api() -> list[object]:
         return [client.extend(lease, TTL_SECONDS) for lease in leases]
 
-    def step(run: Callable[[], list[object]], extended: object, label: str) -> Step:
-        def measure() -> float:
-            replies, wall, _ = timed(run)
-            _expect(replies, extended, label)
-            return len(replies) / wall
-        return measure
+    count = len(leases)
+    return {S_SCRIPT: _step(script, 1, S_SCRIPT, count), S_IFEQ: _step(ifeq, b"OK", S_IFEQ, count),
+            S_API: _step(api, True, S_API, count)}
 
-    return {S_SCRIPT: step(script, 1, S_SCRIPT), S_IFEQ: step(ifeq, b"OK", S_IFEQ),
-            S_API: step(api, True, S_API)}
+
+def _step(run: Callable[[], list[object]], extended: object, label: str, count: int) -> Step:
+    """One contender's measurement: ``count`` extends by ``run``, every reply checked; extends/s."""
+    def measure() -> float:
+        replies, wall, _ = timed(run)
+        _expect(replies, extended, label)
+        return count / wall
+    return measure
 
 
 def batch_steps(wire: Wire, client: LockClient, leases: list[Lease]) -> dict[str, Step]:
@@ -160,15 +163,9 @@ def batch_steps(wire: Wire, client: LockClient, leases: list[Lease]) -> dict[str
     def api() -> list[object]:
         return list(client.extend_many(leases, TTL_SECONDS))
 
-    def step(run: Callable[[], list[object]], extended: object, label: str) -> Step:
-        def measure() -> float:
-            replies, wall, _ = timed(run)
-            _expect(replies, extended, label)
-            return len(leases) / wall
-        return measure
-
-    return {B_SCRIPT: step(script, 1, B_SCRIPT), B_IFEQ: step(ifeq, b"OK", B_IFEQ),
-            B_API: step(api, True, B_API)}
+    count = len(leases)
+    return {B_SCRIPT: _step(script, 1, B_SCRIPT, count), B_IFEQ: _step(ifeq, b"OK", B_IFEQ, count),
+            B_API: _step(api, True, B_API, count)}
 
 
 def _taken(client: LockClient, lock_names: list[str]) -> list[Lease]:

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from _eventually import eventually
 from turbolock._sync import executor as executor_module
 
 
@@ -23,3 +24,14 @@ def interrupt_wait(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(executor_module, "_encoded", encoded)
     return hits
+
+
+def acquire_interrupted_in_wait(client: Any, names: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``client.acquire_many(names)`` interrupted in its WAIT round trip (``replicas_ack``); back
+    once the client's background cleanup has nothing left."""
+    hits = interrupt_wait(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        client.acquire_many(names, 30)
+    monkeypatch.undo()
+    assert hits[0] == 1, "the interrupt did not land in WAIT"
+    assert eventually(lambda: client.pending_cleanup == 0, 5.0)

@@ -5,6 +5,7 @@ what a cancelled caller's calls may have taken, read from their orphan tags."""
 from __future__ import annotations
 
 from turbolock._flows.bulk_plan import AcquirePlan, expand_calls, join_orphan_tags, orphan_replies
+from turbolock._wire import core_py
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, failures, with_failures
 from turbolock._wire.scripts import KEYS_PER_CALL
 from turbolock.errors import ReplyError
@@ -45,7 +46,7 @@ def test_failures_round_trip_through_with_failures() -> None:
 
 def _plan(count: int) -> tuple[AcquirePlan, list[bytes]]:
     tokens = [b"t%015d" % i for i in range(count)]
-    plan = AcquirePlan([f"n{i}" for i in range(count)], 10_000, tokens, object())
+    plan = AcquirePlan([f"n{i}" for i in range(count)], 10_000, tokens, object(), core_py, renewed=False)
     given: list[bytes] = []
     plan.give_back = lambda key, token, forget_at: given.append(key)
     return plan, given

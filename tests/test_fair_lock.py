@@ -311,3 +311,20 @@ def test_live_waiters_keep_their_order_across_a_server_stall_past_patience(own_s
         raw.close()
     assert after == before, f"queue order changed across the stall: {before} -> {after}; served {got}"
     assert got == [0, 1, 2, 3]
+
+
+def test_one_cleanup_pass_releases_and_leaves(client: LockClient, raw: redis.Redis) -> None:
+    # A maybe-held lock and a fair waiter that gave up, pending together: the background cleanup
+    # releases the one (with its token only) and takes the other out of its queue.
+    prefix = client.key_prefix
+    raw.set(prefix + b"maybe", b"m" * 16, px=30_000)
+    raw.set(prefix + b"other", b"o" * 16, px=30_000)
+    client._remember_cleanup(b"maybe", b"m" * 16, time.monotonic() + 30)
+    client._remember_cleanup(b"other", b"x" * 16, time.monotonic() + 30)  # not its token: stays
+    holder = client.lock("form", 10, fair=True)
+    assert holder.acquire()
+    assert not client.lock("form", 10, fair=True).acquire(timeout=0.1)
+    assert eventually(lambda: client.pending_cleanup == 0, 5.0)
+    assert raw.get(prefix + b"maybe") is None and raw.get(prefix + b"other") == b"o" * 16
+    assert _queue(raw, prefix, "form") == []
+    holder.release()

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from _eventually import eventually
-from _interrupts import interrupt_wait
+from _interrupts import acquire_interrupted_in_wait
 from turbolock import LockClient
 from turbolock._flows.bulk_plan import AcquirePlan
 from turbolock.redis_server import RedisServer
@@ -64,37 +64,27 @@ def _run_interrupted(url: str, core: str, prefix: str, raw: redis.Redis, control
         return _locks_left(raw, prefix)
 
 
-@pytest.mark.parametrize("control", [False, True], ids=["handed-over", "control"])
-def test_a_chunk_in_flight_at_the_interrupt_is_released(
-        redis_server: RedisServer, core_name: str, key_prefix: str, raw: redis.Redis,
-        monkeypatch: pytest.MonkeyPatch, control: bool) -> None:
-    # Chunks 1 and 2 are written, chunk 1 answers and becomes leases, then the interrupt comes
-    # while chunk 3 is encoded: chunk 2's thousand locks are taken with nobody to read them.
-    calls = _interrupt_at(monkeypatch, "encode", 3)
-    names = [f"in-flight:{i}" for i in range(5 * CHUNK)]
-    left = _run_interrupted(redis_server.url, core_name, key_prefix, raw, control,
-                            lambda client: client.acquire_many(names, 30))
-    assert calls[0] == 3
-    if control:
-        assert left == CHUNK, "the control must leave the chunk in flight held"
-    else:
-        assert left == 0
+# Where the interrupt lands, and what a control (nobody taking the interrupted chunks) leaves:
+# in-flight: chunks 1 and 2 are written, chunk 1 answers and becomes leases, the interrupt comes
+# while chunk 3 is encoded (chunk 2's locks are taken with nobody to read them); handing: chunk
+# 2's replies are read and the interrupt comes before any of its leases is made (chunk 2, and
+# chunk 3 in flight behind it, are held on the server and the caller will never see them).
+WHERE = {"in-flight": ("encode", 3, CHUNK), "handing": ("on_replies", 2, 2 * CHUNK)}
 
 
+@pytest.mark.parametrize("where", list(WHERE))
 @pytest.mark.parametrize("control", [False, True], ids=["handed-over", "control"])
-def test_a_chunk_interrupted_while_becoming_leases_is_released(
+def test_chunks_the_interrupt_leaves_unsettled_are_released(
         redis_server: RedisServer, core_name: str, key_prefix: str, raw: redis.Redis,
-        monkeypatch: pytest.MonkeyPatch, control: bool) -> None:
-    # The second chunk's replies are read, then the interrupt comes before any of its leases is
-    # made: its locks are held on the server, and the caller will never see them.
-    calls = _interrupt_at(monkeypatch, "on_replies", 2)
-    names = [f"handing:{i}" for i in range(5 * CHUNK)]
+        monkeypatch: pytest.MonkeyPatch, control: bool, where: str) -> None:
+    method, call, held_in_control = WHERE[where]
+    calls = _interrupt_at(monkeypatch, method, call)
+    names = [f"{where}:{i}" for i in range(5 * CHUNK)]
     left = _run_interrupted(redis_server.url, core_name, key_prefix, raw, control,
                             lambda client: client.acquire_many(names, 30))
-    assert calls[0] == 2
+    assert calls[0] == call
     if control:
-        # The chunk being handed over, and the third one, in flight behind it.
-        assert left == 2 * CHUNK, "the control must leave the interrupted chunks held"
+        assert left == held_in_control, "the control must leave the interrupted chunks held"
     else:
         assert left == 0
 
@@ -129,11 +119,6 @@ def test_an_acquire_interrupted_in_wait_is_released(
     with LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix, replicas_ack=1,
                              replicas_timeout=0.1) as client:
         assert client.query("warm-up").held is False
-        hits = interrupt_wait(monkeypatch)
-        with pytest.raises(KeyboardInterrupt):
-            client.acquire_many([f"w:{i}" for i in range(500)], 30)
-        monkeypatch.undo()
-        assert hits[0] == 1
-        assert eventually(lambda: client.pending_cleanup == 0, 5.0)
+        acquire_interrupted_in_wait(client, [f"w:{i}" for i in range(500)], monkeypatch)
         left = sum(1 for _ in raw.scan_iter(match=key_prefix.encode() + b"*", count=1000))
     assert left == 0, f"{left} locks left held after the interrupt"

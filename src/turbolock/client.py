@@ -18,6 +18,7 @@ from turbolock._flows.bulk_flows import (
     release_many_flow,
 )
 from turbolock._flows.bulk_result import AcquireManyResult
+from turbolock._flows.cleanup_flows import cleanup_flow
 from turbolock._flows.client_rules import ClientRules
 from turbolock._flows.client_settings import (
     DEFAULT_CHUNK_SIZE,
@@ -25,7 +26,7 @@ from turbolock._flows.client_settings import (
     check_fenced,
 )
 from turbolock._flows.closing import stop_renewing_flow
-from turbolock._flows.fair import cleanup_flow, fair_attempt_flow
+from turbolock._flows.fair import fair_attempt_flow
 from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch, OnLost
 from turbolock._flows.single import (

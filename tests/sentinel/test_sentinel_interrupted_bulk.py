@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 import redis
 
-from _eventually import eventually
-from _interrupts import interrupt_wait
+from _interrupts import acquire_interrupted_in_wait
 from turbolock.redis_sentinel import RedisSentinel
 
 
@@ -18,12 +17,7 @@ def test_a_bulk_acquire_interrupted_in_wait_is_released(
         monkeypatch: pytest.MonkeyPatch) -> None:
     client = make_sentinel_client(sentinel_group, replicas_ack=1, replicas_timeout=0.5, timeout=2.0)
     assert client.query("warm-up").held is False
-    hits = interrupt_wait(monkeypatch)
-    with pytest.raises(KeyboardInterrupt):
-        client.acquire_many([f"s:{i}" for i in range(300)], 30)
-    monkeypatch.undo()
-    assert hits[0] == 1
-    assert eventually(lambda: client.pending_cleanup == 0, 5.0)
+    acquire_interrupted_in_wait(client, [f"s:{i}" for i in range(300)], monkeypatch)
     master = sentinel_group.node_at(sentinel_group.master_port())
     raw = redis.Redis(host=master.host, port=master.port)
     left = sum(1 for _ in raw.scan_iter(match=key_prefix.encode() + b"*", count=1000))

@@ -88,8 +88,7 @@ def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Second
 def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
                       tokens: Sequence[bytes] | None = None, fenced: bool = False,
                       renewed: bool = True) -> Flow[AcquireManyResult]:
-    plan = AcquirePlan(names, ttl_ms(ttl), tokens, client._owner)
-    plan.use_core(client.core, renewed)
+    plan = AcquirePlan(names, ttl_ms(ttl), tokens, client._owner, client.core, renewed)
     if fenced is not False:
         plan.fence(client.key_prefix, client.options.replicas_ack, fenced)
 

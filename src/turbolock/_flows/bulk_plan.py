@@ -15,7 +15,6 @@ from operator import attrgetter
 from typing import Any, Protocol
 
 from turbolock._flows.client_settings import check_fenced_keys
-from turbolock._wire import core as _core
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_DURABLE, NOT_SENT, UNKNOWN, Encoder, Reencoder, failures
 from turbolock._wire.replies import reply_error
@@ -66,10 +65,11 @@ def check_size(items: Sequence[Any], argument: str) -> None:
         raise InvalidArgumentError(argument, f"has {len(items)} items; one call takes at most {MAX_BULK}")
 
 
-def encode_unique_names(names: Sequence[str | bytes]) -> list[bytes]:
-    """The names as keys, all checked (and none twice) before anything is sent."""
+def encode_unique_names(names: Sequence[str | bytes], types: set[type] | None = None) -> list[bytes]:
+    """The names as keys, all checked (and none twice) before anything is sent (``types``: the
+    names' types, when the caller has them already)."""
     check_size(names, "names")
-    keys = encode_names(names, "names")
+    keys = encode_names(names, "names", types)
     if len(set(keys)) != len(keys):
         seen: set[bytes] = set()
         for name, key in zip(names, keys, strict=True):
@@ -243,8 +243,12 @@ class AcquirePlan:
     server works on the previous chunk, the encoder, and leases built as replies arrive."""
 
     def __init__(self, names: Sequence[str | bytes], ttl_ms: int, tokens: Sequence[bytes] | None,
-                 owner: object) -> None:
-        self.keys = encode_unique_names(names)
+                 owner: object, core: Any, renewed: bool) -> None:
+        """``core`` makes the leases; they are untracked by the cycle collector unless
+        ``renewed`` or a name is of a subclass of str or bytes (one with a ``__dict__`` could
+        point back at its lease: see ``ext/leases.pyx``)."""
+        types = set(map(type, names)) if isinstance(names, Sequence) else None  # else refused below
+        self.keys = encode_unique_names(names, types)
         self.names = list(names)
         self.ttl_ms = ttl_ms
         self.count = count = len(self.keys)
@@ -263,17 +267,10 @@ class AcquirePlan:
         self.give_back: Callable[[bytes, bytes, float], None] = _nothing
         """Where a batched call's maybe-taken locks go (``client._remember_cleanup``)."""
         self._given_back: set[int] = set()
-        self.untrack: Callable[[list[Any], int, int], None] = _untracked_nowhere
-        """The core's ``untrack``, for leases nothing renews (see ``ext/leases.pyx``)."""
-        self.make_leases: Any = lease_maker(_core.core_py)
-        """The core's ``LeaseMaker`` of plain leases (``use_core``)."""
-
-    def use_core(self, core: Any, renewed: bool) -> None:
-        """Build the leases with ``core``; untracked by the cycle collector unless ``renewed`` or
-        a name is of a subclass of str or bytes (one with a ``__dict__`` could point back)."""
         self.make_leases = lease_maker(core)
-        if not renewed and set(map(type, self.names)) <= {str, bytes}:  # nothing reaches user code
-            self.untrack = core.untrack
+        plain = types is not None and types <= {str, bytes}
+        self.untrack: Callable[[list[Any], int, int], None] = (
+            core.untrack if plain and not renewed else _untracked_nowhere)
 
     def fence(self, key_prefix: bytes, replicas_ack: int, fenced: object) -> None:
         """Make this a fenced acquire, after every name's checks (see ``check_fenced``)."""

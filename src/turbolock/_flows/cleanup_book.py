@@ -3,7 +3,9 @@
 An acquire whose reply was lost may have taken its lock; a release whose reply was lost may
 not have run. Either way the client keeps ``(key, token)`` here and releases it (compare and
 delete, so a lock someone else took since is never touched) until the server answers, or until
-the key has certainly expired by its ttl: nothing is kept longer than that. Sans-IO: the
+the key has certainly expired by its ttl: nothing is kept longer than that. A fair waiter that gave up
+is kept the same way, its ``fair.Leaving`` in place of a token, until it has left its queue
+(``cleanup_flows``). Sans-IO: the
 threaded and the asyncio clients, and Redlock's masters, each drive it their own way.
 """
 

@@ -1,7 +1,7 @@
 """A fair Lock object's attempts and its leaving the queue (``_wire/fair_scripts``), for the
 threaded and the asyncio clients alike: each client runs an attempt under its own deadline rules
-(``_fair_attempt``); leaving goes through the client's background cleanup (``Leaving``), so that
-no wait ends later for it."""
+(``_fair_attempt``); leaving goes through the client's background cleanup (``Leaving``,
+``cleanup_flows``), so that no wait ends later for it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import math
 import time
 from typing import Any
 
-from turbolock._flows.bulk_flows import run_release_flow
 from turbolock._flows.bulk_plan import script_encoders
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.single import acquire_result
@@ -27,7 +26,7 @@ would lose its turn."""
 
 class Leaving(bytes):
     """A waiter that gave up, as an entry of the client's cleanup (in place of a token): the
-    cleanup sends ``FAIR_LEAVE`` for it (``cleanup_flow``) until the server answers."""
+    cleanup sends ``FAIR_LEAVE`` for it (``cleanup_flows``) until the server answers."""
 
     __slots__ = ()
 
@@ -69,25 +68,4 @@ def leave_flow(client: Any, keys: list[bytes], waiters: list[bytes],
     if deadline != math.inf:
         options["deadline"] = deadline
     replies: list[object] = yield Call(client._exec.many, (len(keys), encode, FAIR_LEAVE, reencode), options)
-    return replies
-
-
-def cleanup_flow(client: Any, keys: list[bytes], tokens: list[bytes],
-                 deadline: float = math.inf) -> Flow[list[object]]:
-    """The client's background cleanup: the releases of maybe-held locks, and the waiters that
-    gave up (``Leaving`` in place of a token); a reply per entry."""
-    leaving = [i for i, token in enumerate(tokens) if type(token) is Leaving]
-    if not leaving:
-        return (yield from run_release_flow(client, keys, tokens, deadline))
-    replies: list[object] = [None] * len(keys)
-    releasing = [i for i, token in enumerate(tokens) if type(token) is not Leaving]
-    if releasing:
-        released = yield from run_release_flow(client, [keys[i] for i in releasing],
-                                               [tokens[i] for i in releasing], deadline)
-        for i, reply in zip(releasing, released, strict=True):
-            replies[i] = reply
-    waiters = [bytes(tokens[i]) for i in leaving]
-    left = yield from leave_flow(client, [keys[i] for i in leaving], waiters, deadline)
-    for i, reply in zip(leaving, left, strict=True):
-        replies[i] = reply
     return replies

@@ -51,12 +51,15 @@ def encode_name(name: object, argument: str = "name") -> bytes:
     return encoded
 
 
-def encode_names(names: Sequence[object], argument: str = "names") -> list[bytes]:
-    """``encode_name`` for a whole list, in C-level passes when every name is already fine.
+def encode_names(names: Sequence[object], argument: str = "names",
+                 types: set[type] | None = None) -> list[bytes]:
+    """``encode_name`` for a whole list, in C-level passes when every name is already fine
+    (``types``: the names' types, when the caller has them already).
 
     The first bad name found raises, as ``encode_name`` would, before anything is sent.
     """
-    types = set(map(type, names))
+    if types is None:
+        types = set(map(type, names))
     keys: list[bytes] | None = None
     if types <= {str}:
         try:
