@@ -19,6 +19,7 @@ import redis
 
 from _blocking_async import FRONTS, Fronts
 from _pki import Pki, make_pki
+from _raw import raw_connection
 from _tls_support import missing_tls
 from turbolock import LockClient, redis_cluster
 from turbolock._wire import core as _core
@@ -115,9 +116,7 @@ def make_client(request: pytest.FixtureRequest, redis_server: RedisServer, core_
 @pytest.fixture
 def raw(redis_server: RedisServer) -> Iterator[redis.Redis]:
     """redis-py on the same server, to look at (or tamper with) keys behind the client's back."""
-    connection = redis.Redis(host=redis_server.host, port=redis_server.port)
-    yield connection
-    connection.close()
+    yield from raw_connection(redis_server)
 
 
 # -- Redlock masters (tests/redlock and the asyncio Redlock tests) -----------------------------------

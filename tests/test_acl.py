@@ -22,6 +22,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from _raw import raw_connection
 from turbolock import (
     AuthenticationError,
     ConnectionError,
@@ -61,9 +62,7 @@ def acl_server() -> Iterator[RedisServer]:
 @pytest.fixture
 def acl_raw(acl_server: RedisServer) -> Iterator[redis.Redis]:
     """The default user (no password, all commands): an observer behind the locker's back."""
-    connection = redis.Redis(host=acl_server.host, port=acl_server.port)
-    yield connection
-    connection.close()
+    yield from raw_connection(acl_server)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import redis
 from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
 from _netfaults import paused
+from _raw import raw_connection
 from turbolock import (
     AcquireOutcomeUnknownError,
     ConnectionError,
@@ -50,9 +51,7 @@ def make_client(request: pytest.FixtureRequest, replicated: RedisSentinel, core_
 
 @pytest.fixture
 def master_raw(replicated: RedisSentinel) -> Iterator[redis.Redis]:
-    connection = redis.Redis(host=replicated.master.host, port=replicated.master.port)
-    yield connection
-    connection.close()
+    yield from raw_connection(replicated.master)
 
 
 def test_acquires_the_replica_acknowledged_are_granted(make_client: Callable[..., Any], key_prefix: str,

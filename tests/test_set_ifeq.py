@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from _blocking_async import FRONTS, Fronts
+from _raw import raw_connection
 from turbolock import LockClient, ResponseError
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
@@ -31,9 +32,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[RedisServer]:
 
 @pytest.fixture
 def raw(server: RedisServer) -> Iterator[redis.Redis]:
-    connection = redis.Redis(host=server.host, port=server.port)
-    yield connection
-    connection.close()
+    yield from raw_connection(server)
 
 
 @pytest.fixture(params=FRONTS)

@@ -16,6 +16,7 @@ import pytest
 import redis
 from async_helpers import LOOPS, Runner, run_in_new_loop
 
+from _raw import raw_connection
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
 
@@ -56,9 +57,7 @@ def new_client(url: str, core_name: str, key_prefix: str) -> Callable[..., Async
 
 @pytest.fixture
 def own_raw(own_server: RedisServer) -> Iterator[redis.Redis]:
-    connection = redis.Redis(host=own_server.host, port=own_server.port)
-    yield connection
-    connection.close()
+    yield from raw_connection(own_server)
 
 
 # -- Redlock over the masters of tests/conftest.py (test_async_redlock_*.py) -------------------------

@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from _netfaults import Stopwatch, paused
+from _raw import raw_connection
 from turbolock import AcquireOutcomeUnknownError, ConnectionError, LockClient
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
@@ -35,9 +36,7 @@ KEPT_AT_MOST = SHORT_TTL + 0.5
 
 @pytest.fixture
 def own_raw(own_server: RedisServer) -> Iterator[redis.Redis]:
-    connection = redis.Redis(host=own_server.host, port=own_server.port)
-    yield connection
-    connection.close()
+    yield from raw_connection(own_server)
 
 
 def _wait_cleaned(raw: redis.Redis, key: bytes, pending: Callable[[], int], resumed_at: float) -> None:
