@@ -25,7 +25,6 @@ MAX_NESTING = _MAX_NESTING
 
 include "resp.pyx"
 include "wire.pyx"
-include "tokens.pyx"
 include "encode.pyx"
 include "wheel.pyx"
 include "slots.pyx"

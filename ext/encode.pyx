@@ -1,5 +1,5 @@
 # CommandBuffer: lock commands encoded straight into one growing malloc'd buffer.
-# Included by _core_c.pyx, after wire.pyx and tokens.pyx. A specialised encoder measured about
+# Included by _core_c.pyx, after wire.pyx. A specialised encoder measured about
 # 2x faster than hiredis's redisFormatCommandArgv for these fixed-shape commands (design.md).
 
 from cpython.long cimport PyLong_AsLongLongAndOverflow
@@ -198,27 +198,6 @@ cdef class CommandBuffer:
         for i in range(n):
             p = self._put_set(p, name_items[i], token_items[i], <PyObject*>ttl)
         self._commit(p, n)
-
-    def append_set_nx_px_random(self, names, ttl_ms, token_size=16):
-        """One ``SET key token NX PX ttl_ms`` per name, each with a fresh random token; returns the tokens."""
-        cdef Py_ssize_t size = _check_token_size(token_size)
-        cdef bytes ttl = _decimal(ttl_ms)
-        names = PySequence_Fast(names, "names must be iterable")
-        cdef PyObject** name_items = _fast_items(names)
-        cdef Py_ssize_t n = _fast_size(names)
-        cdef Py_ssize_t room = 0
-        cdef Py_ssize_t i
-        cdef char* p
-        for i in range(n):
-            _check_bytes(name_items[i])
-            room += _COMMAND_WORDS + self._key_room(name_items[i]) + _bulk_room(size) + _bulk_room(len(ttl))
-        cdef list tokens = _random_tokens(n, size)
-        cdef PyObject** token_items = _fast_items(tokens)
-        p = self._reserve(room)
-        for i in range(n):
-            p = self._put_set(p, name_items[i], token_items[i], <PyObject*>ttl)
-        self._commit(p, n)
-        return tokens
 
     def append_evalsha(self, sha, name, token, ttl_ms=None):
         """``EVALSHA sha 1 key token [ttl_ms]``: the single-key release/extend/check scripts."""

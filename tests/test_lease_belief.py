@@ -143,7 +143,7 @@ def _old_success_handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     def last_reply_wins(leases: Sequence[Lease], sent_at: float, ttl_ms: int) -> None:
         for lease in leases:
-            lease._flight = lease._past = None
+            lease._flight = None
             lease.acquired_at = sent_at
             lease.ttl_ms = ttl_ms
             lease._expires = sent_at + ttl_ms / 1000.0
@@ -287,7 +287,7 @@ def test_two_overlapping_extends_believe_the_earlier_expiry(own_server: RedisSer
         commands_sent((lease,), third, third + 30)
         commands_ran((lease,), third, 30000)
         assert lease.expires_at == pytest.approx(third + 30)
-        assert lease._flight is None and lease._past is None
+        assert lease._flight is None, "no command in flight, none kept from the past"
         assert client.release(lease)
 
 
@@ -329,7 +329,7 @@ def test_a_round_that_broke_leaves_the_earliest_expiry_it_sent(own_server: Redis
         commands_sent((lease,), now + 0.001, now + 40)
         commands_abandoned((lease,))
         assert lease.expires_at == pytest.approx(now + 2)
-        assert lease._flight is None and lease._past is None
+        assert lease._flight is None, "no command in flight, none kept from the past"
         assert client.release(lease)
 
 

@@ -13,6 +13,7 @@ that would shorten the lock is in flight, the lease believes that already
 from __future__ import annotations
 
 import math
+import operator
 import threading
 import time
 from collections.abc import Iterable
@@ -34,18 +35,17 @@ class Lease:
     that. The token is never shown in a repr.
     """
 
-    __slots__ = ("name", "key", "token", "ttl_ms", "acquired_at", "owner", "renewal", "_lost", "_lost_event",
-                 "_expires", "_flight", "_past", "_ghost", "__weakref__")
+    __slots__ = ("name", "token", "ttl_ms", "acquired_at", "owner", "renewal", "_lost", "_lost_event",
+                 "_expires", "_flight", "_ghost", "__weakref__")
 
     fence: int | None = None
     """The fencing token of a ``fenced=True`` acquire (``FencedLease``); None for the others."""
 
-    def __init__(self, name: str | bytes, key: bytes, token: bytes, ttl_ms: int, acquired_at: float,
+    def __init__(self, name: str | bytes, token: bytes, ttl_ms: int, acquired_at: float,
                  owner: object) -> None:
         # Assignments only, LEASE_VALUES from the arguments and LEASE_EMPTY None: the compiled
         # core makes a bulk acquire's leases by writing these slots without calling __init__.
         self.name = name
-        self.key = key
         self.token = token
         self.ttl_ms = ttl_ms
         self.acquired_at = acquired_at
@@ -57,12 +57,18 @@ class Lease:
         # lease would cost 24 bytes each in a bulk acquire; settled ones share their batch's).
         self._expires: float | None = None
         # Commands in flight that set the key's ttl, (sent_at, expiry): one as it is, several in
-        # a list; and ones that answered while others were in flight, (answered_at, expiry).
-        self._flight: tuple[float, float] | list[tuple[float, float]] | None = None
-        self._past: list[tuple[float, float]] | None = None
+        # a _Flight (which keeps the ones that answered while others were in flight too).
+        self._flight: tuple[float, float] | _Flight | None = None
         # The shortest ttl of a command whose reply was lost: it may still run on the server
         # (its bytes waiting in a stopped server's buffer) after any later command.
         self._ghost: float | None = None
+
+    @property
+    def key(self) -> bytes:
+        """The name as sent (before the client's key prefix), made again on each use: a held
+        lease is a third smaller without its own copy (``keys_of`` makes many at once)."""
+        name = self.name
+        return name.encode() if isinstance(name, str) else bytes(name)
 
     def expiry_after(self, sent_at: float, ttl_ms: int) -> float:
         """Where a command sent at ``sent_at`` that sets ``ttl_ms`` leaves this lease's belief."""
@@ -157,15 +163,38 @@ class Lease:
                 f"{state})")
 
 
-LEASE_VALUES = ("name", "key", "token", "ttl_ms", "acquired_at", "owner")
+LEASE_VALUES = ("name", "token", "ttl_ms", "acquired_at", "owner")
 """The slots ``Lease.__init__`` sets from its arguments, in their order."""
-LEASE_EMPTY = ("renewal", "_lost", "_lost_event", "_expires", "_flight", "_past", "_ghost")
+LEASE_EMPTY = ("renewal", "_lost", "_lost_event", "_expires", "_flight", "_ghost")
 """The slots ``Lease.__init__`` sets to None."""
+
+_name_of = operator.attrgetter("name")
+
+
+def keys_of(leases: Iterable[Lease]) -> list[bytes]:
+    """Each lease's ``key``, in C-level passes when every name is a str."""
+    names = list(map(_name_of, leases))
+    try:
+        return list(map(str.encode, names))
+    except TypeError:  # some names are bytes
+        return [name.encode() if isinstance(name, str) else bytes(name) for name in names]
 
 
 _belief_lock = threading.Lock()
 """Guards the belief of every lease: a renewal thread and the caller's own extend may settle one
 lease at the same time. Held for a few attribute updates per lease."""
+
+
+class _Flight(list[tuple[float, float]]):
+    """A lease's commands in flight once more than one was, (sent_at, expiry), and in ``past``
+    those that answered while others were in flight, (answered_at, expiry): one of those still
+    in flight may have run before them. Rare, so kept off the lease itself."""
+
+    __slots__ = ("past",)
+
+    def __init__(self, entries: Iterable[tuple[float, float]]) -> None:
+        super().__init__(entries)
+        self.past: list[tuple[float, float]] | None = None
 
 
 def _believed(lease: Lease) -> float:
@@ -186,7 +215,7 @@ def commands_sent(leases: Iterable[Lease], sent_at: float, expiry: float) -> Non
             if flight is None:  # the usual case: one command at a time, kept as it is
                 lease._flight = entry
             elif isinstance(flight, tuple):
-                lease._flight = [flight, entry]
+                lease._flight = _Flight((flight, entry))
             else:
                 flight.append(entry)
 
@@ -201,7 +230,6 @@ def _take(lease: Lease, sent_at: float) -> float | None:
         if flight[0] != sent_at:
             return None
         lease._flight = None
-        lease._past = None
         return flight[1]
     for i, (sent, expiry) in enumerate(flight):
         if sent == sent_at:
@@ -225,15 +253,13 @@ def _remember(lease: Lease, now: float, expiry: float) -> None:
     flight = lease._flight
     if not flight:
         lease._flight = None
-        lease._past = None
         return
     if isinstance(flight, tuple):
-        oldest = flight[0]
-    else:
-        oldest = min(sent for sent, _ in flight)
-    past = [(at, e) for at, e in lease._past or () if at >= oldest]  # older ones ran before all of these
+        flight = lease._flight = _Flight((flight,))
+    oldest = min(sent for sent, _ in flight)
+    past = [(at, e) for at, e in flight.past or () if at >= oldest]  # older ones ran before all of these
     past.append((now, expiry))
-    lease._past = past
+    flight.past = past
 
 
 def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> None:
@@ -247,7 +273,6 @@ def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> None:
             if isinstance(flight, tuple) and flight[0] == sent_at and lease._ghost is None:
                 lease._expires = flight[1]  # alone in flight: believed as it is
                 lease._flight = None
-                lease._past = None
                 lease.acquired_at = sent_at
                 lease.ttl_ms = ttl_ms
                 continue
@@ -255,7 +280,7 @@ def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> None:
             if expiry is None:  # not counted as sent (a caller's slip): this command alone
                 expiry = lease.expiry_after(sent_at, ttl_ms)
             belief = expiry
-            for at, e in lease._past or ():
+            for at, e in (flight.past if type(flight) is _Flight else None) or ():
                 if at > sent_at and e < belief:
                     belief = e
             others = (flight,) if isinstance(flight, tuple) else flight or ()
@@ -301,7 +326,6 @@ def commands_refused(leases: Iterable[Lease], sent_at: float) -> None:
         for lease in leases:
             if _take(lease, sent_at) is not None and not lease._flight:
                 lease._flight = None
-                lease._past = None
 
 
 def commands_abandoned(leases: Iterable[Lease]) -> None:
@@ -317,7 +341,6 @@ def commands_abandoned(leases: Iterable[Lease]) -> None:
             for sent, e in entries:
                 _haunt(lease, e - sent)
             lease._flight = None
-            lease._past = None
 
 
 class FencedLease(Lease):
@@ -328,9 +351,9 @@ class FencedLease(Lease):
 
     __slots__ = ("fence",)
 
-    def __init__(self, name: str | bytes, key: bytes, token: bytes, ttl_ms: int, acquired_at: float,
+    def __init__(self, name: str | bytes, token: bytes, ttl_ms: int, acquired_at: float,
                  owner: object, fence: int) -> None:
-        super().__init__(name, key, token, ttl_ms, acquired_at, owner)
+        super().__init__(name, token, ttl_ms, acquired_at, owner)
         self.fence = fence
 
 

@@ -83,7 +83,10 @@ def test_bulk_acquire_decides_the_quorum_per_name(arun: Runner, masters: list[Re
             assert result.counts() == {RedlockStatus.ACQUIRED: 100, RedlockStatus.CONFLICTED: 50}
             assert sorted(result.not_acquired) == sorted(n for n in names if n.startswith("majority"))  # type: ignore[type-var]
             assert result.no_quorum == [] and result.not_tried == [] and not result.all_acquired
-            assert len({lease.token for lease in result.acquired}) == 100
+            by_chunk = [{lease.token for lease in result.leases[i:i + 7] if lease is not None}
+                        for i in range(0, len(names), 7)]
+            assert all(len(tokens) <= 1 for tokens in by_chunk), "the names of a chunk share its token"
+            assert len(set.union(*by_chunk)) == sum(map(len, by_chunk)), "each chunk draws a new one"
             # The conflicted names were released where they had been taken: only "other" remains.
             for i in range(50):
                 assert set(values(connections, f"{key_prefix}majority:{i}")) <= {b"other", None}

@@ -42,7 +42,7 @@ from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
 from turbolock._wire.validate import Seconds, ttl_ms
 from turbolock.errors import AcquireOutcomeUnknownError, ConnectionError, InvalidArgumentError, ReplyError
-from turbolock.lease import Lease, LockInfo, commands_unknown
+from turbolock.lease import Lease, LockInfo, commands_unknown, keys_of
 
 
 def _forget(client: Any, leases: Sequence[Lease]) -> None:
@@ -59,7 +59,7 @@ def _give_back(client: Any, locks: list[MaybeHeld]) -> None:
 
 def _roll_back(client: Any, leases: list[Lease]) -> Flow[None]:
     """Release what an acquire that failed took (not a release the caller made: not reported)."""
-    replies = yield from run_release_flow(client, [lease.key for lease in leases],
+    replies = yield from run_release_flow(client, keys_of(leases),
                                           [lease.token for lease in leases])
     settle_release(client, leases, replies)
 

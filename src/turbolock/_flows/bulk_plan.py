@@ -37,6 +37,7 @@ from turbolock.lease import (
     commands_sent,
     commands_unknown,
     info_from_pttl,
+    keys_of,
 )
 
 MAX_BULK = 1_000_000
@@ -86,14 +87,13 @@ def check_leases(client: BulkClient, leases: Sequence[Lease]) -> tuple[list[byte
         check = client._check_lease  # the slow path names the first bad lease
         for lease in leases:
             check(lease, "leases")
-    keys = list(map(_key_of, leases))
+    keys = keys_of(leases)
     if len(set(keys)) != len(keys):
         raise InvalidArgumentError("leases", "lists one lock more than once")
     return keys, list(map(_token_of, leases))
 
 
 _owner_of = attrgetter("owner")
-_key_of = attrgetter("key")
 _token_of = attrgetter("token")
 
 
@@ -102,6 +102,18 @@ def check_tokens(tokens: Sequence[bytes], count: int) -> list[bytes]:
     if len(tokens) != count:
         raise InvalidArgumentError("tokens", f"has {len(tokens)} items for {count} names")
     return [check_token(token, "tokens") for token in tokens]
+
+
+def batch_tokens(count: int) -> list[bytes]:
+    """The tokens of ``count`` locks sent together: one fresh random token for all of them.
+
+    A token tells this holder's lock from anyone else's on the same key; the keys of one send
+    are distinct, so one token serves them all, as Redisson's locks of one thread share its id
+    (and a lease costs no token object of its own). Each send (and each resend) draws its own:
+    a release with the token of an earlier send whose reply was lost must never delete what a
+    later one took.
+    """
+    return [os.urandom(TOKEN_BYTES)] * count
 
 
 def script_encoders(script: _scripts.Script, keys: list[bytes], tokens: list[bytes],
@@ -295,8 +307,7 @@ class AcquirePlan:
         for call in calls:
             first, last = self._call_range(call)
             if self._fresh_tokens:
-                blob = os.urandom(TOKEN_BYTES * (last - first))
-                tokens[first:last] = [blob[i:i + TOKEN_BYTES] for i in range(0, len(blob), TOKEN_BYTES)]
+                tokens[first:last] = batch_tokens(last - first)
             buf.append_evalsha_multikey(sha, keys[first:last], tokens[first:last], ttl_ms)
 
     def call_sizes(self, start: int, stop: int) -> list[int]:
@@ -335,35 +346,29 @@ class AcquirePlan:
     def encode(self, buf: Any, start: int, stop: int) -> None:
         if self.script is not None:
             self.encode_indices(buf, range(start, stop))
-        elif self._fresh_tokens:
-            keys = self.keys[start:stop]
-            self.tokens[start:stop] = buf.append_set_nx_px_random(keys, self.ttl_ms, TOKEN_BYTES)
         else:
+            if self._fresh_tokens:
+                self.tokens[start:stop] = batch_tokens(stop - start)
             buf.append_set_nx_px_many(self.keys[start:stop], self.tokens[start:stop], self.ttl_ms)
 
     def encode_indices(self, buf: Any, indices: Sequence[int]) -> None:
         """``encode`` for the items ``indices`` (a Redis Cluster master's share), in one call."""
         keys = [self.keys[i] for i in indices]
-        if self.script is not None:
-            tokens = self.tokens
-            if self._fresh_tokens:
-                blob = os.urandom(TOKEN_BYTES * len(keys))
-                for n, i in enumerate(indices):
-                    tokens[i] = blob[n * TOKEN_BYTES:(n + 1) * TOKEN_BYTES]
-            buf.append_evalsha_many(self.script.sha, keys, [tokens[i] for i in indices], self.ttl_ms)
-        elif self._fresh_tokens:
-            tokens = self.tokens
-            for i, token in zip(indices, buf.append_set_nx_px_random(keys, self.ttl_ms, TOKEN_BYTES),
-                                strict=True):
+        tokens = self.tokens
+        if self._fresh_tokens:
+            token = batch_tokens(1)[0]
+            for i in indices:
                 tokens[i] = token
+        if self.script is not None:
+            buf.append_evalsha_many(self.script.sha, keys, [tokens[i] for i in indices], self.ttl_ms)
         else:
-            buf.append_set_nx_px_many(keys, [self.tokens[i] for i in indices], self.ttl_ms)
+            buf.append_set_nx_px_many(keys, [tokens[i] for i in indices], self.ttl_ms)
 
     def on_replies(self, start: int, replies: list[object]) -> None:
         stop = start + len(replies)
-        names, keys, tokens, leases = self.names, self.keys, self.tokens, self.leases
+        names, tokens, leases = self.names, self.tokens, self.leases
         if replies.count(b"OK") == len(replies):  # the usual case, in C-level loops
-            self.make_leases.make(leases, start, (names, keys, tokens), start, stop - start,
+            self.make_leases.make(leases, start, (names, tokens), start, stop - start,
                                   (self.ttl_ms, self.sent_at, self.owner))
         else:
             for i, reply in enumerate(replies, start):
@@ -373,10 +378,10 @@ class AcquirePlan:
 
     def _settle(self, i: int, reply: object) -> None:
         if reply == b"OK":
-            self.leases[i] = Lease(self.names[i], self.keys[i], self.tokens[i], self.ttl_ms, self.sent_at,
+            self.leases[i] = Lease(self.names[i], self.tokens[i], self.ttl_ms, self.sent_at,
                                    self.owner)
         elif type(reply) is int:  # a fenced acquire's fence
-            self.leases[i] = FencedLease(self.names[i], self.keys[i], self.tokens[i], self.ttl_ms,
+            self.leases[i] = FencedLease(self.names[i], self.tokens[i], self.ttl_ms,
                                          self.sent_at, self.owner, reply)
         elif reply is None:
             self.not_acquired.append(self.names[i])

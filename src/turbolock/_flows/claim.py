@@ -20,11 +20,10 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from turbolock._flows.bulk_plan import check_tokens, encode_unique_names
+from turbolock._flows.bulk_plan import batch_tokens, check_tokens, encode_unique_names
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._wire.replies import reply_error
 from turbolock._wire.scripts import NEXT_FENCE, Script
-from turbolock._wire.validate import TOKEN_BYTES
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, LockError, ResponseError
 from turbolock.lease import FencedLease, Lease
 
@@ -150,8 +149,7 @@ class ClaimPlan:
         lo = self.tried
         self._chunk = chunk = window(self.count, self.start, lo, lo + self._span())
         if self.tokens is None:
-            blob = secrets.token_bytes(TOKEN_BYTES * len(chunk))
-            self._chunk_tokens = [blob[j:j + TOKEN_BYTES] for j in range(0, len(blob), TOKEN_BYTES)]
+            self._chunk_tokens = batch_tokens(len(chunk))
         else:
             tokens = self.tokens
             self._chunk_tokens = [tokens[i] for i in chunk]
@@ -191,12 +189,12 @@ class ClaimPlan:
             taken, fences = reply, []
         if not _valid_indices(taken, len(chunk), self._wanted):
             return False
-        names, keys, tokens, leases = self.names, self.keys, self._chunk_tokens, self.leases
+        names, tokens, leases = self.names, self._chunk_tokens, self.leases
         ttl, sent_at, owner = self.ttl_ms, self.sent_at, self.owner
         for n, j in enumerate(taken):
             i = chunk[j]
-            lease = (FencedLease(names[i], keys[i], tokens[j], ttl, sent_at, owner, fences[n]) if fences
-                     else Lease(names[i], keys[i], tokens[j], ttl, sent_at, owner))
+            lease = (FencedLease(names[i], tokens[j], ttl, sent_at, owner, fences[n]) if fences
+                     else Lease(names[i], tokens[j], ttl, sent_at, owner))
             leases[i] = self._mine[i] = lease
         # The script stops right after the last name wanted: the names before that point it did
         # not take are held by others, the names after it were not tried.

@@ -8,12 +8,11 @@ are released on every master, so nothing is left held where the lock did not cou
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from turbolock._flows.bulk_plan import check_size, check_tokens, encode_unique_names
+from turbolock._flows.bulk_plan import batch_tokens, check_size, check_tokens, encode_unique_names
 from turbolock._flows.client_settings import check_fenced_keys
 from turbolock._flows.redlock_result import (
     FencedRedlockLease,
@@ -28,9 +27,9 @@ from turbolock._flows.steps import Call, Flow, Outcome
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
-from turbolock._wire.validate import TOKEN_BYTES, Seconds
+from turbolock._wire.validate import Seconds
 from turbolock.errors import ExtensionLimitError, InvalidArgumentError, QuorumError
-from turbolock.lease import commands_ran, commands_sent, commands_unknown
+from turbolock.lease import commands_ran, commands_sent, commands_unknown, keys_of
 
 _OK = b"OK"
 
@@ -45,19 +44,15 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
     count = len(keys)
     fenced = check_fenced_keys(fenced, client.key_prefix, keys, 0)
     fresh_tokens = tokens is None
-    if fenced and fresh_tokens:  # the script's tokens are made here, not by the encoder
-        blob = secrets.token_bytes(TOKEN_BYTES * count)
-        tokens = [blob[i:i + TOKEN_BYTES] for i in range(0, len(blob), TOKEN_BYTES)]
-        fresh_tokens = False
     tokens = [b""] * count if tokens is None else check_tokens(tokens, count)
     sha = _scripts.FENCED_ACQUIRE.sha
 
     def encode(buf: Any, start: int, stop: int) -> None:
         # Encoded once per chunk; the same bytes go to every master.
+        if fresh_tokens:
+            tokens[start:stop] = batch_tokens(stop - start)
         if fenced:
             buf.append_evalsha_many(sha, keys[start:stop], tokens[start:stop], ms)
-        elif fresh_tokens:
-            tokens[start:stop] = buf.append_set_nx_px_random(keys[start:stop], ms, TOKEN_BYTES)
         else:
             buf.append_set_nx_px_many(keys[start:stop], tokens[start:stop], ms)
 
@@ -87,7 +82,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
             statuses[start:stop] = [RedlockStatus.ACQUIRED] * size
             acquired[start:stop] = [masters] * size
             leases[start:stop] = [
-                RedlockLease(name, key, token, ms, started, owner, drift, everywhere, max_extensions)
+                RedlockLease(name, token, ms, started, owner, drift, everywhere, max_extensions)
                 for name, key, token in zip(names[start:stop], keys[start:stop], tokens[start:stop],
                                             strict=True)]
             return
@@ -113,10 +108,10 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
             if status is RedlockStatus.ACQUIRED and fenced:
                 fences: tuple[int | None, ...] = tuple(
                     reply if type(reply) is int else None for reply in (row[j] for row in rows))
-                leases[i] = FencedRedlockLease(names[i], keys[i], tokens[i], ms, started, owner, drift,
+                leases[i] = FencedRedlockLease(names[i], tokens[i], ms, started, owner, drift,
                                                summary, max_extensions, fences)
             elif status is RedlockStatus.ACQUIRED:
-                leases[i] = RedlockLease(names[i], keys[i], tokens[i], ms, started, owner, drift, summary,
+                leases[i] = RedlockLease(names[i], tokens[i], ms, started, owner, drift, summary,
                                          max_extensions)
             elif ok[j] or summary.errored:
                 failed.append(i)
@@ -210,7 +205,7 @@ def release_many_flow(client: RedlockRules, leases: Sequence[RedlockLease]) -> F
     if renewed:
         client._renewer().remove(renewed)
     timeout = client.chunk_timeout_for(min(lease.ttl_ms for lease in checked))
-    keys = [lease.key for lease in checked]
+    keys = keys_of(checked)
     tokens = [lease.token for lease in checked]
     for lease in checked:
         lease._released = True
@@ -246,7 +241,7 @@ def extend_many_flow(client: RedlockRules, leases: Sequence[RedlockLease], ttl: 
     live = [i for i, lease in enumerate(checked) if not lease._released and lease.valid_for() > 0]
     if not live:
         return results
-    keys = [checked[i].key for i in live]
+    keys = keys_of([checked[i] for i in live])
     tokens = [checked[i].token for i in live]
     sha = EXTEND.sha
 

@@ -126,10 +126,10 @@ class RedlockFlows(RedlockRules):
         if status is RedlockStatus.ACQUIRED:
             if fenced:
                 fences = tuple(reply if type(reply) is int else None for reply in replies)
-                lease: RedlockLease = FencedRedlockLease(name, key, token, ms, started, self._owner, drift,
+                lease: RedlockLease = FencedRedlockLease(name, token, ms, started, self._owner, drift,
                                                          summary, limit, fences)
             else:
-                lease = RedlockLease(name, key, token, ms, started, self._owner, drift, summary, limit)
+                lease = RedlockLease(name, token, ms, started, self._owner, drift, summary, limit)
             return RedlockResult(name, status, summary, attempts, lease, self.quorum, errors), []
         if unknown:
             self._release_owed(unknown, None, key, token, started + ms / 1000.0 + CLEANUP_GRACE)

@@ -65,13 +65,12 @@ class RedlockLease(Lease):
 
     __slots__ = ("drift_ms", "extensions", "max_extensions", "instances", "_released")
 
-    def __init__(self, name: str | bytes, key: bytes, token: bytes, ttl_ms: int, acquired_at: float,
+    def __init__(self, name: str | bytes, token: bytes, ttl_ms: int, acquired_at: float,
                  owner: object, drift: float, instances: InstanceSummary,
                  max_extensions: int | None) -> None:
         # Lease's fields, set here rather than through super().__init__: bulk calls make 100k of
         # these, and the extra call was a sixth of a bulk acquire's client time.
         self.name = name
-        self.key = key
         self.token = token
         self.ttl_ms = ttl_ms
         self.acquired_at = acquired_at
@@ -81,7 +80,6 @@ class RedlockLease(Lease):
         self._lost_event = None
         self._expires = None
         self._flight = None
-        self._past = None
         self._ghost = None
         self.drift_ms = drift
         self.instances = instances
@@ -121,10 +119,10 @@ class FencedRedlockLease(RedlockLease):
 
     __slots__ = ("fences",)
 
-    def __init__(self, name: str | bytes, key: bytes, token: bytes, ttl_ms: int, acquired_at: float,
+    def __init__(self, name: str | bytes, token: bytes, ttl_ms: int, acquired_at: float,
                  owner: object, drift: float, instances: InstanceSummary, max_extensions: int | None,
                  fences: tuple[int | None, ...]) -> None:
-        super().__init__(name, key, token, ttl_ms, acquired_at, owner, drift, instances, max_extensions)
+        super().__init__(name, token, ttl_ms, acquired_at, owner, drift, instances, max_extensions)
         self.fences = fences
 
 class RedlockResult:

@@ -140,8 +140,8 @@ class RedlockRules(CodecAndChunks):
     def lease(self, name: str | bytes, token: bytes) -> RedlockLease:
         """A lease for a Redlock taken elsewhere with ``token``, to extend or release it here.
         Nothing is sent: it has no validity until ``extend`` succeeds."""
-        key = encode_name(name)
-        return RedlockLease(name, key, check_token(token), 0, time.monotonic(), self._owner, 0.0,
+        encode_name(name)  # refuses a bad name before anything else
+        return RedlockLease(name, check_token(token), 0, time.monotonic(), self._owner, 0.0,
                             InstanceSummary(0, 0, 0), None)
 
     def _renewer(self) -> Any:

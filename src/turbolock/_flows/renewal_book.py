@@ -40,6 +40,7 @@ from turbolock.lease import (
     commands_refused,
     commands_sent,
     commands_unknown,
+    keys_of,
 )
 
 log = logging.getLogger("turbolock.renewal")
@@ -166,7 +167,6 @@ class RenewalState(weakref.ref):  # type: ignore[type-arg]
 
 
 _ttl_ms = operator.attrgetter("ttl_ms")
-_key = operator.attrgetter("key")
 _token = operator.attrgetter("token")
 _expires_at = operator.attrgetter("expires_at")
 
@@ -191,7 +191,7 @@ def batch_encoders(batches: list[Batch], sha: bytes) -> tuple[Encoder, Reencoder
 
     def append(buf: Any, index: int) -> None:
         ttl_ms, batch = batches[index]
-        buf.append_evalsha_multikey(sha, list(map(_key, batch)), list(map(_token, batch)), ttl_ms)
+        buf.append_evalsha_multikey(sha, keys_of(batch), list(map(_token, batch)), ttl_ms)
 
     return item_encoders(append)
 

@@ -39,9 +39,9 @@ def acquire_result(client: Any, reply: object, name: str | bytes, key: bytes, to
         return None
     lease: Lease | None = None
     if reply == b"OK":
-        lease = Lease(name, key, token, ttl_ms, sent_at, client._owner)
+        lease = Lease(name, token, ttl_ms, sent_at, client._owner)
     elif type(reply) is int:
-        lease = FencedLease(name, key, token, ttl_ms, sent_at, client._owner, reply)
+        lease = FencedLease(name, token, ttl_ms, sent_at, client._owner, reply)
     if lease is not None:
         if policy is not None:
             client._renewer().add((lease,), policy, on_lost)
@@ -109,8 +109,8 @@ def extend_result(client: Any, reply: object, lease: Lease, ttl_ms: int, sent_at
 
 def adopted_lease(name: str | bytes, token: bytes, owner: object) -> Lease:
     """A lease for a lock taken elsewhere with ``token``: no time believed left until extended."""
-    key = encode_name(name)
-    return Lease(name, key, check_token(token), 0, time.monotonic(), owner)
+    encode_name(name)  # refuses a bad name before anything else
+    return Lease(name, check_token(token), 0, time.monotonic(), owner)
 
 
 def extend_unconfirmed(lease: Lease, exc: Unconfirmed) -> BaseException:

@@ -7,7 +7,6 @@ so either implementation can sit under it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from itertools import repeat
 
@@ -23,10 +22,6 @@ IMPLEMENTATION = "py"
 # an array header read at the 9th ("depth > 7", counting the top level as 0). Both cores refuse
 # exactly there, with hiredis's message.
 MAX_NESTING = 8
-
-# 16 bytes (128 bits) keeps tokens unguessable and collision-free across clients.
-_MIN_TOKEN_SIZE = 16
-_MAX_TOKEN_SIZE = 1024
 
 
 def _bulk(value: bytes) -> bytes:
@@ -112,18 +107,6 @@ class CommandBuffer:
                 plen + len(name), prefix, name, len(token), token, tail))
         self._buf += b"".join(parts)
         self._count += len(parts)
-
-    def append_set_nx_px_random(self, names: Sequence[bytes], ttl_ms: int,
-                                token_size: int = 16) -> list[bytes]:
-        """One ``SET key token NX PX ttl_ms`` per name, each with a fresh random token; returns the tokens."""
-        if type(token_size) is not int or not _MIN_TOKEN_SIZE <= token_size <= _MAX_TOKEN_SIZE:
-            raise ValueError(
-                f"token_size must be an int from {_MIN_TOKEN_SIZE} to {_MAX_TOKEN_SIZE}, not {token_size!r}")
-        names = list(names)
-        blob = os.urandom(token_size * len(names))
-        tokens = [blob[i:i + token_size] for i in range(0, len(blob), token_size)]
-        self.append_set_nx_px_many(names, tokens, ttl_ms)
-        return tokens
 
     def append_evalsha(self, sha: bytes, name: bytes, token: bytes, ttl_ms: int | None = None) -> None:
         """``EVALSHA sha 1 key token [ttl_ms]``: the single-key release/extend/check scripts."""
