@@ -286,6 +286,6 @@ def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow
 
 
 def query_many_flow(client: Any, names: Sequence[str | bytes]) -> Flow[list[LockInfo]]:
-    keys = encode_unique_names(names)
+    keys = encode_unique_names(names, client.core)
     replies = yield Call(client._exec.many, (len(keys), pttl_encoder(keys)), {"keys": keys})
     return settle_query(names, replies)

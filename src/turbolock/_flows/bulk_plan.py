@@ -66,18 +66,23 @@ def check_size(items: Sequence[Any], argument: str) -> None:
         raise InvalidArgumentError(argument, f"has {len(items)} items; one call takes at most {MAX_BULK}")
 
 
-def encode_unique_names(names: Sequence[str | bytes], types: set[type] | None = None) -> list[bytes]:
-    """The names as keys, all checked (and none twice) before anything is sent (``types``: the
-    names' types, when the caller has them already)."""
+def encode_unique_names(names: Sequence[str | bytes], core: Any = None) -> list[bytes]:
+    """The names as keys, all checked (and none twice) before anything is sent."""
+    return names_checked(names, core)[0]
+
+
+def names_checked(names: Sequence[str | bytes], core: Any = None) -> tuple[list[bytes], bool]:
+    """``encode_unique_names`` in ``core``'s pass, and whether every name is exactly a str or
+    bytes (``encode_names``)."""
     check_size(names, "names")
-    keys = encode_names(names, "names", types)
+    keys, plain = encode_names(names, "names", core)
     if len(set(keys)) != len(keys):
         seen: set[bytes] = set()
         for name, key in zip(names, keys, strict=True):
             if key in seen:
                 raise InvalidArgumentError("names", f"lists {name!r} more than once")
             seen.add(key)
-    return keys
+    return keys, plain
 
 
 def check_leases(client: BulkClient, leases: Sequence[Lease]) -> tuple[list[bytes], list[bytes]]:
@@ -259,8 +264,7 @@ class AcquirePlan:
         """``core`` makes the leases; they are untracked by the cycle collector unless
         ``renewed`` or a name is of a subclass of str or bytes (one with a ``__dict__`` could
         point back at its lease: see ``ext/leases.pyx``)."""
-        types = set(map(type, names)) if isinstance(names, Sequence) else None  # else refused below
-        self.keys = encode_unique_names(names, types)
+        self.keys, plain = names_checked(names, core)
         self.names = list(names)
         self.ttl_ms = ttl_ms
         self.count = count = len(self.keys)
@@ -280,9 +284,9 @@ class AcquirePlan:
         """Where a batched call's maybe-taken locks go (``client._remember_cleanup``)."""
         self._given_back: set[int] = set()
         self.make_leases = lease_maker(core)
-        plain = types is not None and types <= {str, bytes}
+        self._untracked = untracked = plain and not renewed
         self.untrack: Callable[[list[Any], int, int], None] = (
-            core.untrack if plain and not renewed else _untracked_nowhere)
+            core.untrack if untracked else _untracked_nowhere)
 
     def fence(self, key_prefix: bytes, replicas_ack: int, fenced: object) -> None:
         """Make this a fenced acquire, after every name's checks (see ``check_fenced``)."""
@@ -369,11 +373,11 @@ class AcquirePlan:
         names, tokens, leases = self.names, self.tokens, self.leases
         if replies.count(b"OK") == len(replies):  # the usual case, in C-level loops
             self.make_leases.make(leases, start, (names, tokens), start, stop - start,
-                                  (self.ttl_ms, self.sent_at, self.owner))
+                                  (self.ttl_ms, self.sent_at, self.owner), self._untracked)
         else:
             for i, reply in enumerate(replies, start):
                 self._settle(i, reply)
-        self.untrack(leases, start, stop)
+            self.untrack(leases, start, stop)
         self.handled = stop
 
     def _settle(self, i: int, reply: object) -> None:

@@ -412,9 +412,10 @@ class LeaseMaker:
         self._values = len(values)
 
     def make(self, out: list[object], start: int, columns: tuple[list[object], ...], first: int, count: int,
-             shared: tuple[object, ...]) -> None:
+             shared: tuple[object, ...], untracked: bool = False) -> None:
         """``out[start + i]`` = an instance whose values are each column's item ``first + i``,
-        then ``shared``, for i in 0..count-1."""
+        then ``shared``, for i in 0..count-1 (``untracked`` is the compiled core's: Python code
+        cannot untrack an object)."""
         if len(columns) + len(shared) != self._values:
             raise ValueError(f"{len(columns)} columns and {len(shared)} shared values for "
                              f"{self._values} slots")
@@ -425,3 +426,25 @@ class LeaseMaker:
             raise IndexError("a column is not a list that long")
         out[start:start + count] = map(self._cls, *(column[first:first + count] for column in columns),
                                        *(repeat(value, count) for value in shared))
+
+
+def names_as_keys(names: Sequence[object], max_bytes: int) -> list[bytes] | None:
+    """Each name as its key (a str UTF-8 encoded, bytes as they are), or None when the caller
+    must check the names one by one: one is not exactly a str or bytes, is empty, is longer than
+    ``max_bytes`` encoded, or cannot be encoded (here also when str and bytes are mixed). A list
+    of keys means every name is fine."""
+    types = set(map(type, names))
+    if not types:
+        return []
+    if types == {str}:
+        try:
+            keys = list(map(str.encode, names))  # type: ignore[arg-type]
+        except UnicodeEncodeError:
+            return None
+    elif types == {bytes}:
+        keys = list(names)  # type: ignore[arg-type]
+    else:
+        return None
+    if 0 < min(map(len, keys)) and max(map(len, keys)) <= max_bytes:
+        return keys
+    return None

@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
+from turbolock._wire import core_py as _core_py
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 MAX_NAME_BYTES = 1024
@@ -52,25 +54,17 @@ def encode_name(name: object, argument: str = "name") -> bytes:
 
 
 def encode_names(names: Sequence[object], argument: str = "names",
-                 types: set[type] | None = None) -> list[bytes]:
-    """``encode_name`` for a whole list, in C-level passes when every name is already fine
-    (``types``: the names' types, when the caller has them already).
+                 core: Any = None) -> tuple[list[bytes], bool]:
+    """``encode_name`` for a whole list, and whether every name is exactly a str or bytes.
 
-    The first bad name found raises, as ``encode_name`` would, before anything is sent.
+    In one pass of ``core`` (the client's; the pure core when None) when every name is fine,
+    else name by name, so that the first bad name raises as ``encode_name`` would, before
+    anything is sent.
     """
-    if types is None:
-        types = set(map(type, names))
-    keys: list[bytes] | None = None
-    if types <= {str}:
-        try:
-            keys = list(map(str.encode, names))  # type: ignore[arg-type]
-        except UnicodeEncodeError:
-            keys = None
-    elif types <= {bytes}:
-        keys = list(names)  # type: ignore[arg-type]
-    if keys and 0 < min(map(len, keys)) and max(map(len, keys)) <= MAX_NAME_BYTES:
-        return keys
-    return [encode_name(name, argument) for name in names]
+    keys = (_core_py if core is None else core).names_as_keys(names, MAX_NAME_BYTES)
+    if keys is not None:
+        return keys, True
+    return [encode_name(name, argument) for name in names], set(map(type, names)) <= {str, bytes}
 
 
 def _seconds(value: object, argument: str) -> float:
