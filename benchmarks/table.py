@@ -40,6 +40,8 @@ def _row_lines(row: RowResult, number_format: str) -> list[str]:
     lines = [_line(("  " + row.contender, median, spread, *first))]
     for ratio in row.ratios[1:]:
         lines.append(_line(("", "", "", *_ratio_cells(ratio))))
+    if row.ratios and row.note:
+        lines.append(_line(("", "", "", "", row.note, "", "")))
     return lines
 
 

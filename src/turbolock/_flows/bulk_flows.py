@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 from turbolock import _metrics
@@ -43,6 +44,8 @@ from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
 from turbolock._wire.validate import Seconds, ttl_ms
 from turbolock.errors import AcquireOutcomeUnknownError, ConnectionError, InvalidArgumentError, ReplyError
 from turbolock.lease import Lease, LockInfo, commands_unknown, keys_of
+
+_renewal_of = attrgetter("renewal")
 
 
 def _forget(client: Any, leases: Sequence[Lease]) -> None:
@@ -220,9 +223,8 @@ def run_release_flow(client: Any, keys: list[bytes], tokens: list[bytes], deadli
 
 def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = math.inf) -> Flow[list[bool]]:
     keys, tokens = check_leases(client, leases)
-    renewed = [lease for lease in leases if lease.renewal is not None]
-    if renewed:
-        client._renewer().remove(renewed)
+    if any(map(_renewal_of, leases)):  # a C-level pass: a lease's RenewalState is never falsy
+        client._renewer().remove([lease for lease in leases if lease.renewal is not None])
     replied = [0]  # chunks come back in order: leases before this one have their answers
     retried = [False]
 
@@ -231,6 +233,12 @@ def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = ma
         # until the retry's replies come, so a cancel meanwhile leaves them to the cleanup.
         if retried[0]:
             return
+        if ReplyError in set(map(type, replies)):  # a C-level pass: errors are rare
+            _find_noscript(start, replies)
+            return
+        replied[0] = start + len(replies)
+
+    def _find_noscript(start: int, replies: list[object]) -> None:
         for j, reply in enumerate(replies):
             if type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 replied[0], retried[0] = start + j, True

@@ -177,6 +177,8 @@ def flag(reply: object, lease: Lease) -> bool:
 
 def settle_release(client: BulkClient, leases: Sequence[Lease], replies: list[object]) -> list[bool]:
     """Released or not, per lease; releases whose outcome was lost are remembered for a retry."""
+    if set(map(type, replies)) <= {int} and (not replies or min(replies) >= 0):  # type: ignore[type-var]
+        return list(map(bool, replies))  # the usual case, in C-level passes: 1 + subscribers told, or 0
     lost = [i for i, reply in enumerate(replies) if reply is UNKNOWN or reply is NOT_SENT]
     if lost:
         now = time.monotonic()
@@ -187,8 +189,6 @@ def settle_release(client: BulkClient, leases: Sequence[Lease], replies: list[ob
         raise OutcomeUnknownError(
             f"the connection failed mid-batch: the release of {len(names)} locks is unconfirmed "
             "and will be retried", names)
-    if set(map(type, replies)) <= {int}:  # the usual case, without a call per reply
-        return [reply >= 1 for reply in replies]  # type: ignore[operator]  # 1 + subscribers told
     return [flag(reply, lease) for reply, lease in zip(replies, leases, strict=True)]
 
 
