@@ -118,3 +118,17 @@ def test_one_failing_key_does_not_stop_a_bulk_release(bulk_client: LockClient, r
         bulk_client.release_many(leases)
     assert raw.exists(*[bulk_client.key_prefix + n.encode() for n in names]) == 1
     raw.delete(broken)
+
+
+def test_extend_many_settles_every_call_before_and_after_one_that_failed(
+        bulk_client: LockClient, raw: redis.Redis) -> None:
+    # The calls before the failed one are settled as their replies arrive, the rest at the end.
+    names = [f"x{i}" for i in range(3500)]
+    leases = bulk_client.acquire_many(names, 2).acquired
+    raw.delete(bulk_client.key_prefix + b"x2500")
+    assert bulk_client.extend_many(leases, 60) == [i != 2500 for i in range(3500)]
+    assert leases[2500].is_lost and leases[2500].valid_for() == 0
+    kept = [lease for i, lease in enumerate(leases) if i != 2500]
+    assert all(lease.ttl_ms == 60_000 and 55 < lease.valid_for() <= 60 for lease in kept)
+    left = [raw.pttl(bulk_client.key_prefix + names[i].encode()) for i in (0, 999, 2499, 2501, 3499)]
+    assert min(left) > 55_000

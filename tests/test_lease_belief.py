@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import redis
 
+import turbolock._flows.bulk_flows as bulk_flows
 import turbolock._flows.bulk_plan as bulk_plan
 from turbolock import Lease, LockClient
 from turbolock.asyncio import AsyncLockClient
@@ -150,6 +151,7 @@ def _old_success_handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     with monkeypatch.context() as patch:
         patch.setattr(bulk_plan, "commands_ran", last_reply_wins)
+        patch.setattr(bulk_flows, "commands_ran", last_reply_wins)  # extend_many's calls settled early
         yield
 
 

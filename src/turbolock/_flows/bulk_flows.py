@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from operator import attrgetter
 from typing import Any
 
 from turbolock import _metrics
@@ -28,6 +27,7 @@ from turbolock._flows.bulk_plan import (
     extending,
     multikey_encoders,
     pttl_encoder,
+    renewal_of,
     script_encoders,
     settle_extend,
     settle_query,
@@ -43,9 +43,7 @@ from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
 from turbolock._wire.validate import Seconds, ttl_ms
 from turbolock.errors import AcquireOutcomeUnknownError, ConnectionError, InvalidArgumentError, ReplyError
-from turbolock.lease import Lease, LockInfo, commands_unknown, keys_of
-
-_renewal_of = attrgetter("renewal")
+from turbolock.lease import Lease, LockInfo, commands_ran, commands_unknown, keys_of
 
 
 def _forget(client: Any, leases: Sequence[Lease]) -> None:
@@ -223,7 +221,7 @@ def run_release_flow(client: Any, keys: list[bytes], tokens: list[bytes], deadli
 
 def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = math.inf) -> Flow[list[bool]]:
     keys, tokens = check_leases(client, leases)
-    if any(map(_renewal_of, leases)):  # a C-level pass: a lease's RenewalState is never falsy
+    if any(map(renewal_of, leases)):  # a C-level pass: a lease's RenewalState is never falsy
         client._renewer().remove([lease for lease in leases if lease.renewal is not None])
     replied = [0]  # chunks come back in order: leases before this one have their answers
     retried = [False]
@@ -270,27 +268,64 @@ def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow
         step = Call(client._exec.many, (len(leases), set_ifeq.encoder(keys, tokens, ms)), {"keys": keys})
     elif sizes is not None:  # one server: one RENEW_MANY call per KEYS_PER_CALL leases, a few per write
         encode, reencode = multikey_encoders(_scripts.RENEW_MANY, keys, tokens, ms)
-        step = Call(client._many_batched, (len(sizes), encode, _scripts.RENEW_MANY, reencode))
+        early = _ExtendedEarly(client, leases, ms, sizes)
+        step = Call(client._many_batched, (len(sizes), encode, _scripts.RENEW_MANY, reencode),
+                    {"on_replies": early.on_calls})
     else:
         encode, reencode = script_encoders(_scripts.EXTEND, keys, tokens, ms)
         step = Call(client._exec.many, (len(leases), encode, _scripts.EXTEND, reencode), {"keys": keys})
     sent_at = time.monotonic()
     extending(leases, ms, sent_at)
+    if sizes is not None:
+        early.sent_at = sent_at
     try:
         replies = yield step
     except BaseException:
         commands_unknown(leases, sent_at)  # interrupted or cancelled, perhaps after some were sent
         raise
+    done = 0
     if sizes is not None:
         replies = expand_calls(replies, sizes, 1)
+        done = early.done
     elif as_set:
         replies = set_ifeq.as_script_replies(replies)
-    extended = settle_extend(client, leases, replies, ms, sent_at)
+    extended = settle_extend(client, leases[done:], replies[done:], ms, sent_at)
+    if done:
+        extended = [True] * done + extended
     sink = _metrics.sink
     if sink is not None:
         done = sum(extended)
         sink.extended(done, len(extended) - done, time.monotonic() - sent_at, "extend_many")
     return extended
+
+
+class _ExtendedEarly:
+    """Settles the leading calls of a batched ``extend_many`` whose every lease was extended as
+    their replies arrive, while the server works on the next ones (``settle_extend`` then has
+    only the rest); the first call with anything else stops it."""
+
+    def __init__(self, client: Any, leases: Sequence[Lease], ttl_ms: int, sizes: list[int]) -> None:
+        self.client, self.leases, self.ttl_ms, self.sizes = client, leases, ttl_ms, sizes
+        self.sent_at = 0.0
+        self.calls = 0
+        self.done = 0
+        """Leases settled, all extended: the first ``done``."""
+
+    def on_calls(self, start: int, replies: list[object]) -> None:
+        if start != self.calls:  # a call before these was not settled here: nor are these
+            return
+        for reply in replies:
+            if type(reply) is not list or reply:  # [] is a call whose every key was extended
+                return
+            first, self.done = self.done, self.done + self.sizes[self.calls]
+            self.calls += 1
+            extended = self.leases[first:self.done]
+            commands_ran(extended, self.sent_at, self.ttl_ms)
+            if any(map(renewal_of, extended)):
+                renewer = self.client._renewer()
+                for lease in extended:
+                    if lease.renewal is not None:
+                        renewer.rescheduled(lease)
 
 
 def query_many_flow(client: Any, names: Sequence[str | bytes]) -> Flow[list[LockInfo]]:

@@ -99,6 +99,8 @@ def check_leases(client: BulkClient, leases: Sequence[Lease]) -> tuple[list[byte
 
 
 _owner_of = attrgetter("owner")
+renewal_of = attrgetter("renewal")
+"""A lease's RenewalState, never falsy, or None: ``any(map(renewal_of, leases))`` in C."""
 _token_of = attrgetter("token")
 
 
@@ -177,7 +179,7 @@ def flag(reply: object, lease: Lease) -> bool:
 
 def settle_release(client: BulkClient, leases: Sequence[Lease], replies: list[object]) -> list[bool]:
     """Released or not, per lease; releases whose outcome was lost are remembered for a retry."""
-    if set(map(type, replies)) <= {int} and (not replies or min(replies) >= 0):  # type: ignore[type-var]
+    if set(map(type, replies)) <= {int} and (not replies or min(replies) >= 0):  # type: ignore[type-var,operator]
         return list(map(bool, replies))  # the usual case, in C-level passes: 1 + subscribers told, or 0
     lost = [i for i, reply in enumerate(replies) if reply is UNKNOWN or reply is NOT_SENT]
     if lost:
@@ -204,9 +206,10 @@ def settle_extend(client: BulkClient, leases: Sequence[Lease], replies: list[obj
     been set last (see ``lease``), one found not ours is lost."""
     if replies.count(1) == len(replies):  # the usual case: every one extended, no call per lease
         commands_ran(leases, sent_at, ttl_ms)
-        for lease in leases:
-            if lease.renewal is not None:
-                client._renewer().rescheduled(lease)
+        if any(map(renewal_of, leases)):  # a C-level pass: a RenewalState is never falsy
+            for lease in leases:
+                if lease.renewal is not None:
+                    client._renewer().rescheduled(lease)
         return [True] * len(leases)
     results = []
     unknown = []
