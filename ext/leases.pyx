@@ -14,6 +14,8 @@
 
 cimport cython
 from cpython.object cimport PyTypeObject
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 
 import types
@@ -70,6 +72,7 @@ cdef class LeaseMaker:
     cdef object cls
     cdef Py_ssize_t offsets[_MAX_LEASE_SLOTS]
     cdef Py_ssize_t nvalues, nempty
+    cdef Py_ssize_t name_at, token_at, owner_at  # offsets of those slots, -1 when none
 
     def __init__(self, type cls not None, tuple values not None, tuple empty not None):
         cdef Py_ssize_t i
@@ -85,6 +88,14 @@ cdef class LeaseMaker:
             if type(descriptor) is not types.MemberDescriptorType:
                 raise TypeError(f"{cls.__name__}.{name} is not a slot")
             self.offsets[i] = (<PyMemberDescrObject *>descriptor).d_member.offset
+        self.name_at = self.token_at = self.owner_at = -1
+        for i, name in enumerate(named):
+            if name == "name":
+                self.name_at = self.offsets[i]
+            elif name == "token":
+                self.token_at = self.offsets[i]
+            elif name == "owner":
+                self.owner_at = self.offsets[i]
         self.cls = cls
         self.nvalues = len(values)
         self.nempty = len(empty)
@@ -126,3 +137,41 @@ cdef class LeaseMaker:
                 Py_INCREF(None)
                 (<void **>(base + self.offsets[self.nvalues + j]))[0] = <void *>None
             out[start + i] = lease
+
+    def columns(self, leases not None, owner, Py_ssize_t max_bytes):
+        """(keys, tokens) of ``leases`` in one pass, when each is exactly an instance of this
+        maker's class whose ``owner`` slot is ``owner`` and whose name ``names_as_keys`` takes;
+        None sends the caller to its checks one by one."""
+        cdef list items = leases if type(leases) is list else list(leases)
+        cdef Py_ssize_t i, n = len(items)
+        cdef list keys, tokens
+        cdef object lease, key
+        cdef PyObject *name
+        cdef PyObject *token
+        cdef char *base
+        if self.name_at < 0 or self.token_at < 0 or self.owner_at < 0:
+            raise TypeError(f"{self.cls.__name__} has no name, token and owner slots")
+        keys, tokens = PyList_New(n), PyList_New(n)
+        for i in range(n):
+            lease = items[i]
+            if type(lease) is not self.cls:
+                return _unfinished_pair(keys, tokens, i)
+            base = <char *><void *>lease
+            name = (<PyObject **>(base + self.name_at))[0]
+            token = (<PyObject **>(base + self.token_at))[0]
+            if (<PyObject **>(base + self.owner_at))[0] != <PyObject *>owner or name == NULL or token == NULL:
+                return _unfinished_pair(keys, tokens, i)
+            key = _name_key(<object>name, max_bytes)
+            if key is None:
+                return _unfinished_pair(keys, tokens, i)
+            Py_INCREF(key)
+            PyList_SET_ITEM(keys, i, key)
+            Py_INCREF(<object>token)
+            PyList_SET_ITEM(tokens, i, <object>token)
+        return keys, tokens
+
+
+cdef object _unfinished_pair(list keys, list tokens, Py_ssize_t filled):
+    _unfinished(keys, filled)
+    _unfinished(tokens, filled)
+    return None

@@ -21,35 +21,37 @@ def names_as_keys(names, Py_ssize_t max_bytes):
     must check the names one by one: one is not exactly a str or bytes, is empty, is longer than
     ``max_bytes`` encoded, or cannot be encoded. A list of keys means every name is fine."""
     cdef list items = names if type(names) is list else list(names)
-    cdef Py_ssize_t i, size, n = len(items)
+    cdef Py_ssize_t i, n = len(items)
     cdef list keys = PyList_New(n)
-    cdef object name, key
+    cdef object key
     for i in range(n):
-        name = items[i]
-        if type(name) is str:
-            if PyUnicode_IS_ASCII(name):
-                size = PyUnicode_GET_LENGTH(name)
-                if size == 0 or size > max_bytes:
-                    return _unfinished(keys, i)
-                key = PyBytes_FromStringAndSize(<char *>PyUnicode_DATA(name), size)
-            else:
-                try:
-                    key = PyUnicode_AsUTF8String(name)
-                except UnicodeEncodeError:
-                    return _unfinished(keys, i)
-                size = len(<bytes>key)
-                if size > max_bytes:
-                    return _unfinished(keys, i)
-        elif type(name) is bytes:
-            size = len(<bytes>name)
-            if size == 0 or size > max_bytes:
-                return _unfinished(keys, i)
-            key = name
-        else:
+        key = _name_key(items[i], max_bytes)
+        if key is None:
             return _unfinished(keys, i)
         Py_INCREF(key)
         PyList_SET_ITEM(keys, i, key)
     return keys
+
+
+cdef object _name_key(object name, Py_ssize_t max_bytes):
+    """``name``'s key, or None when ``names_as_keys`` declines it."""
+    cdef Py_ssize_t size
+    cdef object key
+    if type(name) is str:
+        if PyUnicode_IS_ASCII(name):
+            size = PyUnicode_GET_LENGTH(name)
+            if size == 0 or size > max_bytes:
+                return None
+            return PyBytes_FromStringAndSize(<char *>PyUnicode_DATA(name), size)
+        try:
+            key = PyUnicode_AsUTF8String(name)
+        except UnicodeEncodeError:
+            return None
+        return key if len(<bytes>key) <= max_bytes else None
+    if type(name) is bytes:
+        size = len(<bytes>name)
+        return name if 0 < size <= max_bytes else None
+    return None
 
 
 cdef object _unfinished(list keys, Py_ssize_t filled):

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from turbolock._wire.validate import encode_name
 from turbolock.lease import LEASE_EMPTY, LEASE_VALUES, FencedLease, Lease
 
 
@@ -110,3 +111,53 @@ def test_untrack_checks_its_range_alike(core: ModuleType) -> None:
             core.untrack(items, start, stop)
     with pytest.raises(TypeError):
         core.untrack((1, 2), 0, 1)
+
+
+lease_rows = st.tuples(
+    st.one_of(st.text(max_size=4), st.binary(max_size=4), st.integers(0, 2)),
+    st.sampled_from(["mine", "theirs", "unset"]),
+    st.sampled_from([Lease, FencedLease]),
+)
+
+
+@given(rows=st.lists(lease_rows, max_size=10))
+def test_columns_are_each_lease_key_and_token_or_declined(core: ModuleType,
+                                                         rows: list[tuple[object, str, type]]) -> None:
+    mine, theirs = object(), object()
+    leases: list[object] = []
+    for i, (name, whose, cls) in enumerate(rows):
+        lease = cls.__new__(cls)
+        if whose != "unset":
+            lease.name, lease.token = name, b"%016d" % i
+            lease.owner = mine if whose == "mine" else theirs
+        leases.append(lease)
+    columns = _maker(core).columns(leases, mine, 3)
+    fine = all(cls is Lease and whose == "mine" and type(name) in (str, bytes) and _fits(name, 3)
+               for name, whose, cls in rows)
+    if columns is None:
+        mixed = {type(name) for name, _, _ in rows} == {str, bytes}
+        assert not fine or (mixed and core.IMPLEMENTATION == "py"), "declined fine leases"
+        return
+    assert fine
+    assert columns == ([encode_name(name) for name, _, _ in rows], [b"%016d" % i for i in range(len(rows))])
+
+
+def _fits(name: object, limit: int) -> bool:
+    try:
+        return len(encode_name(name)) <= limit
+    except ValueError:
+        return False
+
+
+def test_columns_count_every_reference_once(core: ModuleType) -> None:
+    owner = object()
+    leases = [Lease(b"name-%d" % i, b"t" * 16, 1000, 0.0, owner) for i in range(50)]
+    names = [lease.name for lease in leases]
+    before = [sys.getrefcount(name) for name in names], sys.getrefcount(leases[0].token)
+    columns = _maker(core).columns(leases, owner, 1024)
+    assert columns is not None and all(a is b for a, b in zip(columns[0], names, strict=True))
+    assert [sys.getrefcount(name) for name in names] == [count + 1 for count in before[0]]
+    del columns
+    assert _maker(core).columns([*leases[:10], object()], owner, 1024) is None  # declined part-way
+    gc.collect()
+    assert ([sys.getrefcount(name) for name in names], sys.getrefcount(leases[0].token)) == before

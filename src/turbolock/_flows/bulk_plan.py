@@ -18,7 +18,7 @@ from turbolock._flows.client_settings import check_fenced_keys
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_DURABLE, NOT_SENT, UNKNOWN, Encoder, Reencoder, failures
 from turbolock._wire.replies import reply_error
-from turbolock._wire.validate import TOKEN_BYTES, check_token, encode_names
+from turbolock._wire.validate import MAX_NAME_BYTES, TOKEN_BYTES, check_token, encode_names
 from turbolock.errors import (
     ConnectionError,
     InvalidArgumentError,
@@ -49,6 +49,7 @@ class BulkClient(Protocol):
     """What the settle functions need of a client, blocking or asyncio."""
 
     _owner: Any
+    core: Any
 
     def _check_lease(self, lease: object, argument: str = "lease") -> None: ...
 
@@ -88,14 +89,16 @@ def names_checked(names: Sequence[str | bytes], core: Any = None) -> tuple[list[
 def check_leases(client: BulkClient, leases: Sequence[Lease]) -> tuple[list[bytes], list[bytes]]:
     """Every lease checked (and none twice) before anything is sent; their keys and tokens."""
     check_size(leases, "leases")
-    if not (set(map(type, leases)) <= {Lease} and set(map(_owner_of, leases)) <= {client._owner}):
+    columns = lease_maker(client.core).columns(leases, client._owner, MAX_NAME_BYTES)
+    if columns is None:
         check = client._check_lease  # the slow path names the first bad lease
         for lease in leases:
             check(lease, "leases")
-    keys = keys_of(leases)
+        columns = keys_of(leases), list(map(_token_of, leases))
+    keys, tokens = columns
     if len(set(keys)) != len(keys):
         raise InvalidArgumentError("leases", "lists one lock more than once")
-    return keys, list(map(_token_of, leases))
+    return keys, tokens
 
 
 _owner_of = attrgetter("owner")

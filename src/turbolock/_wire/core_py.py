@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import repeat
+from operator import attrgetter
 
 from turbolock._wire.slots import key_slot
 from turbolock._wire.wheel_py import TimerWheel
@@ -396,6 +397,11 @@ def slots_of(cls: type) -> set[str]:
     return found
 
 
+_name_of = attrgetter("name")
+_token_of = attrgetter("token")
+_owner_of = attrgetter("owner")
+
+
 class LeaseMaker:
     """Makes instances of ``cls`` whose slots ``values`` come from the arguments of ``make`` and
     whose slots ``empty`` are None, for a class whose ``__init__`` does exactly that with
@@ -426,6 +432,23 @@ class LeaseMaker:
             raise IndexError("a column is not a list that long")
         out[start:start + count] = map(self._cls, *(column[first:first + count] for column in columns),
                                        *(repeat(value, count) for value in shared))
+
+    def columns(self, leases: Sequence[object], owner: object,
+                max_bytes: int) -> tuple[list[bytes], list[bytes]] | None:
+        """(keys, tokens) of ``leases`` in one pass, when each is exactly an instance of this
+        maker's class whose ``owner`` slot is ``owner`` and whose name ``names_as_keys`` takes;
+        None sends the caller to its checks one by one."""
+        if not {"name", "token", "owner"} <= slots_of(self._cls):
+            raise TypeError(f"{self._cls.__name__} has no name, token and owner slots")
+        if not set(map(type, leases)) <= {self._cls}:
+            return None
+        try:
+            if not set(map(_owner_of, leases)) <= {owner}:
+                return None
+            keys = names_as_keys(list(map(_name_of, leases)), max_bytes)
+            return None if keys is None else (keys, list(map(_token_of, leases)))
+        except AttributeError:  # a slot never set (an instance made without __init__)
+            return None
 
 
 def names_as_keys(names: Sequence[object], max_bytes: int) -> list[bytes] | None:
