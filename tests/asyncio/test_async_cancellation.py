@@ -37,11 +37,14 @@ def _count_cleanups(client: AsyncLockClient) -> list[bytes]:
     return seen
 
 
-async def _cancel_after(coro: Any, iterations: int) -> tuple[bool, Any]:
-    """Run ``coro`` as a task, cancel it after ``iterations`` loop iterations; (finished, result)."""
+async def _cancel_after(coro: Any, iterations: int, seconds: float = 0.0) -> tuple[bool, Any]:
+    """Run ``coro`` as a task, cancel it after ``iterations`` loop iterations (and ``seconds``);
+    (finished, result)."""
     task = asyncio.ensure_future(coro)
     for _ in range(iterations):
         await asyncio.sleep(0)
+    if seconds:
+        await asyncio.sleep(seconds)
     task.cancel()
     try:
         return True, await task
@@ -203,16 +206,22 @@ def test_cancelled_fenced_acquire_many_leaves_nothing(arun: Runner, new_client: 
                                                       raw: redis.Redis) -> None:
     # Fenced on one server: one script call per 1000 locks, eight calls per write; a cancel
     # lands between writes, or in the NOSCRIPT retry, and what the calls in flight took is
-    # released when they answer.
+    # released when they answer. The cancels land at fractions of an uncancelled call's time
+    # (loop iterations alone pass before the first write once the checks are quick).
     async def body() -> None:
         async with new_client() as client:
             await client.query("warm-up")
+            started = time.monotonic()
+            whole = await client.acquire_many([f"f:whole:{i}" for i in range(20_000)], 30, fenced=True)
+            took = time.monotonic() - started
+            await client.release_many(whole.acquired)
             cleanups = _count_cleanups(client)
             for k, flush in itertools.product((0, 1, 2, 3, 5, 8, 13), (False, True)):
                 if flush:  # every call answers NOSCRIPT first: the cancel lands in the retry
                     raw.script_flush()
                 names = [f"f:{k}:{flush}:{i}" for i in range(20_000)]
-                finished, result = await _cancel_after(client.acquire_many(names, 30, fenced=True), k)
+                finished, result = await _cancel_after(client.acquire_many(names, 30, fenced=True), k,
+                                                       took * k / 10)
                 if finished:
                     await client.release_many(result.acquired)
                 await settle(client)

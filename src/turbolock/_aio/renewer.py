@@ -129,7 +129,7 @@ class Renewer:
             await run(due_round_flow(self, to_send))
 
     def _release_dropped(self) -> None:
-        for state in self.book.take_collected(self._client.key_prefix):
+        for state in self.book.take_collected():
             self._wake_waiters(state.id, False)
             self._client._abandoned(state.key, state.token, time.monotonic() + state.ttl_ms / 1000.0)
 

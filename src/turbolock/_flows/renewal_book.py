@@ -134,7 +134,7 @@ class RenewalState(weakref.ref):  # type: ignore[type-arg]
     """Per-lease renewal bookkeeping and the renewer's weak reference to the lease; small, since
     100k renewed locks are a normal load. Key and token are kept to release a dropped lease."""
 
-    __slots__ = ("id", "terms", "renewals", "hold_until", "released", "limit_reached", "key", "token",
+    __slots__ = ("id", "terms", "renewals", "hold_until", "released", "limit_reached", "name", "token",
                  "ttl_ms")
 
     def __init__(self, lease: Lease, on_collected: Callable[[Any], object], item_id: int, terms: RenewalTerms,
@@ -146,12 +146,20 @@ class RenewalState(weakref.ref):  # type: ignore[type-arg]
         self.hold_until = hold_until
         self.released = False
         self.limit_reached = False
-        self.key = lease.key
+        # The lease's own name when it is a plain str or bytes (no copy); a subclass's could
+        # point back at the lease and keep it from ever being dropped: its key instead.
+        name = lease.name
+        self.name = name if type(name) is str or type(name) is bytes else lease.key
         self.token = lease.token
         self.ttl_ms = lease.ttl_ms  # the longest a dropped lease's key may still live
 
     def __new__(cls, lease: Lease, on_collected: Callable[[Any], object], *args: object) -> RenewalState:
         return super().__new__(cls, lease, on_collected)
+
+    @property
+    def key(self) -> bytes:
+        name = self.name
+        return name.encode() if isinstance(name, str) else name
 
     @property
     def renew_before(self) -> float:
@@ -198,15 +206,6 @@ def batch_encoders(batches: list[Batch], sha: bytes) -> tuple[Encoder, Reencoder
 
 def describe_reply(reply: object) -> str:
     return str(reply) if isinstance(reply, Exception) else type(reply).__name__
-
-
-def display_name(key: bytes, key_prefix: bytes) -> str | bytes:
-    """A lock's name for a log line, from its key (a dropped lease's name is gone with it)."""
-    name = key[len(key_prefix):] if key.startswith(key_prefix) else key
-    try:
-        return name.decode("utf-8")
-    except UnicodeDecodeError:
-        return name
 
 
 class RenewalBook:
@@ -278,7 +277,7 @@ class RenewalBook:
             states = list(self._held.values())
         return [lease for lease in map(_alive, states) if lease is not None]
 
-    def take_collected(self, key_prefix: bytes) -> list[RenewalState]:
+    def take_collected(self) -> list[RenewalState]:
         """States of leases the program dropped while renewed, now forgotten by the book (each
         logged with its lock's name); the renewer releases their locks."""
         if not self._collected:
@@ -296,7 +295,7 @@ class RenewalBook:
         for state in dropped:
             log.warning("turbolock: lock %r was still held and auto-renewed when the program dropped its "
                         "last reference to it; renewal stopped and the lock is released",
-                        display_name(state.key, key_prefix))
+                        state.name)
         return dropped
 
     def take_due(self, now: float) -> tuple[list[Lease], list[tuple[Lease, str]]]:

@@ -101,7 +101,7 @@ class Renewer:
             run(due_round_flow(self, to_send))
 
     def _release_dropped(self) -> None:
-        for state in self.book.take_collected(self._client.key_prefix):
+        for state in self.book.take_collected():
             self._client._abandoned(state.key, state.token, time.monotonic() + state.ttl_ms / 1000.0)
 
     def _send(self, leases: list[Lease]) -> None:
