@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.timing  # renewals within ttls of 0.15-0.25 s: run apart from the CPU bursts
+
 LEASES = 4
 """Per test, renewed side by side."""
 HOLD = 1.0
