@@ -55,6 +55,7 @@ TL_PY = "turbolock cluster py"
 RP_HI = "redis-py RedisCluster + hiredis"
 RP_PURE = "redis-py RedisCluster, no hiredis"
 CEILING = "redis-benchmark -P 1000, one per master"
+RT_BOUND = "round-trip bound, one master"
 CORES = {TL_C: "c", TL_PY: "py"}
 PARSERS = {RP_HI: _HiredisParser, RP_PURE: _RESP2Parser}
 
@@ -69,8 +70,9 @@ RENEW = "cluster-renewal-round"
 SECTIONS = (
     Section(PAIRS, "acquire+release pairs on a cluster, sequential (redis-py: RedisCluster.lock())",
             "pairs/s", (
-        Row(TL_C, (Comparison(RP_HI, 2.5), Comparison(RP_PURE), Comparison(RP_HAND))),
-        Row(TL_PY, (Comparison(RP_HI), Comparison(RP_PURE, 3.0), Comparison(RP_HAND))),
+        Row(TL_C, (Comparison(RP_HI, 2.5), Comparison(RP_PURE), Comparison(RP_HAND), Comparison(RT_BOUND))),
+        Row(TL_PY, (Comparison(RP_HI), Comparison(RP_PURE, 3.0), Comparison(RP_HAND), Comparison(RT_BOUND))),
+        Row(RT_BOUND, (Comparison(RP_HI),)),
         Row(RP_HI),
         Row(RP_PURE),
         Row(RP_HAND),
@@ -284,6 +286,18 @@ def _local_tag(admin: redis.Redis, port: int) -> str:
     return f"n{i}"
 
 
+def round_trip_bound(cluster: RedisCluster, admin: redis.Redis, requests: int) -> float:
+    """Pairs/s no client can beat: one ``SET NX PX`` and one ``EVALSHA`` release round trip
+    (``redis-benchmark -c 1 -P 1``, each alone) to the first master, its keys behind its tag."""
+    node = cluster.nodes[0]
+    tag = "{" + _local_tag(admin, node.port) + "}"
+    sha = admin.script_load(_scripts.RELEASE.source)
+    rps = redis_benchmark.requests_per_second
+    set_rps = rps(node.port, redis_benchmark.set_nx_px(tag), requests, 1)
+    evalsha_rps = rps(node.port, redis_benchmark.evalsha(tag, sha), requests, 1)
+    return 1.0 / (1.0 / set_rps + 1.0 / evalsha_rps)
+
+
 def ceiling(cluster: RedisCluster, admin: redis.Redis, requests: int) -> float:
     """Three ``redis-benchmark -c 1 -P 1000 SET NX PX`` at once, one per master (its keys behind a
     hash tag of that master's, with random suffixes): their sum."""
@@ -350,6 +364,12 @@ class Run:
 
             bulk.append((label, bulk_step))
         if redis_benchmark.available():
+            def bound_step() -> dict[str, float]:
+                bound = round_trip_bound(self.cluster, self.admins[0], 2 * self.workload.pairs)
+                return {key(PAIRS, RT_BOUND): bound}
+
+            pairs.append((RT_BOUND, bound_step))
+
             def ceiling_step() -> dict[str, float]:
                 return {key(BULK, CEILING): ceiling(self.cluster, self.admins[0], self.workload.bulk)}
 

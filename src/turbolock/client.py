@@ -214,8 +214,9 @@ class LockClient(ClientRules[Lock]):
                      fenced: bool = False) -> AcquireManyResult:
         """Try every name once, pipelined; a result per name in input order.
 
-        ``tokens`` (one per name, 16+ bytes each) replaces the random ones, for holders that
-        must recognise their locks after a restart. With ``auto_renew`` every lease taken is
+        ``tokens`` (one per name, 16+ bytes each) replaces the random ones (one fresh random
+        token per chunk sent, shared by its names), for holders that must recognise their locks
+        after a restart. With ``auto_renew`` every lease taken is
         renewed until released; ``result.lost`` names the ones lost since.
         ``limit=k`` takes at most k *free* names instead, tried from a random point of the list
         (so workers sharing one list spread over it), one round trip per chunk: for workers
