@@ -73,6 +73,7 @@ cdef class LeaseMaker:
     cdef Py_ssize_t offsets[_MAX_LEASE_SLOTS]
     cdef Py_ssize_t nvalues, nempty
     cdef Py_ssize_t name_at, token_at, owner_at  # offsets of those slots, -1 when none
+    cdef bint collected  # instances have a cycle collector's header (only those can be untracked)
 
     def __init__(self, type cls not None, tuple values not None, tuple empty not None):
         cdef Py_ssize_t i
@@ -90,7 +91,7 @@ cdef class LeaseMaker:
             self.offsets[i] = (<PyMemberDescrObject *>descriptor).d_member.offset
         self.name_at = self.token_at = self.owner_at = -1
         for i, name in enumerate(named):
-            if name == "name":
+            if name == "_name":
                 self.name_at = self.offsets[i]
             elif name == "token":
                 self.token_at = self.offsets[i]
@@ -99,6 +100,7 @@ cdef class LeaseMaker:
         self.cls = cls
         self.nvalues = len(values)
         self.nempty = len(empty)
+        self.collected = (cls.__flags__ & (1 << 14)) != 0  # Py_TPFLAGS_HAVE_GC
 
     def make(self, list out not None, Py_ssize_t start, tuple columns not None, Py_ssize_t first,
              Py_ssize_t count, tuple shared not None, bint untracked=False):
@@ -110,6 +112,7 @@ cdef class LeaseMaker:
         cdef list column
         cdef object lease, value
         cdef char *base
+        untracked = untracked and self.collected
         if ncolumns + nshared != self.nvalues:
             raise ValueError(f"{ncolumns} columns and {nshared} shared values for {self.nvalues} slots")
         # Compared by subtraction: ``start + count`` could overflow.
@@ -150,7 +153,7 @@ cdef class LeaseMaker:
         cdef PyObject *token
         cdef char *base
         if self.name_at < 0 or self.token_at < 0 or self.owner_at < 0:
-            raise TypeError(f"{self.cls.__name__} has no name, token and owner slots")
+            raise TypeError(f"{self.cls.__name__} has no _name, token and owner slots")
         keys, tokens = PyList_New(n), PyList_New(n)
         for i in range(n):
             lease = items[i]

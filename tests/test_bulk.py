@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import Iterator
 
 import pytest
@@ -132,3 +133,13 @@ def test_extend_many_settles_every_call_before_and_after_one_that_failed(
     assert all(lease.ttl_ms == 60_000 and 55 < lease.valid_for() <= 60 for lease in kept)
     left = [raw.pttl(bulk_client.key_prefix + names[i].encode()) for i in (0, 999, 2499, 2501, 3499)]
     assert min(left) > 55_000
+
+
+@pytest.mark.parametrize("count", [10, 2500])
+def test_bulk_calls_take_any_sequence_of_leases(bulk_client: LockClient, count: int) -> None:
+    leases = bulk_client.acquire_many([f"d:{i}" for i in range(count)], 5).acquired
+    assert bulk_client.release_many(deque(leases[:1])) == [True]
+    rest = deque(leases[1:])
+    assert bulk_client.extend_many(rest, 60) == [True] * (count - 1)
+    assert all(lease.ttl_ms == 60_000 and lease.valid_for() > 55 for lease in rest), "extends not settled"
+    assert bulk_client.release_many(rest) == [True] * (count - 1)

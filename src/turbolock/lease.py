@@ -35,7 +35,7 @@ class Lease:
     that. The token is never shown in a repr.
     """
 
-    __slots__ = ("name", "token", "ttl_ms", "acquired_at", "owner", "renewal", "_lost", "_lost_event",
+    __slots__ = ("_name", "token", "ttl_ms", "acquired_at", "owner", "renewal", "_lost", "_lost_event",
                  "_expires", "_flight", "_ghost", "__weakref__")
 
     fence: int | None = None
@@ -45,7 +45,7 @@ class Lease:
                  owner: object) -> None:
         # Assignments only, LEASE_VALUES from the arguments and LEASE_EMPTY None: the compiled
         # core makes a bulk acquire's leases by writing these slots without calling __init__.
-        self.name = name
+        self._name = name
         self.token = token
         self.ttl_ms = ttl_ms
         self.acquired_at = acquired_at
@@ -64,10 +64,16 @@ class Lease:
         self._ghost: float | None = None
 
     @property
+    def name(self) -> str | bytes:
+        """The lock's name, as given to the acquire. Read-only: every command of this lease
+        goes to the key made from it, with a token that its chunk's other locks may share."""
+        return self._name
+
+    @property
     def key(self) -> bytes:
         """The name as sent (before the client's key prefix), made again on each use: a held
         lease is a third smaller without its own copy (``keys_of`` makes many at once)."""
-        name = self.name
+        name = self._name
         return name.encode() if isinstance(name, str) else bytes(name)
 
     def expiry_after(self, sent_at: float, ttl_ms: int) -> float:
@@ -163,12 +169,12 @@ class Lease:
                 f"{state})")
 
 
-LEASE_VALUES = ("name", "token", "ttl_ms", "acquired_at", "owner")
+LEASE_VALUES = ("_name", "token", "ttl_ms", "acquired_at", "owner")
 """The slots ``Lease.__init__`` sets from its arguments, in their order."""
 LEASE_EMPTY = ("renewal", "_lost", "_lost_event", "_expires", "_flight", "_ghost")
 """The slots ``Lease.__init__`` sets to None."""
 
-_name_of = operator.attrgetter("name")
+_name_of = operator.attrgetter("_name")
 
 
 def keys_of(leases: Iterable[Lease]) -> list[bytes]:

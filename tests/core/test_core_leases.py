@@ -128,7 +128,7 @@ def test_columns_are_each_lease_key_and_token_or_declined(core: ModuleType,
     for i, (name, whose, cls) in enumerate(rows):
         lease = cls.__new__(cls)
         if whose != "unset":
-            lease.name, lease.token = name, b"%016d" % i
+            lease._name, lease.token = name, b"%016d" % i
             lease.owner = mine if whose == "mine" else theirs
         leases.append(lease)
     columns = _maker(core).columns(leases, mine, 3)
@@ -161,3 +161,11 @@ def test_columns_count_every_reference_once(core: ModuleType) -> None:
     assert _maker(core).columns([*leases[:10], object()], owner, 1024) is None  # declined part-way
     gc.collect()
     assert ([sys.getrefcount(name) for name in names], sys.getrefcount(leases[0].token)) == before
+
+
+def test_columns_compare_owners_by_identity_alike(core: ModuleType) -> None:
+    mine = object()
+    lease = Lease("n", b"t" * 16, 1000, 0.0, mine)
+    lease.owner = []  # unhashable, and equal to another empty list: neither may count as mine
+    assert _maker(core).columns([lease], mine, 1024) is None
+    assert _maker(core).columns([lease], [], 1024) is None

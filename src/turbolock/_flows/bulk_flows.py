@@ -46,6 +46,11 @@ from turbolock.errors import AcquireOutcomeUnknownError, ConnectionError, Invali
 from turbolock.lease import Lease, LockInfo, commands_ran, commands_unknown, keys_of
 
 
+def as_list(leases: Sequence[Lease]) -> list[Lease]:
+    """``leases`` as a list (sliced below: a deque or another Sequence may not slice)."""
+    return leases if type(leases) is list else list(leases)
+
+
 def _forget(client: Any, leases: Sequence[Lease]) -> None:
     """Leave ``leases`` to the client's background cleanup: released with their tokens soon."""
     now = time.monotonic()
@@ -221,6 +226,7 @@ def run_release_flow(client: Any, keys: list[bytes], tokens: list[bytes], deadli
 
 def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = math.inf) -> Flow[list[bool]]:
     keys, tokens = check_leases(client, leases)
+    leases = as_list(leases)
     if any(map(renewal_of, leases)):  # a C-level pass: a lease's RenewalState is never falsy
         client._renewer().remove([lease for lease in leases if lease.renewal is not None])
     replied = [0]  # chunks come back in order: leases before this one have their answers
@@ -260,6 +266,7 @@ def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = ma
 
 def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow[list[bool]]:
     keys, tokens = check_leases(client, leases)
+    leases = as_list(leases)
     ms = ttl_ms(ttl)
     sizes = call_sizes(len(keys)) if client._batches_keys else None
     as_set = sizes is not None and client._exec.offers_set_ifeq()

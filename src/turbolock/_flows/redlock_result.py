@@ -70,7 +70,7 @@ class RedlockLease(Lease):
                  max_extensions: int | None) -> None:
         # Lease's fields, set here rather than through super().__init__: bulk calls make 100k of
         # these, and the extra call was a sixth of a bulk acquire's client time.
-        self.name = name
+        self._name = name
         self.token = token
         self.ttl_ms = ttl_ms
         self.acquired_at = acquired_at

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, is_
 
 from turbolock._wire.slots import key_slot
 from turbolock._wire.wheel_py import TimerWheel
@@ -397,7 +397,7 @@ def slots_of(cls: type) -> set[str]:
     return found
 
 
-_name_of = attrgetter("name")
+_name_of = attrgetter("_name")
 _token_of = attrgetter("token")
 _owner_of = attrgetter("owner")
 
@@ -438,12 +438,12 @@ class LeaseMaker:
         """(keys, tokens) of ``leases`` in one pass, when each is exactly an instance of this
         maker's class whose ``owner`` slot is ``owner`` and whose name ``names_as_keys`` takes;
         None sends the caller to its checks one by one."""
-        if not {"name", "token", "owner"} <= slots_of(self._cls):
-            raise TypeError(f"{self._cls.__name__} has no name, token and owner slots")
+        if not {"_name", "token", "owner"} <= slots_of(self._cls):
+            raise TypeError(f"{self._cls.__name__} has no _name, token and owner slots")
         if not set(map(type, leases)) <= {self._cls}:
             return None
         try:
-            if not set(map(_owner_of, leases)) <= {owner}:
+            if not all(map(is_, map(_owner_of, leases), repeat(owner))):  # by identity, as the C core
                 return None
             keys = names_as_keys(list(map(_name_of, leases)), max_bytes)
             return None if keys is None else (keys, list(map(_token_of, leases)))
