@@ -82,3 +82,17 @@ def test_a_lease_key_is_its_encoded_name() -> None:
     assert keys_of(leases) == expected
     assert keys_of(leases[:2]) == expected[:2]  # every name a str: the C-level pass
     assert all(type(key) is bytes for key in keys_of(leases))
+
+
+class Tagged(str):
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return b"tag:" + str.encode(self, encoding, errors)
+
+
+def test_a_str_subclass_name_keeps_its_own_encoding(chunked: LockClient, raw: redis.Redis) -> None:
+    # Its acquire sent the key its own encode() made; its release and renewals must send that one.
+    lease = chunked.acquire_many([Tagged("y")], 30).acquired[0]
+    assert raw.get(chunked.key_prefix + b"tag:y") == lease.token
+    assert keys_of([lease]) == keys_of([lease, Lease("plain", b"t" * 16, 1000, 0.0, None)])[:1] == [b"tag:y"]
+    assert chunked.release_many([lease]) == [True]
+    assert raw.get(chunked.key_prefix + b"tag:y") is None

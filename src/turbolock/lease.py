@@ -178,12 +178,12 @@ _name_of = operator.attrgetter("_name")
 
 
 def keys_of(leases: Iterable[Lease]) -> list[bytes]:
-    """Each lease's ``key``, in C-level passes when every name is a str."""
+    """Each lease's ``key``, in C-level passes when every name is exactly a str (a subclass's
+    own ``encode`` is the one its acquire used)."""
     names = list(map(_name_of, leases))
-    try:
+    if set(map(type, names)) <= {str}:
         return list(map(str.encode, names))
-    except TypeError:  # some names are bytes
-        return [name.encode() if isinstance(name, str) else bytes(name) for name in names]
+    return [name.encode() if isinstance(name, str) else bytes(name) for name in names]
 
 
 _belief_lock = threading.Lock()

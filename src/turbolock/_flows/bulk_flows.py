@@ -324,10 +324,10 @@ class _ExtendedEarly:
         for reply in replies:
             if type(reply) is not list or reply:  # [] is a call whose every key was extended
                 return
-            first, self.done = self.done, self.done + self.sizes[self.calls]
-            self.calls += 1
-            extended = self.leases[first:self.done]
+            first, last = self.done, self.done + self.sizes[self.calls]
+            extended = self.leases[first:last]
             commands_ran(extended, self.sent_at, self.ttl_ms)
+            self.done, self.calls = last, self.calls + 1  # settled: settle_extend leaves them be
             if any(map(renewal_of, extended)):
                 renewer = self.client._renewer()
                 for lease in extended:

@@ -119,9 +119,10 @@ def batch_tokens(count: int) -> list[bytes]:
 
     A token tells this holder's lock from anyone else's on the same key; the keys of one send
     are distinct, so one token serves them all, as Redisson's locks of one thread share its id
-    (and a lease costs no token object of its own). Each send (and each resend) draws its own:
-    a release with the token of an earlier send whose reply was lost must never delete what a
-    later one took.
+    (and a lease costs no token object of its own). Each send draws its own, as does a resend
+    after a redirect or a failover: a release with the token of an earlier send whose reply was
+    lost must never delete what a later one took. A resend after NOSCRIPT (nothing ran) keeps
+    its tokens; so does Redlock's, the same bytes on every master.
     """
     return [os.urandom(TOKEN_BYTES)] * count
 
