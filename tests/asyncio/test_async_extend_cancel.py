@@ -29,11 +29,11 @@ def test_a_cancelled_extend_many_never_believes_more_than_the_server_has(arun: R
                 except asyncio.CancelledError:
                     pass
                 await asyncio.sleep(0.3)  # every reply in
-                now = time.monotonic()
                 pipe = raw.pipeline(transaction=False)
                 for lease in leases:
                     pipe.pttl(client.key_prefix + lease.key)
                 server = [p / 1000.0 for p in pipe.execute()]
+                now = time.monotonic()  # after every PTTL was read: each one was read before now
                 over = [i for i, lease in enumerate(leases)
                         if lease.expires_at - now > server[i] + 0.05]
                 assert not over, f"step {step}: {len(over)} leases believe more than the server has"
