@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from turbolock import _metrics
 from turbolock._wire import core as _core
+from turbolock._wire.validate import encode_name, encode_names
 from turbolock.errors import LockLostError
 
 if TYPE_CHECKING:
@@ -73,8 +74,7 @@ class Lease:
     def key(self) -> bytes:
         """The name as sent (before the client's key prefix), made again on each use: a held
         lease is a third smaller without its own copy (``keys_of`` makes many at once)."""
-        name = self._name
-        return name.encode() if isinstance(name, str) else bytes(name)
+        return encode_name(self._name)
 
     def expiry_after(self, sent_at: float, ttl_ms: int) -> float:
         """Where a command sent at ``sent_at`` that sets ``ttl_ms`` leaves this lease's belief."""
@@ -178,12 +178,9 @@ _name_of = operator.attrgetter("_name")
 
 
 def keys_of(leases: Iterable[Lease]) -> list[bytes]:
-    """Each lease's ``key``, in C-level passes when every name is exactly a str (a subclass's
-    own ``encode`` is the one its acquire used)."""
-    names = list(map(_name_of, leases))
-    if set(map(type, names)) <= {str}:
-        return list(map(str.encode, names))
-    return [name.encode() if isinstance(name, str) else bytes(name) for name in names]
+    """Each lease's ``key``, as its acquire made it (``encode_names``: C-level passes when every
+    name is exactly a str or bytes; a subclass's own ``encode`` otherwise)."""
+    return encode_names(list(map(_name_of, leases)), "leases")[0]
 
 
 _belief_lock = threading.Lock()

@@ -296,9 +296,10 @@ def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow
         done = early.done
     elif as_set:
         replies = set_ifeq.as_script_replies(replies)
-    extended = settle_extend(client, leases[done:], replies[done:], ms, sent_at)
-    if done:
-        extended = [True] * done + extended
+    if done:  # the leading calls settled as they answered
+        extended = [True] * done + settle_extend(client, leases[done:], replies[done:], ms, sent_at)
+    else:
+        extended = settle_extend(client, leases, replies, ms, sent_at)
     sink = _metrics.sink
     if sink is not None:
         done = sum(extended)

@@ -83,8 +83,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
             acquired[start:stop] = [masters] * size
             leases[start:stop] = [
                 RedlockLease(name, token, ms, started, owner, drift, everywhere, max_extensions)
-                for name, key, token in zip(names[start:stop], keys[start:stop], tokens[start:stop],
-                                            strict=True)]
+                for name, token in zip(names[start:stop], tokens[start:stop], strict=True)]
             return
         _decide_chunk(start, stop, started, rows, valid)
 

@@ -31,7 +31,7 @@ from typing import Any
 from turbolock import _metrics
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder, item_encoders
 from turbolock._wire.scripts import KEYS_PER_CALL
-from turbolock._wire.validate import timeout_seconds
+from turbolock._wire.validate import encode_name, timeout_seconds
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 from turbolock.lease import (
     Lease,
@@ -158,8 +158,7 @@ class RenewalState(weakref.ref):  # type: ignore[type-arg]
 
     @property
     def key(self) -> bytes:
-        name = self.name
-        return name.encode() if isinstance(name, str) else name
+        return encode_name(self.name)
 
     @property
     def renew_before(self) -> float:
