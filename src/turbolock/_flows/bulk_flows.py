@@ -125,7 +125,7 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
         plan.settle_reloaded(replies)
     if "durable" in options:
         _give_back(client, plan.undurable(replies))
-    if plan.handled < plan.count:
+    if plan.unanswered_from() < plan.count:
         acquired = plan.taken()
         if all_or_nothing:
             _forget(client, acquired)

@@ -283,6 +283,9 @@ class AcquirePlan:
         self.not_durable: list[str | bytes] = []
         self.errors: list[int] = []
         self.handled = 0
+        self.lost_from = count
+        """The first item settled with no answer (``UNKNOWN``, ``NOT_SENT``): a Redis Cluster's or a
+        Sentinel's executor hands every reply at once, the lost ones among them."""
         self.sent_at = 0.0
         self.script: _scripts.Script | None = None
         """``FENCED_ACQUIRE`` for a fenced acquire (each reply a fence), else None (``SET NX``)."""
@@ -396,6 +399,8 @@ class AcquirePlan:
                                          self.sent_at, self.owner, reply)
         elif reply is None:
             self.not_acquired.append(self.names[i])
+        elif reply is UNKNOWN or reply is NOT_SENT:
+            self.lost_from = min(self.lost_from, i)
         elif self.script is not None and type(reply) is ReplyError and reply.code == "NOSCRIPT":
             self.reloaded.append(i)  # sent again once the script is loaded: see ``settle_reloaded``
         elif reply is not NOT_DURABLE:  # those are settled by ``undurable``
@@ -404,15 +409,11 @@ class AcquirePlan:
     def settle_reloaded(self, replies: list[object]) -> None:
         """Settle the items a chunk saw answered NOSCRIPT, from their replies once sent again
         (the executor retries them after loading the script). One whose retry got no answer
-        (UNKNOWN, NOT_SENT) moves ``handled`` back to it: the call then goes the way of a broken
+        (UNKNOWN, NOT_SENT) moves ``lost_from`` back to it: the call then goes the way of a broken
         connection, and such a lock is maybe held, never "not acquired"."""
         indices, self.reloaded = self.reloaded, []
         for i in indices:
-            reply = replies[i]
-            if reply is UNKNOWN or reply is NOT_SENT:
-                self.handled = min(self.handled, i)
-            else:
-                self._settle(i, reply)
+            self._settle(i, replies[i])
         if indices:
             self.untrack(self.leases, indices[0], indices[-1] + 1)
 
@@ -430,15 +431,19 @@ class AcquirePlan:
     def taken(self) -> list[Lease]:
         return [lease for lease in self.leases if lease is not None]
 
+    def unanswered_from(self) -> int:
+        """The first item with no answer, ``count`` when every item has one."""
+        return min(self.handled, self.lost_from)
+
     def maybe_held(self, replies: list[object]) -> list[tuple[str | bytes, bytes, bytes, float]]:
         """(name, key, token, forget_at) of every lock sent whose reply was lost: it may hold
         until ``forget_at``, one ttl from now."""
         forget_at = time.monotonic() + self.ttl_ms / 1000.0
         return [(self.names[i], self.keys[i], self.tokens[i], forget_at)
-                for i in range(self.handled, self.count) if replies[i] is UNKNOWN]
+                for i in range(self.unanswered_from(), self.count) if replies[i] is UNKNOWN]
 
     def not_sent(self, replies: list[object]) -> list[str | bytes]:
-        return [self.names[i] for i in range(self.handled, self.count) if replies[i] is NOT_SENT]
+        return [self.names[i] for i in range(self.unanswered_from(), self.count) if replies[i] is NOT_SENT]
 
     def first_error(self, replies: list[object]) -> Exception:
         i = self.errors[0]

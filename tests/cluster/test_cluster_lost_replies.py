@@ -1,0 +1,64 @@
+"""A bulk acquire on Redis Cluster whose replies from one master never come (SIGSTOP: its port
+accepts, nothing answers): the locks sent there are "maybe held", an
+``AcquireOutcomeUnknownError`` naming them with the other masters' leases in ``acquired``, and
+released in the background once that master answers again. (The cluster executor hands every
+reply at once; the lost ones were once taken for error replies: a ``ResponseError`` about an
+"unexpected reply" that left them held.)"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import pytest
+import redis
+
+from _blocking_async import FRONTS, Fronts
+from _eventually import eventually
+from turbolock import AcquireOutcomeUnknownError
+from turbolock.asyncio import AsyncClusterLockClient
+from turbolock.cluster import ClusterLockClient
+from turbolock.redis_cluster import RedisCluster
+from turbolock.redis_server import RedisServer
+
+from ._helpers import names_on
+
+T = 0.3
+"""The client's call timeout: how long the acquire waits for the stopped master."""
+TTL = 30
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_lost_replies_of_one_master_are_maybe_held_and_released(
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str,
+        raws: Callable[[RedisServer], redis.Redis], front: str) -> None:
+    cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
+    fronts = Fronts(front, partial(ClusterLockClient.from_url, cluster.url),
+                    partial(AsyncClusterLockClient.from_url, cluster.url), core=core_name,
+                    key_prefix=key_prefix, timeout=T, connect_timeout=T)
+    try:
+        client = fronts.make()
+        stopped = cluster.nodes[0]
+        on_stopped = names_on(cluster, key_prefix, stopped.port, 21, "s")
+        elsewhere = names_on(cluster, key_prefix, stopped.port, 40, "h", elsewhere=True)
+        assert client.try_acquire(on_stopped.pop(), TTL)  # a connection to it: the batch goes out
+        stopped.pause()
+        try:
+            with pytest.raises(AcquireOutcomeUnknownError) as caught:
+                client.acquire_many(elsewhere + on_stopped, TTL)
+        finally:
+            stopped.resume()
+        error = caught.value
+        assert sorted(error.names or []) == sorted(on_stopped)
+        assert sorted(lease.name for lease in error.acquired) == sorted(elsewhere)
+        assert error.not_sent == []
+        raw = raws(stopped)
+        keys = [(key_prefix + name).encode() for name in on_stopped]
+
+        def left() -> int:
+            return sum(raw.exists(key) for key in keys)
+
+        assert eventually(lambda: left() == 0, 5.0), "the maybe-held locks were left held"
+        assert client.release_many(error.acquired) == [True] * len(elsewhere)
+    finally:
+        fronts.close()
