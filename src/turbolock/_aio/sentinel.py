@@ -22,6 +22,7 @@ from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
 from turbolock._flows.sentinel_routes import (
     CHECK_INTERVAL,
     SentinelRoutes,
+    abandon_answered,
     ask_flow,
     check_role,
     guarded_flow,
@@ -163,7 +164,8 @@ class SentinelExecutor(Executor):
             return Call(Executor.many, (self, n, enc, script, reenc, None, tags, chunk_size),
                         {"durable": durable})
 
-        results = await run(guarded_many_flow(self.pool, send, count, encode, reencode))
+        results = await run(guarded_many_flow(self.pool, send, count, encode, reencode,
+                                              abandon_answered(self.pool.on_orphan, orphans)))
         if on_replies is not None and count:
             on_replies(0, results)
         return results

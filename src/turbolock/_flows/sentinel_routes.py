@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
 from turbolock._flows.steps import Call, CallStep, Flow
 from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, Unconfirmed, subset_encoders
 from turbolock._wire.replies import reply_error
@@ -148,24 +149,50 @@ these are, resent."""
 """``send(count, encode, reencode)``: the step of a pipelined call of ``count`` items to the master."""
 
 
-def guarded_many_flow(pool: Any, send: Send, count: int, encode: Encoder,
-                      reencode: Reencoder | None) -> Flow[list[object]]:
+def guarded_many_flow(pool: Any, send: Send, count: int, encode: Encoder, reencode: Reencoder | None,
+                      abandon: Callable[[list[object], Sequence[int]], None]) -> Flow[list[object]]:
     """A pipelined call to the master; items refused with READONLY go once more, to the master
-    the Sentinels name next."""
+    the Sentinels name next. That resend failing leaves them ``UNKNOWN`` (maybe held: the
+    caller cleans them up) and keeps the first send's replies; interrupted, it hands those
+    replies to ``abandon(results, resent)`` (what they took goes to the orphan handler) first."""
     try:
         results: list[object] = yield send(count, encode, reencode, None)
-        refused = [i for i, reply in enumerate(results) if readonly(reply)]
-        if refused or UNKNOWN in results:
-            pool.master_failed()
-        if refused:
-            again: list[object] = yield send(len(refused), *subset_encoders(encode, reencode, refused),
-                                             refused)
-            for position, i in enumerate(refused):
-                results[i] = again[position]
     except BaseException:
         pool.master_failed()
         raise
+    refused = [i for i, reply in enumerate(results) if readonly(reply)]
+    if refused or UNKNOWN in results:
+        pool.master_failed()
+    if refused:
+        try:
+            again: list[object] = yield send(len(refused), *subset_encoders(encode, reencode, refused),
+                                             refused)
+        except Exception:
+            pool.master_failed()
+            again = [UNKNOWN] * len(refused)
+        except BaseException:
+            pool.master_failed()
+            abandon(results, refused)
+            raise
+        for position, i in enumerate(refused):
+            results[i] = again[position]
     return results
+
+
+def abandon_answered(on_orphan: OrphanHandler | None, orphans: OrphanTags | None) -> Callable[
+        [list[object], Sequence[int]], None]:
+    """``guarded_many_flow``'s ``abandon``: the first send's replies but the resent ones go to
+    ``on_orphan`` (an acquire's locks, released in the background), when there is one."""
+    def abandon(results: list[object], resent: Sequence[int]) -> None:
+        if on_orphan is None or orphans is None:
+            return
+        skipped = set(resent)
+        kept = [i for i in range(len(results)) if i not in skipped]
+        if kept:
+            replies = [results[i] for i in kept]
+            tag = subset_orphans(orphans, kept)(0, len(kept))
+            on_orphan(tag, replies if len(replies) > 1 else replies[0])
+    return abandon
 
 
 def check_sentinels(sentinels: object, service_name: object) -> list[Address]:

@@ -18,6 +18,7 @@ from turbolock._flows.bulk_plan import OrphanTags, subset_orphans
 from turbolock._flows.sentinel_routes import (
     CHECK_INTERVAL,
     SentinelRoutes,
+    abandon_answered,
     ask_flow,
     check_role,
     guarded_flow,
@@ -172,6 +173,7 @@ class SentinelExecutor(Executor):
             return Call(Executor.many, (self, n, enc, script, reenc, None, deadline),
                         {"durable": durable, "orphans": tags})
 
-        results = run(guarded_many_flow(self.pool, send, count, encode, reencode))
+        results = run(guarded_many_flow(self.pool, send, count, encode, reencode,
+                                        abandon_answered(self.on_orphan, orphans)))
         settle_all(on_replies, results, orphans, self.on_orphan)
         return results
