@@ -74,14 +74,15 @@ class Raw(bytes):
     pass
 
 
-def test_a_lease_key_is_its_encoded_name() -> None:
+def test_a_lease_key_is_its_encoded_name(core_name: str) -> None:
+    core = _core.get_core(core_name)
     names: list[str | bytes] = ["plain", "ünï", b"\xff\x00bytes", Name("sub"), Raw(b"raw-sub")]
     leases = [Lease(name, b"t" * 16, 1000, 0.0, None) for name in names]
     expected = [encode_name(name) for name in names]
     assert [lease.key for lease in leases] == expected
-    assert keys_of(leases) == expected
-    assert keys_of(leases[:2]) == expected[:2]  # every name a str: the C-level pass
-    assert all(type(key) is bytes for key in keys_of(leases))
+    assert keys_of(leases, core) == expected
+    assert keys_of(leases[:2], core) == expected[:2]  # every name a str: the core's one pass
+    assert all(type(key) is bytes for key in keys_of(leases, core))
 
 
 class Tagged(str):
@@ -93,6 +94,7 @@ def test_a_str_subclass_name_keeps_its_own_encoding(chunked: LockClient, raw: re
     # Its acquire sent the key its own encode() made; its release and renewals must send that one.
     lease = chunked.acquire_many([Tagged("y")], 30).acquired[0]
     assert raw.get(chunked.key_prefix + b"tag:y") == lease.token
-    assert keys_of([lease]) == keys_of([lease, Lease("plain", b"t" * 16, 1000, 0.0, None)])[:1] == [b"tag:y"]
+    plain = Lease("plain", b"t" * 16, 1000, 0.0, None)
+    assert keys_of([lease], chunked.core) == keys_of([lease, plain], chunked.core)[:1] == [b"tag:y"]
     assert chunked.release_many([lease]) == [True]
     assert raw.get(chunked.key_prefix + b"tag:y") is None

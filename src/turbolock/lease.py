@@ -17,7 +17,7 @@ import operator
 import threading
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from turbolock import _metrics
 from turbolock._wire import core as _core
@@ -177,10 +177,11 @@ LEASE_EMPTY = ("renewal", "_lost", "_lost_event", "_expires", "_flight", "_ghost
 _name_of = operator.attrgetter("_name")
 
 
-def keys_of(leases: Iterable[Lease]) -> list[bytes]:
-    """Each lease's ``key``, as its acquire made it (``encode_names``: C-level passes when every
-    name is exactly a str or bytes; a subclass's own ``encode`` otherwise)."""
-    return encode_names(list(map(_name_of, leases)), "leases")[0]
+def keys_of(leases: Iterable[Lease], core: Any) -> list[bytes]:
+    """Each lease's ``key``, as its acquire made it (``encode_names`` in one pass of ``core``,
+    the client's, when every name is exactly a str or bytes; a subclass's own ``encode``
+    otherwise)."""
+    return encode_names(list(map(_name_of, leases)), "leases", core)[0]
 
 
 _belief_lock = threading.Lock()

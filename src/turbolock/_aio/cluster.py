@@ -48,7 +48,7 @@ class ClusterExecutor:
         self._on_orphan = on_orphan
         self.timeout = options.timeout
         self.chunk_size = chunk_size
-        self.routes = ClusterRoutes(key_prefix, startup, options.ssl, core.key_slots)
+        self.routes = ClusterRoutes(key_prefix, startup, options.ssl, core)
         self._nodes: dict[Address, Executor] = {}
         self._refreshing: asyncio.Task[SlotMap] | None = None
 

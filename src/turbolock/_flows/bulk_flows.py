@@ -65,7 +65,7 @@ def _give_back(client: Any, locks: list[MaybeHeld]) -> None:
 
 def _roll_back(client: Any, leases: list[Lease]) -> Flow[None]:
     """Release what an acquire that failed took (not a release the caller made: not reported)."""
-    replies = yield from run_release_flow(client, keys_of(leases),
+    replies = yield from run_release_flow(client, keys_of(leases, client.core),
                                           [lease.token for lease in leases])
     settle_release(client, leases, replies)
 

@@ -94,7 +94,7 @@ def check_leases(client: BulkClient, leases: Sequence[Lease]) -> tuple[list[byte
         check = client._check_lease  # the slow path names the first bad lease
         for lease in leases:
             check(lease, "leases")
-        columns = keys_of(leases), list(map(_token_of, leases))
+        columns = keys_of(leases, client.core), list(map(_token_of, leases))
     keys, tokens = columns
     if len(set(keys)) != len(keys):
         raise InvalidArgumentError("leases", "lists one lock more than once")

@@ -83,7 +83,7 @@ def _parts(routes: ClusterRoutes, batches: Sequence[tuple[int, list[Lease]]]) ->
     parts: dict[Address, list[Part]] = {}
     for b, (_, leases) in enumerate(batches):
         by_node: dict[Address, list[int]] = {}
-        slots = routes.key_slots(routes.key_prefix, keys_of(leases))
+        slots = routes.key_slots(routes.key_prefix, keys_of(leases, routes.core))
         for position, slot in enumerate(slots):
             address = node_of(slot)
             if address is not None:
@@ -137,7 +137,7 @@ def _key_by_key_flow(routes: ClusterRoutes, nodes: Any, items: list[tuple[int, i
 
     try:
         replies = yield from many_flow(routes, nodes, len(items), encode, RENEW_MANY, reencode,
-                                       keys_of(leases), timeout, chunk_size, deadline)
+                                       keys_of(leases, routes.core), timeout, chunk_size, deadline)
     except LockError as exc:
         log.warning("turbolock: renewal of %d locks key by key failed: %s", len(items), exc)
         return [NOT_SENT] * len(items)

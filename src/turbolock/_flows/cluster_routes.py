@@ -88,10 +88,11 @@ class ClusterRoutes:
     """The slot map a client believes, and whether it must be read again before the next call."""
 
     def __init__(self, key_prefix: bytes, startup: Sequence[Address], use_tls: bool,
-                 key_slots: Callable[[bytes, list[bytes]], list[int]]) -> None:
+                 core: Any) -> None:
         self.key_prefix = key_prefix
-        self.key_slots = key_slots
-        """The core's ``key_slots(prefix, keys)``: the slot of each of many keys in one call."""
+        self.core = core
+        """The client's core: its ``key_slots(prefix, keys)`` gives the slot of each of many keys."""
+        self.key_slots: Callable[[bytes, list[bytes]], list[int]] = core.key_slots
         self.startup = list(startup)
         self.use_tls = use_tls
         self.map: SlotMap | None = None

@@ -204,7 +204,7 @@ def release_many_flow(client: RedlockRules, leases: Sequence[RedlockLease]) -> F
     if renewed:
         client._renewer().remove(renewed)
     timeout = client.chunk_timeout_for(min(lease.ttl_ms for lease in checked))
-    keys = keys_of(checked)
+    keys = keys_of(checked, client.core)
     tokens = [lease.token for lease in checked]
     for lease in checked:
         lease._released = True
@@ -240,7 +240,7 @@ def extend_many_flow(client: RedlockRules, leases: Sequence[RedlockLease], ttl: 
     live = [i for i, lease in enumerate(checked) if not lease._released and lease.valid_for() > 0]
     if not live:
         return results
-    keys = keys_of([checked[i] for i in live])
+    keys = keys_of([checked[i] for i in live], client.core)
     tokens = [checked[i].token for i in live]
     sha = EXTEND.sha
 

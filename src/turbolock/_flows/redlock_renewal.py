@@ -43,7 +43,7 @@ def _renew_group_flow(client: RedlockRules, renewer: Any, ttl_ms: int,
                       group: list[RedlockLease]) -> Flow[None]:
     book = renewer.book
     batches = split_batches(cast(list[Lease], group))  # one ttl here, so one group
-    encode, reencode = batch_encoders(batches, RENEW_MANY.sha)
+    encode, reencode = batch_encoders(batches, RENEW_MANY.sha, client.core)
     sent_at = time.monotonic()
     deadline = book.round_deadline(group, sent_at, client.chunk_timeout_for(ttl_ms))
     for _, chunk in batches:

@@ -193,12 +193,13 @@ def split_batches(leases: list[Lease]) -> list[Batch]:
             for ttl_ms, group in groups.items() for start in range(0, len(group), RENEW_CHUNK)]
 
 
-def batch_encoders(batches: list[Batch], sha: bytes) -> tuple[Encoder, Reencoder]:
-    """One multi-key EVALSHA per batch: by range of batches, and again by index after NOSCRIPT."""
+def batch_encoders(batches: list[Batch], sha: bytes, core: Any) -> tuple[Encoder, Reencoder]:
+    """One multi-key EVALSHA per batch: by range of batches, and again by index after NOSCRIPT
+    (the keys made by ``core``, the client's)."""
 
     def append(buf: Any, index: int) -> None:
         ttl_ms, batch = batches[index]
-        buf.append_evalsha_multikey(sha, keys_of(batch), list(map(_token, batch)), ttl_ms)
+        buf.append_evalsha_multikey(sha, keys_of(batch, core), list(map(_token, batch)), ttl_ms)
 
     return item_encoders(append)
 

@@ -30,7 +30,7 @@ def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[Non
     (a Redis Cluster client reads the batches themselves, to split them per master)."""
     book = renewer.book
     batches = split_batches(leases)
-    encode, reencode = batch_encoders(batches, RENEW_MANY.sha)
+    encode, reencode = batch_encoders(batches, RENEW_MANY.sha, client.core)
     settled = [False] * len(batches)
 
     def settle(index: int, reply: object) -> None:

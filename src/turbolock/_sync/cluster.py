@@ -45,7 +45,7 @@ class ClusterExecutor:
         self._max_connections = max_connections
         self.timeout = timeout
         self.chunk_size = chunk_size
-        self.routes = ClusterRoutes(key_prefix, startup, options.ssl, core.key_slots)
+        self.routes = ClusterRoutes(key_prefix, startup, options.ssl, core)
         self._nodes: dict[Address, Executor] = {}
         self._nodes_lock = threading.Lock()
         self._refresh_lock = threading.Lock()
