@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from _netfaults import Stopwatch
-from turbolock import ConnectionError
+from turbolock import AcquireOutcomeUnknownError, ConnectionError
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
@@ -72,9 +72,13 @@ def test_calls_keep_their_deadline_when_a_master_stops_answering(
     watch.check()
 
 
-def test_a_bulk_acquire_that_fails_on_one_master_leaves_no_lock_on_the_others(
+@pytest.mark.parametrize("all_or_nothing", [False, True], ids=["partial", "all-or-nothing"])
+def test_a_bulk_acquire_that_fails_on_one_master(
         own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
-        key_prefix: str, raws: Callable[[RedisServer], redis.Redis]) -> None:
+        key_prefix: str, raws: Callable[[RedisServer], redis.Redis], all_or_nothing: bool) -> None:
+    """The master last in line is killed: its locks are maybe held (AcquireOutcomeUnknownError),
+    the other masters' leases come back in ``acquired`` (as a broken connection's on one server),
+    or with ``all_or_nothing`` are released in the background."""
     cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
     client = make_cluster_client(cluster, timeout=T, connect_timeout=T)
     names = [f"bulk:{i}" for i in range(300)]
@@ -85,11 +89,18 @@ def test_a_bulk_acquire_that_fails_on_one_master_leaves_no_lock_on_the_others(
     for i, name in enumerate(names):
         first_seen.setdefault(owner[key_slot((key_prefix + name).encode())], i)
     last = max(first_seen, key=lambda port: first_seen[port])  # its share goes out after the others
+    on_last = {name for name in names if owner[key_slot((key_prefix + name).encode())] == last}
     assert client.query("warm").held is False  # the slot map is read
     next(node for node in cluster.nodes if node.port == last).kill()
-    with pytest.raises(ConnectionError):
-        client.acquire_many(names, TTL)
+    with pytest.raises(AcquireOutcomeUnknownError) as caught:
+        client.acquire_many(names, TTL, all_or_nothing=all_or_nothing)
+    error = caught.value
+    assert set(error.names or []) == on_last
     healthy = [raws(node) for node in cluster.nodes[:cluster.masters] if node.port != last]
+    if not all_or_nothing:
+        assert sorted(lease.name for lease in error.acquired) == sorted(set(names) - on_last)
+        assert client.release_many(error.acquired) == [True] * len(error.acquired)
+    assert error.acquired == [] or not all_or_nothing
     deadline = time.monotonic() + 3
     while any(list(raw.scan_iter(match=key_prefix + "bulk:*")) for raw in healthy):
         assert time.monotonic() < deadline, "locks taken on the healthy masters were left held"

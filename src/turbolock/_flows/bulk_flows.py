@@ -230,6 +230,7 @@ def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = ma
     if any(map(renewal_of, leases)):  # a C-level pass: a lease's RenewalState is never falsy
         client._renewer().remove([lease for lease in leases if lease.renewal is not None])
     replied = [0]  # chunks come back in order: leases before this one have their answers
+    apart: set[int] = set()  # answered beyond ``replied`` (a Redis Cluster's, handed item by item)
     retried = [False]
 
     def on_replies(start: int, replies: list[object]) -> None:
@@ -237,24 +238,27 @@ def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = ma
         # until the retry's replies come, so a cancel meanwhile leaves them to the cleanup.
         if retried[0]:
             return
-        if ReplyError in set(map(type, replies)):  # a C-level pass: errors are rare
-            _find_noscript(start, replies)
+        if ReplyError in set(map(type, replies)) and _noscript(start, replies):  # a C-level pass first
             return
-        replied[0] = start + len(replies)
+        if start == replied[0]:
+            replied[0] = start + len(replies)
+        else:
+            apart.update(range(start, start + len(replies)))
 
-    def _find_noscript(start: int, replies: list[object]) -> None:
+    def _noscript(start: int, replies: list[object]) -> bool:
         for j, reply in enumerate(replies):
             if type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 replied[0], retried[0] = start + j, True
-                return
-        replied[0] = start + len(replies)
+                return True
+        return False
 
     started = time.monotonic() if _metrics.sink is not None else 0.0  # timed only when reported
     try:
         replies = yield from run_release_flow(client, keys, tokens, deadline, on_replies)
     except BaseException as exc:
         if not isinstance(exc, Exception):  # interrupted or cancelled: what got no answer is retried
-            _forget(client, leases[replied[0]:])
+            first = replied[0]
+            _forget(client, [lease for i, lease in enumerate(leases[first:], first) if i not in apart])
         raise
     released = settle_release(client, leases, replies)
     sink = _metrics.sink

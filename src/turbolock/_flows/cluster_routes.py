@@ -365,11 +365,12 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
 
 
 def settle_answered(results: list[object], on_replies: ReplyHandler | None) -> None:
-    """A bulk call failed on one master: hand what the others answered to ``on_replies`` (a
-    bulk acquire then gives back the locks it took there instead of leaving them held)."""
+    """A bulk call failed (every master) or was interrupted: hand what was answered to
+    ``on_replies``, item by item (a bulk acquire then gives back the locks it took instead of
+    leaving them held; a bulk release retries only what got no answer)."""
     if on_replies is not None:
         for i, reply in enumerate(results):
-            if reply is not NOT_SENT:
+            if reply is not NOT_SENT and reply is not UNKNOWN:
                 on_replies(i, [reply])
 
 
@@ -411,15 +412,23 @@ def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: li
 
 def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
              outcomes: list[tuple[bool, Any]], results: list[object]) -> list[list[object]]:
-    """Each master's replies; when one master failed, what the others answered goes into
-    ``results`` first (see ``settle_answered``) and the first failure is raised."""
+    """Each master's replies. A master whose call failed while others answered gets ``UNKNOWN``
+    for its items (the call may have written before it failed: maybe held, cleaned up by the
+    caller's lost-reply path, as a broken connection's are). When every master failed, or a
+    call was interrupted, what the others answered goes into ``results`` first (see
+    ``settle_answered``) and the first failure is raised."""
     failure: BaseException | None = None
+    interrupted = False
     for (address, _), (ok, value) in zip(shares, outcomes, strict=True):
         if not ok:
             routes.failed(address)
             failure = failure or value
+            interrupted = interrupted or not isinstance(value, Exception)
     if failure is None:
         return [value for _, value in outcomes]
+    if not interrupted and any(ok for ok, _ in outcomes):
+        return [value if ok else [UNKNOWN] * len(indices)
+                for (_, indices), (ok, value) in zip(shares, outcomes, strict=True)]
     for (_, indices), (ok, value) in zip(shares, outcomes, strict=True):
         if ok:
             for position, i in enumerate(indices):
