@@ -45,7 +45,8 @@ class ClusterExecutor:
         self._core = core
         self._key_prefix = key_prefix
         self._size = size
-        self._on_orphan = on_orphan
+        self.on_orphan = on_orphan
+        """Each master's pool's, and the cluster's own for a cancelled bulk acquire's finished shares."""
         self.timeout = options.timeout
         self.chunk_size = chunk_size
         self.routes = ClusterRoutes(key_prefix, startup, options.ssl, core)
@@ -56,7 +57,7 @@ class ClusterExecutor:
         executor = self._nodes.get(address)
         if executor is None:
             options = dataclasses.replace(self._options, host=address[0], port=address[1])
-            pool = ConnectionPool(options, self._core, self._key_prefix, self._size, self._on_orphan)
+            pool = ConnectionPool(options, self._core, self._key_prefix, self._size, self.on_orphan)
             executor = self._nodes[address] = Executor(pool, self.chunk_size)
         return executor
 

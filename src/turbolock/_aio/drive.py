@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, TypeVar
 
-from turbolock._flows.steps import CallStep, Flow, Gather
+from turbolock._flows.steps import Flow, Gather
 
 T = TypeVar("T")
 
@@ -21,7 +21,7 @@ async def run(flow: Flow[T]) -> T:
                     fn, args, kwargs = step  # type: ignore[misc]
                     result = await (fn(*args, **kwargs) if kwargs else fn(*args))
                 elif type(step) is Gather:
-                    result = await gather(step.calls)
+                    result = await gather(step)
                 else:  # a Sleep
                     await asyncio.sleep(step.seconds)  # type: ignore[union-attr]
                     result = None
@@ -33,8 +33,21 @@ async def run(flow: Flow[T]) -> T:
         return stop.value  # type: ignore[no-any-return]
 
 
-async def gather(calls: tuple[CallStep, ...]) -> list[tuple[bool, Any]]:
-    """Every call at once; each one's ``(True, value)`` or ``(False, exception)``."""
-    calling = (fn(*args, **kwargs) if kwargs else fn(*args) for fn, args, kwargs in calls)
-    replies = await asyncio.gather(*calling, return_exceptions=True)
+async def gather(step: Gather) -> list[tuple[bool, Any]]:
+    """Every call at once; each one's ``(True, value)`` or ``(False, exception)``. Cancelled,
+    the calls still running are cancelled with it, and those already finished hand their
+    outcomes to ``step.abandoned`` (``asyncio.gather`` would drop them)."""
+    tasks = [asyncio.ensure_future(fn(*args, **kwargs) if kwargs else fn(*args))
+             for fn, args, kwargs in step.calls]
+    try:
+        replies = await asyncio.gather(*tasks, return_exceptions=True)
+    except BaseException:
+        abandoned = step.abandoned
+        for index, task in enumerate(tasks):
+            if not task.done():
+                task.cancel()
+            elif abandoned is not None and not task.cancelled():
+                error = task.exception()
+                abandoned(index, (True, task.result()) if error is None else (False, error))
+        raise
     return [(False, reply) if isinstance(reply, Exception) else (True, reply) for reply in replies]
