@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from turbolock._flows.bulk_plan import lease_maker
 from turbolock._wire.validate import encode_name
 from turbolock.lease import LEASE_EMPTY, LEASE_VALUES, FencedLease, Lease
 
@@ -43,6 +44,26 @@ def test_made_leases_are_those_init_makes(core: ModuleType, rows: list[tuple[obj
             assert getattr(made, slot) == getattr(expected, slot), slot
         assert gc.is_tracked(made)  # untracking is the caller's choice
 
+
+
+fenced_rows_of = st.tuples(names, st.binary(min_size=16, max_size=16), st.integers(1, 2**63 - 1))
+
+
+@given(rows=st.lists(fenced_rows_of, max_size=30), ttl=st.integers(1, 2**40))
+def test_made_fenced_leases_are_those_init_makes(core: ModuleType, rows: list[tuple[object, bytes, int]],
+                                                 ttl: int) -> None:
+    # A fenced bulk acquire's maker: every value a column, the fence last (FencedLease's argument order).
+    maker = lease_maker(core, FencedLease)
+    owner, at = object(), 1234.5
+    columns = ([name for name, _, _ in rows], [token for _, token, _ in rows], [ttl] * len(rows),
+               [at] * len(rows), [owner] * len(rows), [fence for _, _, fence in rows])
+    out: list[object] = [None] * len(rows)
+    maker.make(out, 0, columns, 0, len(rows), ())
+    for made, (name, token, fence) in zip(out, rows, strict=True):
+        expected = FencedLease(name, token, ttl, at, owner, fence)
+        assert type(made) is FencedLease
+        for slot in (*LEASE_VALUES, "fence", *LEASE_EMPTY):
+            assert getattr(made, slot) == getattr(expected, slot), slot
 
 def test_every_reference_is_counted_once(core: ModuleType) -> None:
     name, token, owner = "refcounted-name", b"t" * 16, object()

@@ -89,7 +89,8 @@ def names_checked(names: Sequence[str | bytes], core: Any = None) -> tuple[list[
 def check_leases(client: BulkClient, leases: Sequence[Lease]) -> tuple[list[bytes], list[bytes]]:
     """Every lease checked (and none twice) before anything is sent; their keys and tokens."""
     check_size(leases, "leases")
-    columns = lease_maker(client.core).columns(leases, client._owner, MAX_NAME_BYTES)
+    kind = FencedLease if leases and type(leases[0]) is FencedLease else Lease  # a fenced acquire's leases
+    columns = lease_maker(client.core, kind).columns(leases, client._owner, MAX_NAME_BYTES)
     if columns is None:
         check = client._check_lease  # the slow path names the first bad lease
         for lease in leases:
@@ -294,6 +295,9 @@ class AcquirePlan:
         """Where a batched call's maybe-taken locks go (``client._remember_cleanup``)."""
         self._given_back: set[int] = set()
         self.make_leases = lease_maker(core)
+        self._core = core
+        self.make_fenced: Any = None
+        """``core``'s maker of fenced leases, once this is a fenced acquire."""
         self._untracked = untracked = plain and not renewed
         self.untrack: Callable[[list[Any], int, int], None] = (
             core.untrack if untracked else _untracked_nowhere)
@@ -302,6 +306,7 @@ class AcquirePlan:
         """Make this a fenced acquire, after every name's checks (see ``check_fenced``)."""
         if check_fenced_keys(fenced, key_prefix, self.keys, replicas_ack):
             self.script = _scripts.FENCED_ACQUIRE
+            self.make_fenced = lease_maker(self._core, FencedLease)
 
     # -- a fenced acquire on one server: one FENCED_ACQUIRE_MANY call per KEYS_PER_CALL keys --------
 
@@ -384,6 +389,11 @@ class AcquirePlan:
         if replies.count(b"OK") == len(replies):  # the usual case, in C-level loops
             self.make_leases.make(leases, start, (names, tokens), start, stop - start,
                                   (self.ttl_ms, self.sent_at, self.owner), self._untracked)
+        elif self.make_fenced is not None and set(map(type, replies)) == {int} and type(replies) is list:
+            count = stop - start  # a fenced acquire's usual case: every lock granted, each reply its fence
+            columns = (names[start:stop], tokens[start:stop], [self.ttl_ms] * count, [self.sent_at] * count,
+                       [self.owner] * count, replies)
+            self.make_fenced.make(leases, start, columns, 0, count, (), self._untracked)
         else:
             for i, reply in enumerate(replies, start):
                 self._settle(i, reply)
@@ -458,14 +468,16 @@ def _untracked_nowhere(objects: list[Any], start: int, stop: int) -> None:
     pass
 
 
-_makers: dict[str, Any] = {}
+_makers: dict[tuple[str, type[Lease]], Any] = {}
 
 
-def lease_maker(core: Any) -> Any:
-    """``core``'s maker of plain leases (made once per core)."""
-    maker = _makers.get(core.IMPLEMENTATION)
+def lease_maker(core: Any, cls: type[Lease] = Lease) -> Any:
+    """``core``'s maker of plain leases, or of ``FencedLease`` (their values: a plain lease's,
+    then the fence), made once per core."""
+    maker = _makers.get((core.IMPLEMENTATION, cls))
     if maker is None:
-        maker = _makers[core.IMPLEMENTATION] = core.LeaseMaker(Lease, LEASE_VALUES, LEASE_EMPTY)
+        values = LEASE_VALUES if cls is Lease else (*LEASE_VALUES, "fence")
+        maker = _makers[(core.IMPLEMENTATION, cls)] = core.LeaseMaker(cls, values, LEASE_EMPTY)
     return maker
 
 
