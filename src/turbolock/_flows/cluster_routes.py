@@ -47,7 +47,7 @@ from turbolock.errors import (
 from turbolock.options import ConnectionOptions, node_address
 
 MAX_REDIRECTS = 5
-"""Redirects one command follows before the call fails (a map changing faster is a broken cluster)."""
+"""Redirects one command follows at once; after that, one per ``RETRY_PAUSE`` until its deadline."""
 RETRY_PAUSE = 0.02
 """Pause before sending again after TRYAGAIN or CLUSTERDOWN."""
 MAP_MAX_AGE = 60.0
@@ -240,9 +240,12 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
                  ask: Callable[[Any, float], Any], deadline: float,
                  first: tuple[Address, object] | None = None) -> Flow[object]:
     """One command for one key: ``send(node, deadline)`` is the node's call to yield, ``ask``
-    the same after ``ASKING``. Redirects are followed; any other reply is the result. ``first``:
-    the (master, reply) of a first try the driver made itself."""
-    for _ in range(MAX_REDIRECTS):
+    the same after ``ASKING``. Redirects are followed, at once ``MAX_REDIRECTS`` times, then
+    (a key bouncing between two masters while a failover settles) after a pause and a fresh read
+    of the map each, while the deadline allows; any other reply is the result. ``first``: the
+    (master, reply) of a first try the driver made itself."""
+    redirects = 0
+    while True:
         if first is not None:
             address, reply = first
             first = None
@@ -258,13 +261,18 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
             if redirect.ask:
                 return (yield ask(nodes.node(redirect.address), deadline))
             routes.moved(redirect)
+            redirects += 1
+            if redirects >= MAX_REDIRECTS:
+                if time.monotonic() + RETRY_PAUSE >= deadline:
+                    raise ClusterError(f"a key was redirected {redirects} times; the cluster keeps changing")
+                routes.stale = True
+                yield Sleep(RETRY_PAUSE)
             continue
         if retry_later(reply) and time.monotonic() + RETRY_PAUSE < deadline:
             routes.stale = True
             yield Sleep(RETRY_PAUSE)
             continue
         return reply
-    raise ClusterError(f"a key was redirected {MAX_REDIRECTS} times; the cluster keeps changing")
 
 
 First = tuple[Address, object] | None
