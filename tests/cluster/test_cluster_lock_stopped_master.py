@@ -1,0 +1,170 @@
+"""Lock objects on Redis Cluster with the master of their key SIGSTOPped: a blocking acquire
+ends by its timeout; a ``with`` block's exit ends in time and its release is retried in the
+background; a waiter subscribed to the key's release is still woken (or polls) and acquires."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+
+import pytest
+import redis
+
+from _blocking_async import FRONTS, Fronts
+from _eventually import eventually
+from turbolock import LockError
+from turbolock.asyncio import AsyncClusterLockClient
+from turbolock.cluster import ClusterLockClient
+from turbolock.redis_cluster import RedisCluster
+from turbolock.redis_server import RedisServer
+
+from ._helpers import names_on
+
+T = 0.3
+
+
+def _fronts(front: str, cluster: RedisCluster, core_name: str, key_prefix: str) -> Fronts:
+    return Fronts(front, partial(ClusterLockClient.from_url, cluster.urls[2]),
+                  partial(AsyncClusterLockClient.from_url, cluster.urls[2]), core=core_name,
+                  key_prefix=key_prefix, timeout=T, connect_timeout=T)
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_lock_under_a_stopped_master(
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str,
+        raws: Callable[[RedisServer], redis.Redis], front: str) -> None:
+    cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
+    fronts = _fronts(front, cluster, core_name, key_prefix)
+    try:
+        holder, waiter = fronts.make(), fronts.make()
+        stopped = cluster.nodes[0]
+        busy, mine = names_on(cluster, key_prefix, stopped.port, 2, "k")
+        held = holder.lock(busy, 10)
+        assert held.acquire()
+        own = waiter.lock(mine, 10)
+        assert own.acquire()
+        stopped.pause()
+        try:
+            # a blocking acquire of a held lock: ends by its timeout
+            started = time.monotonic()
+            try:
+                got = waiter.lock(busy, 10, timeout=1.0).acquire()
+            except LockError as exc:
+                got = exc
+            took = time.monotonic() - started
+            assert took < 1.0 + 2 * T + 0.3, f"acquire(timeout=1.0) took {took:.2f}s ({got!r})"
+            # the exit of a held lock: in time
+            started = time.monotonic()
+            try:
+                own.release()
+                out: object = "released"
+            except LockError as exc:
+                out = exc
+            took = time.monotonic() - started
+            assert took < 3 * T + 0.3, f"release took {took:.2f}s ({out!r})"
+        finally:
+            stopped.resume()
+        raw = raws(stopped)
+        key = key_prefix + mine
+        token = own._lease.token if own._lease is not None else None
+        cleaned = eventually(lambda: raw.exists(key) == 0, 5.0)
+        try:
+            own.release()
+            again = "released on a second try"
+        except LockError as exc:
+            again = repr(exc)
+        assert cleaned, (f"release() raised {out!r} and nothing released the lock in the background: "
+                         f"5s after resume the key still lives (pttl {raw.pttl(key)}ms, the Lock's lease "
+                         f"{token!r}); a second release(): {again}")
+        held.release()
+    finally:
+        fronts.close()
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_waiter_acquires_after_a_stop_and_a_release(
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, front: str) -> None:
+    cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
+    fronts = _fronts(front, cluster, core_name, key_prefix)
+    try:
+        holder, waiter = fronts.make(), fronts.make()
+        stopped = cluster.nodes[0]
+        (name,) = names_on(cluster, key_prefix, stopped.port, 1, "w")
+        held = holder.lock(name, 20)
+        assert held.acquire()
+        result: dict[str, object] = {}
+
+        def wait() -> None:
+            started = time.monotonic()
+            try:
+                result["got"] = waiter.lock(name, 20, timeout=8.0).acquire()
+            except BaseException as exc:
+                result["got"] = exc
+            result["at"] = time.monotonic()
+            result["took"] = result["at"] - started
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        time.sleep(0.8)  # subscribed, waiting
+        stopped.pause()
+        time.sleep(1.5)
+        stopped.resume()
+        time.sleep(0.5)
+        held.release()
+        released_at = time.monotonic()
+        thread.join(12)
+        assert not thread.is_alive()
+        assert result["got"] is True, f"waiter: {result}"
+        late = result["at"] - released_at  # type: ignore[operator]
+        assert late < 1.0, f"waiter acquired {late:.2f}s after the release"
+    finally:
+        fronts.close()
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_waiter_acquires_after_a_manual_failover_and_a_release(
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, front: str) -> None:
+    from ._helpers import replica_of
+    cluster = own_cluster(masters=3, replicas=1, node_timeout=2000)
+    fronts = _fronts(front, cluster, core_name, key_prefix)
+    try:
+        holder, waiter = fronts.make(), fronts.make()
+        old = cluster.nodes[0]
+        new = replica_of(cluster, old)
+        (name,) = names_on(cluster, key_prefix, old.port, 1, "w")
+        held = holder.lock(name, 20)
+        assert held.acquire()
+        result: dict[str, object] = {}
+
+        def wait() -> None:
+            try:
+                result["got"] = waiter.lock(name, 20, timeout=10.0).acquire()
+            except BaseException as exc:
+                result["got"] = exc
+            result["at"] = time.monotonic()
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        time.sleep(0.8)
+        assert "OK" in cluster.cli(new, "cluster", "failover")
+        deadline = time.monotonic() + 10
+        while "role:master" not in cluster.cli(new, "info", "replication"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(1.0)
+        for _ in range(20):
+            try:
+                held.release()
+                break
+            except LockError:
+                time.sleep(0.1)
+        released_at = time.monotonic()
+        thread.join(15)
+        assert not thread.is_alive()
+        assert result["got"] is True, f"waiter: {result}"
+        late = result["at"] - released_at  # type: ignore[operator]
+        assert late < 1.5, f"waiter acquired {late:.2f}s after the release"
+    finally:
+        fronts.close()
