@@ -23,7 +23,7 @@ from turbolock._flows.renewal_book import (
     OnLost,
     RenewalBook,
 )
-from turbolock._flows.renewal_round import due_round_flow, renew_round_flow, take_due
+from turbolock._flows.renewal_round import due_round_flow, lose_unrenewed, renew_round_flow, take_due
 from turbolock._wire.validate import Seconds, timeout_seconds
 from turbolock.errors import InvalidArgumentError, LockUsageError
 from turbolock.lease import Lease
@@ -137,8 +137,8 @@ class Renewer:
         await run(renew_round_flow(self._client, self, leases))
 
     def _failed(self, batch: list[Lease], sent_at: float | None, sent: bool = True) -> None:
-        for lease in self.book.failed(batch, sent_at, time.monotonic(), sent):
-            self._lost(lease, "it could not be renewed before it expired")
+        now = time.monotonic()
+        lose_unrenewed(self, self._client, self.book.failed(batch, sent_at, now, sent), now)
 
     def _lost(self, lease: Lease, reason: str) -> None:
         state = self.book.lose(lease, reason)

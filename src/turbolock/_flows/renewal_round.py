@@ -84,6 +84,18 @@ def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[Non
             settle(index, reply)
 
 
+def lose_unrenewed(renewer: Any, client: Any, leases: list[Lease], now: float) -> None:
+    """``leases`` could not be renewed before their safe-until: each is lost, and one whose
+    renewal went out without a reply is released in the background too, since that renewal may
+    still run (a stopped server runs what it buffered when it resumes) and hold the key for us
+    after the program was told the lock is gone."""
+    for lease in leases:
+        renewer._lost(lease, "it could not be renewed before it expired")
+        ghost = lease._ghost
+        if ghost is not None:
+            client._abandoned(lease.key, lease.token, now + ghost)
+
+
 def take_due(renewer: Any) -> list[Lease]:
     """The start of a renewer's wake-up, with no I/O: release what the program dropped, signal
     what expired unrenewed, and return what is due (most wake-ups: nothing, and no flow runs)."""
