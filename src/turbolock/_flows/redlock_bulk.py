@@ -208,15 +208,15 @@ def release_many_flow(client: RedlockRules, leases: Sequence[RedlockLease]) -> F
     tokens = [lease.token for lease in checked]
     for lease in checked:
         lease._released = True
-    rows = yield from run_release_flow(client, keys, tokens, timeout)
+    try:
+        rows = yield from run_release_flow(client, keys, tokens, timeout)
+    except BaseException:  # cancelled or interrupted: every release is owed, on every master
+        _owe_releases(client, checked, [[UNKNOWN] * len(checked) for _ in client.masters])
+        raise
     count = len(checked)
     released = _tally(rows, count, _scripts.released)
     errored = _tally(rows, count, lambda reply: type(reply) is not int)
-    for master, row in zip(client.masters, rows, strict=True):
-        for lease, reply in zip(checked, row, strict=True):
-            if type(reply) is not int:
-                forget_at = lease.acquired_at + lease.ttl_ms / 1000.0 + CLEANUP_GRACE
-                remember(master, [lease.key], [lease.token], forget_at)
+    _owe_releases(client, checked, rows)
     quorum = client.quorum
     results = [done >= quorum for done in released]
     unknown = [lease.name for lease, done, err in zip(checked, released, errored, strict=True)
@@ -226,6 +226,16 @@ def release_many_flow(client: RedlockRules, leases: Sequence[RedlockLease]) -> F
             f"the release of {len(unknown)} locks is unconfirmed: too many masters gave no answer for a "
             "quorum; it is retried on them when they answer", unknown)
     return results
+
+
+def _owe_releases(client: RedlockRules, leases: list[RedlockLease], rows: list[list[object]]) -> None:
+    """The releases no master confirmed (no int reply: lost, not sent, an error) are retried on
+    that master in the background until the lock's ttl has passed."""
+    for master, row in zip(client.masters, rows, strict=True):
+        for lease, reply in zip(leases, row, strict=True):
+            if type(reply) is not int:
+                forget_at = lease.acquired_at + lease.ttl_ms / 1000.0 + CLEANUP_GRACE
+                remember(master, [lease.key], [lease.token], forget_at)
 
 
 def extend_many_flow(client: RedlockRules, leases: Sequence[RedlockLease], ttl: Seconds) -> Flow[list[bool]]:
