@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import time
+from functools import partial
+from typing import Any
 
 import redis
 
+from _blocking_async import Fronts
 from turbolock._wire.slots import key_slot
+from turbolock.asyncio import AsyncClusterLockClient
+from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
@@ -89,3 +94,10 @@ def fail_over(cluster: RedisCluster, replica: RedisServer, *options: str) -> Non
                 return
             time.sleep(0.1)
     raise AssertionError("the replica did not take over after three CLUSTER FAILOVER")
+
+
+def cluster_fronts(front: str, url: str, core_name: str, key_prefix: str, **options: Any) -> Fronts:
+    """``Fronts`` of ClusterLockClients, or of their asyncio twins, starting from ``url``."""
+    return Fronts(front, partial(ClusterLockClient.from_url, url),
+                  partial(AsyncClusterLockClient.from_url, url), core=core_name,
+                  key_prefix=key_prefix, **options)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from functools import partial
 
 import pytest
 import redis
@@ -15,20 +14,16 @@ import redis
 from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
 from turbolock import LockError
-from turbolock.asyncio import AsyncClusterLockClient
-from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
-from ._helpers import names_on
+from ._helpers import cluster_fronts, names_on
 
 T = 0.3
 
 
 def _fronts(front: str, cluster: RedisCluster, core_name: str, key_prefix: str) -> Fronts:
-    return Fronts(front, partial(ClusterLockClient.from_url, cluster.urls[2]),
-                  partial(AsyncClusterLockClient.from_url, cluster.urls[2]), core=core_name,
-                  key_prefix=key_prefix, timeout=T, connect_timeout=T)
+    return cluster_fronts(front, cluster.urls[2], core_name, key_prefix, timeout=T, connect_timeout=T)
 
 
 @pytest.mark.parametrize("front", FRONTS)

@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import partial
 
 import pytest
 import redis
 
-from _blocking_async import FRONTS, Fronts
+from _blocking_async import FRONTS
 from _eventually import eventually
 from turbolock import AcquireOutcomeUnknownError, OutcomeUnknownError
-from turbolock.asyncio import AsyncClusterLockClient
-from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
-from ._helpers import names_on
+from ._helpers import cluster_fronts, names_on
 
 T = 0.3
 """The client's call timeout: how long the acquire waits for the stopped master."""
@@ -40,9 +37,7 @@ def test_lost_replies_of_one_master_are_maybe_held_and_released(
         own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str,
         raws: Callable[[RedisServer], redis.Redis], front: str) -> None:
     cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
-    fronts = Fronts(front, partial(ClusterLockClient.from_url, cluster.url),
-                    partial(AsyncClusterLockClient.from_url, cluster.url), core=core_name,
-                    key_prefix=key_prefix, timeout=T, connect_timeout=T)
+    fronts = cluster_fronts(front, cluster.url, core_name, key_prefix, timeout=T, connect_timeout=T)
     try:
         client = fronts.make()
         stopped = cluster.nodes[0]
@@ -76,9 +71,7 @@ def test_lost_replies_beside_an_unreachable_master_are_maybe_held_and_released(
         own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str,
         raws: Callable[[RedisServer], redis.Redis], front: str) -> None:
     cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
-    fronts = Fronts(front, partial(ClusterLockClient.from_url, cluster.urls[2]),
-                    partial(AsyncClusterLockClient.from_url, cluster.urls[2]), core=core_name,
-                    key_prefix=key_prefix, timeout=T, connect_timeout=T)
+    fronts = cluster_fronts(front, cluster.urls[2], core_name, key_prefix, timeout=T, connect_timeout=T)
     try:
         client = fronts.make()
         stopped, killed = cluster.nodes[0], cluster.nodes[1]
@@ -114,9 +107,7 @@ def test_release_and_extend_with_lost_replies_are_unconfirmed(
         own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str,
         raws: Callable[[RedisServer], redis.Redis], front: str, op: str, kill_another: bool) -> None:
     cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
-    fronts = Fronts(front, partial(ClusterLockClient.from_url, cluster.urls[2]),
-                    partial(AsyncClusterLockClient.from_url, cluster.urls[2]), core=core_name,
-                    key_prefix=key_prefix, timeout=T, connect_timeout=T)
+    fronts = cluster_fronts(front, cluster.urls[2], core_name, key_prefix, timeout=T, connect_timeout=T)
     try:
         client = fronts.make()
         stopped, killed = cluster.nodes[0], cluster.nodes[1]

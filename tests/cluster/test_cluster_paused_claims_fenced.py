@@ -5,21 +5,18 @@ SIGSTOPped (a connection to it open): every lock sent there is maybe held
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 
 import pytest
 import redis
 
-from _blocking_async import FRONTS, Fronts
+from _blocking_async import FRONTS
 from _eventually import eventually
 from turbolock import AcquireOutcomeUnknownError
 from turbolock._wire.slots import key_slot
-from turbolock.asyncio import AsyncClusterLockClient
-from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
-from ._helpers import names_on
+from ._helpers import cluster_fronts, names_on
 
 T = 0.3
 TTL = 30
@@ -31,9 +28,7 @@ def test_claims_and_fenced_acquires_on_a_stopped_master(
         own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str,
         raws: Callable[[RedisServer], redis.Redis], front: str, op: str) -> None:
     cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
-    fronts = Fronts(front, partial(ClusterLockClient.from_url, cluster.urls[2]),
-                    partial(AsyncClusterLockClient.from_url, cluster.urls[2]), core=core_name,
-                    key_prefix=key_prefix, timeout=T, connect_timeout=T)
+    fronts = cluster_fronts(front, cluster.urls[2], core_name, key_prefix, timeout=T, connect_timeout=T)
     try:
         client = fronts.make()
         stopped = cluster.nodes[0]

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import partial
 
 import pytest
 import redis
 
-from _blocking_async import FRONTS, Fronts
+from _blocking_async import FRONTS
 from _lost_locks import LostLocks
-from turbolock.asyncio import AsyncClusterLockClient
-from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
-from ._helpers import names_on
+from ._helpers import cluster_fronts, names_on
 
 TTL = 1.0
 T = 0.15
@@ -29,9 +26,7 @@ def test_lost_lease_not_left_held_by_a_late_renewal(
         own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str,
         raws: Callable[[RedisServer], redis.Redis], front: str) -> None:
     cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
-    fronts = Fronts(front, partial(ClusterLockClient.from_url, cluster.urls[2]),
-                    partial(AsyncClusterLockClient.from_url, cluster.urls[2]), core=core_name,
-                    key_prefix=key_prefix, timeout=T, connect_timeout=T)
+    fronts = cluster_fronts(front, cluster.urls[2], core_name, key_prefix, timeout=T, connect_timeout=T)
     try:
         client = fronts.make()
         stopped = cluster.nodes[0]

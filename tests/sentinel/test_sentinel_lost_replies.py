@@ -7,17 +7,16 @@ reply at once; the lost ones were once taken for error replies: a ``ResponseErro
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 
 import pytest
 import redis
 
-from _blocking_async import FRONTS, Fronts
+from _blocking_async import FRONTS
 from _eventually import eventually
 from turbolock import AcquireOutcomeUnknownError
-from turbolock.asyncio import AsyncSentinelLockClient
 from turbolock.redis_sentinel import RedisSentinel
-from turbolock.sentinel import SentinelLockClient
+
+from ._helpers import sentinel_fronts
 
 T = 0.3
 """The client's call timeout: how long the acquire waits for the stopped master."""
@@ -28,9 +27,7 @@ TTL = 30
 def test_lost_replies_are_maybe_held_and_released(own_sentinel_group: Callable[..., RedisSentinel],
                                                   core_name: str, key_prefix: str, front: str) -> None:
     group = own_sentinel_group(replicas=0, sentinels=1, down_after=60000)  # no failover meanwhile
-    fronts = Fronts(front, partial(SentinelLockClient, group.sentinel_urls, group.service),
-                    partial(AsyncSentinelLockClient, group.sentinel_urls, group.service), core=core_name,
-                    key_prefix=key_prefix, timeout=T, connect_timeout=T)
+    fronts = sentinel_fronts(front, group, core_name, key_prefix, timeout=T, connect_timeout=T)
     master = group.node_at(group.master_port())
     raw = redis.Redis(host=master.host, port=master.port)
     try:

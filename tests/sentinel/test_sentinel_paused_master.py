@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import partial
 
 import pytest
 import redis
 
-from _blocking_async import FRONTS, Fronts
+from _blocking_async import FRONTS
 from _eventually import eventually
 from turbolock import AcquireOutcomeUnknownError, ConnectionError, OutcomeUnknownError
-from turbolock.asyncio import AsyncSentinelLockClient
 from turbolock.redis_sentinel import RedisSentinel
-from turbolock.sentinel import SentinelLockClient
+
+from ._helpers import sentinel_fronts
 
 T = 0.3
 TTL = 30
@@ -28,9 +27,7 @@ TTL = 30
 def test_bulk_calls_on_a_stopped_master(own_sentinel_group: Callable[..., RedisSentinel], core_name: str,
                                         key_prefix: str, front: str, op: str) -> None:
     group = own_sentinel_group(replicas=0, sentinels=1, down_after=60000)
-    fronts = Fronts(front, partial(SentinelLockClient, group.sentinel_urls, group.service),
-                    partial(AsyncSentinelLockClient, group.sentinel_urls, group.service), core=core_name,
-                    key_prefix=key_prefix, timeout=T, connect_timeout=T)
+    fronts = sentinel_fronts(front, group, core_name, key_prefix, timeout=T, connect_timeout=T)
     master = group.node_at(group.master_port())
     raw = redis.Redis(host=master.host, port=master.port)
     try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Callable, Iterator
-from functools import partial
 from typing import Any
 
 import pytest
@@ -28,9 +27,9 @@ from turbolock import AcquireOutcomeUnknownError
 from turbolock._aio import sentinel as aio_sentinel
 from turbolock._flows.bulk_plan import AcquirePlan
 from turbolock._sync import sentinel as sync_sentinel
-from turbolock.asyncio import AsyncSentinelLockClient
 from turbolock.redis_sentinel import RedisSentinel
-from turbolock.sentinel import SentinelLockClient
+
+from ._helpers import sentinel_fronts
 
 TTL = 30
 NAMES = [f"batch:{i}" for i in range(6000)]
@@ -79,9 +78,7 @@ def demotion(group: RedisSentinel) -> Iterator[Demotion]:
 
 
 def _fronts(front: str, group: RedisSentinel, core_name: str, key_prefix: str) -> Fronts:
-    return Fronts(front, partial(SentinelLockClient, group.sentinel_urls, group.service),
-                  partial(AsyncSentinelLockClient, group.sentinel_urls, group.service), core=core_name,
-                  key_prefix=key_prefix, timeout=1.0, connect_timeout=1.0)
+    return sentinel_fronts(front, group, core_name, key_prefix, timeout=1.0, connect_timeout=1.0)
 
 
 @pytest.mark.parametrize("front", FRONTS)
