@@ -18,6 +18,7 @@ from turbolock._flows.lock_flows import LockFlows, SingleLockFlows
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._sync.drive import run
 from turbolock._wire.validate import Seconds
+from turbolock.errors import ConnectionError
 
 if TYPE_CHECKING:
     from turbolock.client import LockClient
@@ -66,7 +67,15 @@ class LockCalls(LockFlows[Any]):
 
     def _release(self, exiting: bool, exc_type: type[BaseException] | None) -> None:
         lease = self._release_start(exiting, exc_type)
-        if lease is not None and not self.client.release(lease):
+        if lease is None:
+            return
+        try:
+            released = self.client.release(lease)
+        except ConnectionError as exc:
+            with self._state_lock:
+                self._release_unsent(lease, exc)
+            raise
+        if not released:
             self._not_released(exiting, exc_type)
 
     def extend(self, ttl: Seconds | None = None, *, additive: bool = False) -> bool:

@@ -25,6 +25,7 @@ from turbolock.errors import (
     LockError,
     LockNotAcquiredError,
     LockNotOwnedError,
+    OutcomeUnknownError,
     QuorumError,
     RedlockNotAcquiredError,
 )
@@ -113,6 +114,14 @@ class LockFlows(LockState[LeaseT]):
         self._lease = None
         self._released = True
         return lease
+
+    def _release_unsent(self, lease: LeaseT, exc: BaseException) -> None:
+        """A release that never went out (no connection could be made): the Lock keeps its lease,
+        to be released again (no longer renewed). One sent without a reply is retried in the
+        background (``OutcomeUnknownError``), and an interrupted one too: the Lock lets go."""
+        if isinstance(exc, ConnectionError) and not isinstance(exc, OutcomeUnknownError):
+            self._lease = lease
+            self._released = False
 
     def _not_released(self, exiting: bool, exc_type: type[BaseException] | None) -> None:
         """A release the server refused (the lock had expired or was taken over)."""

@@ -14,12 +14,7 @@ from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_DURABLE, Unconfirmed
 from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import MAX_TTL_MS, check_token, encode_name, ttl_ms
-from turbolock.errors import (
-    ConnectionError,
-    InvalidArgumentError,
-    InvalidArgumentTypeError,
-    OutcomeUnknownError,
-)
+from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, OutcomeUnknownError
 from turbolock.lease import (
     FencedLease,
     Lease,
@@ -151,13 +146,11 @@ def releasing(client: Any, lease: Lease) -> None:
 
 
 def release_failed(client: Any, lease: Lease, exc: BaseException) -> BaseException:
-    """The error to raise for a release whose call failed: the release is owed in the
-    background, whether it went out without a reply, or never went out (no connection, an
-    interrupt, a cancel): the caller meant the lock to go, and a Lock object has let go of it.
-    Not when the client refused the call itself (closed, or used from the wrong event loop)."""
+    """The error to raise for a release whose call failed; one that may not have run (written
+    without reply, or interrupted or cancelled before it went out) is owed in the background."""
     if isinstance(exc, Unconfirmed):
         return release_unconfirmed(client, lease, exc)
-    if not isinstance(exc, Exception) or (isinstance(exc, ConnectionError) and not client._closed):
+    if not isinstance(exc, Exception):
         client._remember_cleanup(lease.key, lease.token, time.monotonic() + lease.ttl_ms / 1000.0)
     return exc
 

@@ -19,7 +19,7 @@ from turbolock._aio.drive import run
 from turbolock._flows.lock_flows import LockFlows, SingleLockFlows
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._wire.validate import Seconds
-from turbolock.errors import InvalidArgumentTypeError
+from turbolock.errors import ConnectionError, InvalidArgumentTypeError
 
 if TYPE_CHECKING:
     from turbolock.asyncio.client import AsyncLockClient
@@ -53,7 +53,14 @@ class AsyncLockCalls(LockFlows[Any]):
 
     async def _release(self, exiting: bool, exc_type: type[BaseException] | None) -> None:
         lease = self._release_start(exiting, exc_type)
-        if lease is not None and not await self.client.release(lease):
+        if lease is None:
+            return
+        try:
+            released = await self.client.release(lease)
+        except ConnectionError as exc:
+            self._release_unsent(lease, exc)
+            raise
+        if not released:
             self._not_released(exiting, exc_type)
 
     async def extend(self, ttl: Seconds | None = None, *, additive: bool = False) -> bool:
