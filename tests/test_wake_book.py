@@ -100,3 +100,18 @@ def test_a_refused_subscription_stops_every_wait_for_one() -> None:
     book.on_reply(Exception("NOPERM this user has no permissions to access one of the channels"))
     assert book.refusal is not None and not book.subscribed(b"k")
     assert book.join(_ticket(b"other", woken)) == ([], [])  # never asked again
+
+
+def test_a_new_connection_forgets_a_key_left_before_it_was_made() -> None:
+    # A waiter joins while no connection is up (its SSUBSCRIBE waits for the connection) and is
+    # cancelled before the connection is made: the new connection subscribes only the keys still
+    # waited for, and the left key must not stay "subscribing" for its next waiter.
+    book, woken = WakeBook(), []
+    left, stays = _ticket(b"left", woken), _ticket(b"stays", woken)
+    assert book.join(left) == ([b"left"], [])
+    assert book.join(stays) == ([b"stays"], [])
+    book.leave(left)
+    assert book.resubscribe() == [b"stays"]
+    assert not book.pending(b"left") and not book.listening(b"left")
+    assert book.join(_ticket(b"left", woken)) == ([b"left"], [])  # asked for again, on this connection
+    assert book.pending(b"left")

@@ -196,7 +196,12 @@ class WakeBook:
             self._wake_all(key)
 
     def resubscribe(self) -> list[bytes]:
-        """The keys to subscribe on a new connection: every key someone waits for."""
+        """The keys to subscribe on a new connection: every key someone waits for. Nothing else
+        is subscribed there, so every other key is forgotten: one asked for while no connection
+        was up and left since (a cancelled waiter) would otherwise stay "subscribing" and make
+        its next waiter wait for a confirmation that never comes."""
+        self.state.clear()
+        self.idle.clear()
         keys = list(self.queues)
         for key in keys:
             self.state[key] = SUBSCRIBING
