@@ -60,6 +60,7 @@ def _fence_args(fence: object) -> list[object]:
             raise InvalidArgumentTypeError("fence", "must be a lease's fence: an int of 1 or more")
         return [1, "fence", fence]
     if isinstance(fence, (tuple, list)):
+        names = getattr(fence, "masters", None)  # a lease's MasterFences: each master by name
         pairs: list[object] = []
         for master, number in enumerate(fence):
             if number is None:
@@ -67,7 +68,7 @@ def _fence_args(fence: object) -> list[object]:
             if type(number) is not int or number < 1:
                 raise InvalidArgumentTypeError("fence", "a Redlock lease's fences must be ints of 1 or more "
                                                         "(None where not granted)")
-            pairs += [f"fence:{master}", number]
+            pairs += [f"fence:{master if names is None else names[master]}", number]
         if pairs:
             return [len(pairs) // 2, *pairs]
     raise InvalidArgumentTypeError("fence", "must be a lease's fence (an int of 1 or more) or a Redlock "

@@ -17,10 +17,12 @@ from turbolock._flows.client_settings import check_fenced_keys
 from turbolock._flows.redlock_result import (
     FencedRedlockLease,
     InstanceSummary,
+    MasterFences,
     RedlockLease,
     RedlockManyResult,
     RedlockStatus,
     decide,
+    master_names,
 )
 from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules, remember
 from turbolock._flows.steps import Call, Flow, Outcome
@@ -66,6 +68,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
     quorum = client.quorum
     life = (ms - drift) / 1000.0
     owner = client._owner
+    fence_masters = master_names(client.masters)
     everywhere = InstanceSummary(masters, 0, 0)
     summaries: dict[tuple[int, int], InstanceSummary] = {}
     leases: list[RedlockLease | None] = [None] * count
@@ -105,8 +108,9 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
             status = decide(summary, quorum, valid)
             statuses[i] = status
             if status is RedlockStatus.ACQUIRED and fenced:
-                fences: tuple[int | None, ...] = tuple(
-                    reply if type(reply) is int else None for reply in (row[j] for row in rows))
+                column = (row[j] for row in rows)
+                fences = MasterFences((reply if type(reply) is int else None for reply in column),
+                                      fence_masters)
                 leases[i] = FencedRedlockLease(names[i], tokens[i], ms, started, owner, drift,
                                                summary, max_extensions, fences)
             elif status is RedlockStatus.ACQUIRED:

@@ -31,11 +31,13 @@ from turbolock._flows.redlock_claim import claim_many_flow
 from turbolock._flows.redlock_result import (
     FencedRedlockLease,
     InstanceSummary,
+    MasterFences,
     RedlockLease,
     RedlockManyResult,
     RedlockResult,
     RedlockStatus,
     decide,
+    master_names,
 )
 from turbolock._flows.redlock_rules import (
     CLEANUP_GRACE,
@@ -125,7 +127,8 @@ class RedlockFlows(RedlockRules):
         errors = self._master_errors(replies, failures) if errored else ()
         if status is RedlockStatus.ACQUIRED:
             if fenced:
-                fences = tuple(reply if type(reply) is int else None for reply in replies)
+                fences = MasterFences((reply if type(reply) is int else None for reply in replies),
+                                      master_names(self.masters))
                 lease: RedlockLease = FencedRedlockLease(name, token, ms, started, self._owner, drift,
                                                          summary, limit, fences)
             else:

@@ -107,6 +107,32 @@ class RedlockLease(Lease):
 
 
 
+class MasterFences(tuple[int | None, ...]):
+    """A fenced Redlock lease's ``fences``: one per master, in the client's order of masters,
+    and in ``masters`` the name of each (its address as the client was given it: host, port and
+    db). ``FencedStore`` keeps each master's highest fence under that master's name, so clients
+    that list the same masters in different orders still compare a master's fences with that
+    master's own. It compares equal to the plain tuple of its numbers."""
+
+    masters: tuple[str, ...]
+
+    def __new__(cls, fences: Iterator[int | None] | Sequence[int | None],
+                masters: tuple[str, ...]) -> MasterFences:
+        made = super().__new__(cls, fences)
+        made.masters = masters
+        return made
+
+
+def master_names(masters: Sequence[Any]) -> tuple[str, ...]:
+    """Each Redlock master's name for ``MasterFences``: its address, host lowercased, and db."""
+    names = []
+    for master in masters:
+        options = master.options
+        where = options.unix_socket_path or f"{options.host.lower()}:{options.port}"
+        names.append(f"{where}/{options.db}")
+    return tuple(names)
+
+
 class FencedRedlockLease(RedlockLease):
     """A Redlock lease with its fences: one per master, from that master's own counter for the
     name, None where the acquire was not granted. Masters count independently, so no single
@@ -124,6 +150,7 @@ class FencedRedlockLease(RedlockLease):
                  fences: tuple[int | None, ...]) -> None:
         super().__init__(name, token, ttl_ms, acquired_at, owner, drift, instances, max_extensions)
         self.fences = fences
+        """One per master (``MasterFences``, with the masters' names), None where not granted."""
 
 class RedlockResult:
     """One Redlock acquire: its ``status``, the masters' answers on the last attempt
