@@ -17,6 +17,8 @@ from turbolock.redis_server import RedisServer
 
 from ._helpers import cluster_fronts, names_on
 
+pytestmark = pytest.mark.timing  # 1 s ttls renewed on time: scripts/test runs these on their own
+
 TTL = 1.0
 T = 0.15
 
