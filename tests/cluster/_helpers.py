@@ -39,6 +39,23 @@ def replicated(cluster: RedisCluster, node: RedisServer, raw: redis.Redis) -> in
     return int(raw.execute_command("WAIT", 1, 2000))
 
 
+def start_slot_move(src: redis.Redis, dst: redis.Redis, slot: int) -> str:
+    """What ``redis-cli --cluster reshard`` does first: ``slot`` IMPORTING on ``dst``, MIGRATING on
+    ``src``; ``dst``'s node id."""
+    dst_id = node_id(dst)
+    dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", node_id(src))
+    src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+    return dst_id
+
+
+def finish_slot_move(src: redis.Redis, dst: redis.Redis, target: RedisServer, slot: int, keys: list[bytes],
+                     dst_id: str) -> None:
+    """Then: ``keys`` MIGRATEd to ``target`` (``dst``'s server) and ``slot`` given to it on both."""
+    src.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
+    for node in (src, dst):
+        node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
+
 def other_master(cluster: RedisCluster, source: RedisServer) -> RedisServer:
     for node in cluster.nodes[: cluster.masters]:
         if node.port != source.port:

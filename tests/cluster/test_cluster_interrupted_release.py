@@ -20,7 +20,7 @@ from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
-from ._helpers import node_id, other_master
+from ._helpers import finish_slot_move, other_master, start_slot_move
 
 TTL = 30
 
@@ -40,13 +40,8 @@ def test_an_interrupted_resend_after_moved_releases_the_unanswered(
     source = cluster.master_of(slot)
     target = other_master(cluster, source)
     src, dst = raws(source), raws(target)
-    source_id, target_id = node_id(src), node_id(dst)
-    dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
-    src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
-    src.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS",
-                        *[prefix + name.encode() for name in moving])
-    for node in (src, dst):
-        node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+    target_id = start_slot_move(src, dst, slot)
+    finish_slot_move(src, dst, target, slot, [prefix + name.encode() for name in moving], target_id)
 
     share_flow = cluster_routes._share_flow
     interrupts = [1]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
@@ -76,6 +77,23 @@ def test_lock_under_a_stopped_master(
         fronts.close()
 
 
+def _waiting(waiter: Any, name: str, timeout: float) -> tuple[threading.Thread, dict[str, object]]:
+    """A thread blocking in ``waiter.lock(name).acquire(timeout)``; its outcome (``got``: True,
+    False or the error) and when it came (``at``) in the dict, once the thread ends."""
+    result: dict[str, object] = {}
+
+    def wait() -> None:
+        try:
+            result["got"] = waiter.lock(name, 20, timeout=timeout).acquire()
+        except BaseException as exc:
+            result["got"] = exc
+        result["at"] = time.monotonic()
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    return thread, result
+
+
 @pytest.mark.parametrize("front", FRONTS)
 def test_waiter_acquires_after_a_stop_and_a_release(
         own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, front: str) -> None:
@@ -87,19 +105,7 @@ def test_waiter_acquires_after_a_stop_and_a_release(
         (name,) = names_on(cluster, key_prefix, stopped.port, 1, "w")
         held = holder.lock(name, 20)
         assert held.acquire()
-        result: dict[str, object] = {}
-
-        def wait() -> None:
-            started = time.monotonic()
-            try:
-                result["got"] = waiter.lock(name, 20, timeout=8.0).acquire()
-            except BaseException as exc:
-                result["got"] = exc
-            result["at"] = time.monotonic()
-            result["took"] = result["at"] - started
-
-        thread = threading.Thread(target=wait)
-        thread.start()
+        thread, result = _waiting(waiter, name, 8.0)
         time.sleep(0.8)  # subscribed, waiting
         stopped.pause()
         time.sleep(1.5)
@@ -129,17 +135,7 @@ def test_waiter_acquires_after_a_manual_failover_and_a_release(
         (name,) = names_on(cluster, key_prefix, old.port, 1, "w")
         held = holder.lock(name, 20)
         assert held.acquire()
-        result: dict[str, object] = {}
-
-        def wait() -> None:
-            try:
-                result["got"] = waiter.lock(name, 20, timeout=10.0).acquire()
-            except BaseException as exc:
-                result["got"] = exc
-            result["at"] = time.monotonic()
-
-        thread = threading.Thread(target=wait)
-        thread.start()
+        thread, result = _waiting(waiter, name, 10.0)
         time.sleep(0.8)
         assert "OK" in cluster.cli(new, "cluster", "failover")
         deadline = time.monotonic() + 10

@@ -46,11 +46,14 @@ def test_lost_replies_of_one_master_are_maybe_held_and_released(
         assert client.try_acquire(on_stopped.pop(), TTL)  # a connection to it: the batch goes out
         stopped.pause()
         try:
+            started = time.monotonic()
             with pytest.raises(AcquireOutcomeUnknownError) as caught:
                 client.acquire_many(elsewhere + on_stopped, TTL)
+            took = time.monotonic() - started
         finally:
             stopped.resume()
         error = caught.value
+        assert took < 6 * T, f"acquire_many took {took:.2f}s with a call timeout of {T}s"
         assert sorted(error.names or []) == sorted(on_stopped)
         assert sorted(lease.name for lease in error.acquired) == sorted(elsewhere)
         assert error.not_sent == []
@@ -82,11 +85,14 @@ def test_lost_replies_beside_an_unreachable_master_are_maybe_held_and_released(
         killed.kill()
         stopped.pause()
         try:
+            started = time.monotonic()
             with pytest.raises(AcquireOutcomeUnknownError) as caught:
                 client.acquire_many(on_stopped + on_killed + on_third, TTL)
+            took = time.monotonic() - started
         finally:
             stopped.resume()
         error = caught.value
+        assert took < 6 * T, f"acquire_many took {took:.2f}s with a call timeout of {T}s"
         assert sorted(error.names or []) == sorted(on_stopped + on_killed)
         assert sorted(lease.name for lease in error.acquired) == sorted(on_third)
         raw = raws(stopped)

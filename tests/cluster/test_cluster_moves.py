@@ -17,7 +17,16 @@ from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
-from ._helpers import asking_get, fail_over, names_on, node_id, other_master, replica_of, replicated
+from ._helpers import (
+    asking_get,
+    fail_over,
+    finish_slot_move,
+    names_on,
+    other_master,
+    replica_of,
+    replicated,
+    start_slot_move,
+)
 
 TTL = 30
 Raws = Callable[[RedisServer], redis.Redis]
@@ -38,19 +47,15 @@ def test_a_slot_moving_answers_ask_then_moved_and_nothing_is_lost(
     source = cluster.master_of(slot)
     target = other_master(cluster, source)
     src, dst = raws(source), raws(target)
-    source_id, target_id = node_id(src), node_id(dst)
-    dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
-    src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+    target_id = start_slot_move(src, dst, slot)
     # Half-way: the held keys are still on the source; a new name there is not: ASK sends it on.
     moved_one = client.try_acquire(names[3], TTL)
     assert moved_one is not None
     assert asking_get(dst, client_prefix + names[3].encode()) == moved_one.token
     assert int(src.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot)) == 3  # only the held ones
     assert client.try_acquire(names[0], TTL) is None  # still held, on the source
-    keys = [client_prefix + name.encode() for name in names[:3]]
-    src.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
-    for node in (src, dst):
-        node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+    held_keys = [client_prefix + name.encode() for name in names[:3]]
+    finish_slot_move(src, dst, target, slot, held_keys, target_id)
     # After: the client's map still says "source"; MOVED corrects it, for one key and for many.
     assert client.try_acquire(names[1], TTL) is None
     result = client.acquire_many(names, TTL)

@@ -6,6 +6,7 @@ reply at once; the lost ones were once taken for error replies: a ``ResponseErro
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -36,11 +37,14 @@ def test_lost_replies_are_maybe_held_and_released(own_sentinel_group: Callable[.
         names = [f"s:{i}" for i in range(50)]
         master.pause()
         try:
+            started = time.monotonic()
             with pytest.raises(AcquireOutcomeUnknownError) as caught:
                 client.acquire_many(names, TTL)
+            took = time.monotonic() - started
         finally:
             master.resume()
         error = caught.value
+        assert took < 6 * T, f"acquire_many took {took:.2f}s with a call timeout of {T}s"
         assert sorted(error.names or []) == sorted(names)
         assert error.acquired == [] and error.not_sent == []
         keys = [(key_prefix + name).encode() for name in names]

@@ -22,7 +22,6 @@ from turbolock._flows.redlock_result import (
     RedlockManyResult,
     RedlockStatus,
     decide,
-    master_names,
 )
 from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules, remember
 from turbolock._flows.steps import Call, Flow, Outcome
@@ -68,7 +67,6 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
     quorum = client.quorum
     life = (ms - drift) / 1000.0
     owner = client._owner
-    fence_masters = master_names(client.masters)
     everywhere = InstanceSummary(masters, 0, 0)
     summaries: dict[tuple[int, int], InstanceSummary] = {}
     leases: list[RedlockLease | None] = [None] * count
@@ -110,7 +108,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
             if status is RedlockStatus.ACQUIRED and fenced:
                 column = (row[j] for row in rows)
                 fences = MasterFences((reply if type(reply) is int else None for reply in column),
-                                      fence_masters)
+                                      client.master_names)
                 leases[i] = FencedRedlockLease(names[i], tokens[i], ms, started, owner, drift,
                                                summary, max_extensions, fences)
             elif status is RedlockStatus.ACQUIRED:

@@ -37,7 +37,6 @@ from turbolock._flows.redlock_result import (
     RedlockResult,
     RedlockStatus,
     decide,
-    master_names,
 )
 from turbolock._flows.redlock_rules import (
     CLEANUP_GRACE,
@@ -128,7 +127,7 @@ class RedlockFlows(RedlockRules):
         if status is RedlockStatus.ACQUIRED:
             if fenced:
                 fences = MasterFences((reply if type(reply) is int else None for reply in replies),
-                                      master_names(self.masters))
+                                      self.master_names)
                 lease: RedlockLease = FencedRedlockLease(name, token, ms, started, self._owner, drift,
                                                          summary, limit, fences)
             else:

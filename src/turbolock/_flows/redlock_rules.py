@@ -56,6 +56,8 @@ class RedlockRules(CodecAndChunks):
     """Settings and checks of a Redlock client; ``masters`` are its per-master clients."""
 
     masters: tuple[Any, ...]
+    master_names: tuple[str, ...]
+    """Each master's name for fenced leases' ``MasterFences`` (``redlock_result.master_names``)."""
     quorum: int
     key_prefix: bytes
     core: ModuleType

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX, check_chunk_size
+from turbolock._flows.redlock_result import master_names
 from turbolock._wire.core import get_core
 from turbolock._wire.validate import check_key_prefix
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
@@ -142,6 +143,7 @@ def take_masters(client: Any, masters: object, key_prefix: str | bytes | None, c
     clients, opened, prefix = open_masters(masters, key_prefix, client_type, open_master, connection)
     client._chunk_size = chunk
     client.masters = tuple(clients)
+    client.master_names = master_names(clients)
     client.quorum = len(clients) // 2 + 1
     client._opened = opened
     client.key_prefix = prefix
