@@ -8,15 +8,14 @@ directory.
 
 from __future__ import annotations
 
-import random
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
+from turbolock.free_ports import NoFreePortError, claim_free_port
 from turbolock.redis_server import RedisServer, RedisServerError, redis_cli
 from turbolock.server_binaries import binaries
 
@@ -28,24 +27,13 @@ an outgoing connection of the same host cannot take a node's port between the pr
 node's bind (seen: "Address already in use" at a node's start)."""
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def free_cluster_port(taken: Sequence[int] = ()) -> int:
     """A port for a cluster node: free, at most 55535, and its bus port (+10000) free too."""
-    for _ in range(1000):
-        port = random.randint(LOWEST_PORT, HIGHEST_PORT)
-        if port in taken or port + BUS_OFFSET in taken or port - BUS_OFFSET in taken:
-            continue
-        if _port_free(port) and _port_free(port + BUS_OFFSET):
-            return port
-    raise RedisServerError("no free port pair (port, port + 10000) for a cluster node")
+    try:
+        return claim_free_port(LOWEST_PORT, HIGHEST_PORT, also_free=[BUS_OFFSET],
+                               avoid=[*taken, *(port + BUS_OFFSET for port in taken)])
+    except NoFreePortError as error:
+        raise RedisServerError(f"no free port pair (port, port + {BUS_OFFSET}) for a cluster node") from error
 
 
 @dataclass(frozen=True)

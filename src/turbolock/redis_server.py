@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from turbolock.errors import LockError
+from turbolock.free_ports import claim_free_port
 from turbolock.server_binaries import binaries
 
 
@@ -33,14 +34,14 @@ def redis_cli(node: RedisServer, *args: str, timeout: float = 10.0) -> str:
     return done.stdout
 
 
+SERVER_PORTS = (10000, 19999)
+"""Ports of plain servers and Sentinels (cluster nodes use 20000-22767, their buses 30000-32767)."""
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (never 6379)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
-        if port != 6379:
-            return port
+    """A port on 127.0.0.1 that nothing listens on now and no running process of this machine
+    was handed by this function before (see ``turbolock.free_ports``)."""
+    return claim_free_port(*SERVER_PORTS)
 
 
 class RedisServer:
