@@ -21,6 +21,8 @@ from turbolock.redis_server import RedisServer
 
 from ._helpers import node_id, other_master
 
+pytestmark = pytest.mark.timing  # the call's time against its deadline
+
 TTL = 10
 T = 1.0
 """The client's call timeout."""

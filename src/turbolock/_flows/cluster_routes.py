@@ -246,6 +246,7 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
     (master, reply) of a first try the driver made itself."""
     redirects = 0
     while True:
+        started = time.monotonic()
         if first is not None:
             address, reply = first
             first = None
@@ -256,19 +257,25 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
             except BaseException:
                 routes.failed(address)  # a failover, perhaps: the map is read again before the next call
                 raise
+        # Another round only with time for it (twice the last one: a busy host): a round the
+        # deadline cuts short would turn a command refused for sure into a maybe-done one.
+        now = time.monotonic()
+        left = deadline - now - 2 * (now - started)
         redirect = redirect_of(reply, address[0])
         if redirect is not None:
             if redirect.ask:
                 return (yield ask(nodes.node(redirect.address), deadline))
             routes.moved(redirect)
             redirects += 1
-            if redirects >= MAX_REDIRECTS:
-                if time.monotonic() + RETRY_PAUSE >= deadline:
-                    raise ClusterError(f"a key was redirected {redirects} times; the cluster keeps changing")
+            pause = RETRY_PAUSE if redirects >= MAX_REDIRECTS else 0.0
+            if left <= pause:
+                raise ClusterError(f"a key was redirected {redirects} times and its deadline is near;"
+                                   " the cluster keeps changing")
+            if pause:
                 routes.stale = True
-                yield Sleep(RETRY_PAUSE)
+                yield Sleep(pause)
             continue
-        if retry_later(reply) and time.monotonic() + RETRY_PAUSE < deadline:
+        if retry_later(reply) and left > RETRY_PAUSE:
             routes.stale = True
             yield Sleep(RETRY_PAUSE)
             continue
