@@ -274,6 +274,29 @@ class TurbolockRenewer:
         self.client.close()
 
 
+class TurbolockExtendMany:
+    """``LockClient.extend_many`` over every lock the same client took just before (untimed):
+    what a caller renewing its own locks writes, beside the renewer's rounds."""
+
+    def __init__(self, url: str, core: str) -> None:
+        self.client = _client(url, core)
+
+    def take(self, names: Sequence[str]) -> list[Lease]:
+        leases = self.client.acquire_many(names, TTL_SECONDS).acquired
+        if len(leases) != len(names):
+            raise BenchmarkError(f"turbolock: {len(names) - len(leases)} of {len(names)} locks not taken")
+        return leases
+
+    def extend(self, leases: list[Lease]) -> Timing:
+        extended, wall, cpu = timed(self.client.extend_many, leases, TTL_SECONDS)
+        if not all(extended):
+            raise BenchmarkError(f"turbolock extend_many: {extended.count(False)} of {len(leases)} refused")
+        return Timing(len(leases), wall, cpu)
+
+    def close(self) -> None:
+        self.client.close()
+
+
 class SteadyRenewer:
     """A client holding ``names`` auto-renewed for as long as the steady-state window lasts."""
 

@@ -266,15 +266,19 @@ def _remember(lease: Lease, now: float, expiry: float) -> None:
     flight.past = past
 
 
-def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> None:
+def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> list[float]:
     """Each lease's command succeeded. The key now lives until its expiry, unless a command that
     may have run after it says less: one still in flight, or one that answered after this one
-    was sent. The belief is the earliest of those."""
+    was sent. The belief is the earliest of those. The beliefs, in order (each lease's
+    ``expires_at`` as the call leaves it)."""
     now = 0.0
+    beliefs: list[float] = []
+    believe = beliefs.append
     with _belief_lock:
         for lease in leases:
             flight = lease._flight
             if isinstance(flight, tuple) and flight[0] == sent_at and lease._ghost is None:
+                believe(flight[1])
                 lease._expires = flight[1]  # alone in flight: believed as it is
                 lease._flight = None
                 lease.acquired_at = sent_at
@@ -294,12 +298,14 @@ def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> None:
             ghost = lease._ghost
             if ghost is not None and sent_at + ghost < belief:
                 belief = sent_at + ghost
+            believe(belief)
             lease._expires = belief
             lease.acquired_at = sent_at
             lease.ttl_ms = ttl_ms
             _take(lease, sent_at)
             now = now or time.monotonic()
             _remember(lease, now, expiry)
+    return beliefs
 
 
 def _haunt(lease: Lease, ttl: float) -> None:

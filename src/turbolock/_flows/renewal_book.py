@@ -177,6 +177,13 @@ _ttl_ms = operator.attrgetter("ttl_ms")
 _token = operator.attrgetter("token")
 _expires_at = operator.attrgetter("expires_at")
 
+class DueLeases(list[Lease]):
+    """The leases a wake-up found due, and the earliest expiry among them as it was then (read
+    once, for ``round_deadline``: a round's leases are not looked over twice)."""
+
+    earliest: float = math.inf
+
+
 Batch = tuple[int, list[Lease]]
 """A ttl in ms and up to RENEW_CHUNK leases renewed with it by one script call."""
 
@@ -304,10 +311,12 @@ class RenewalBook:
             due_ids = self._wheel.advance(now)
             get = self._held.get
             states = [state for state in map(get, due_ids) if state is not None]
-        to_send: list[Lease] = []
+        to_send = DueLeases()
+        send = to_send.append
         lost: list[tuple[Lease, str]] = []
         guard = self.loss_guard
         limit = self._limit
+        earliest = math.inf
         for state in states:
             lease = state()
             if lease is None or state.released:
@@ -320,12 +329,17 @@ class RenewalBook:
                     lost.append((lease, LIMIT_REACHED))
                 else:
                     self._schedule(state, lease.expires_at - guard)
-            elif lease.expires_at - SETTLE_MARGIN - ROUND_FLOOR <= now:
+                continue
+            expires_at = lease.expires_at
+            if expires_at - SETTLE_MARGIN - ROUND_FLOOR <= now:
                 lost.append((lease, NOT_RENEWED))
             else:
                 # Sent even when the renewer woke late: the round ends by the expiry less
                 # SETTLE_MARGIN, and a failed one is declared lost then (``failed``).
-                to_send.append(lease)
+                send(lease)
+                if expires_at < earliest:
+                    earliest = expires_at
+        to_send.earliest = earliest
         sink = _metrics.sink
         if sink is not None and to_send:
             # The most overdue lock of the round: the one a slow renewer puts at risk first.
@@ -336,7 +350,7 @@ class RenewalBook:
     def round_deadline(self, leases: Sequence[Lease], now: float, timeout: float) -> float:
         """A round waits no longer than ``timeout``, nor past the earliest expiry of its leases
         (less the time to settle), so a loss is signalled before the lease's own expiry."""
-        earliest: float = min(map(_expires_at, leases))
+        earliest: float = leases.earliest if type(leases) is DueLeases else min(map(_expires_at, leases))
         return min(now + timeout, earliest - SETTLE_MARGIN)
 
     def sending(self, batch: Sequence[Lease], ttl_ms: int, sent_at: float) -> None:
@@ -346,16 +360,16 @@ class RenewalBook:
 
     def renewed(self, leases: Sequence[Lease], sent_at: float, ttl_ms: int) -> None:
         """The server renewed these: new belief and next due time."""
-        commands_ran(leases, sent_at, ttl_ms)
+        beliefs = commands_ran(leases, sent_at, ttl_ms)
         with self._lock:
             schedule = self._wheel.schedule
-            for lease in leases:
+            for lease, expires_at in zip(leases, beliefs, strict=True):
                 state = lease.renewal
                 if state is None or state.released:
                     continue
                 state.renewals += 1
                 state.ttl_ms = ttl_ms
-                schedule(state.id, lease.expires_at - state.terms.renew_before)
+                schedule(state.id, expires_at - state.terms.renew_before)
 
     def settle(self, batch: list[Lease], failed: list[tuple[int, object]], sent_at: float,
                ttl_ms: int) -> tuple[list[Lease], list[tuple[Lease, object]]]:
