@@ -39,6 +39,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import redis
@@ -47,8 +48,8 @@ import turbolock
 from turbolock import LockClient
 from turbolock._wire import core as _core
 from turbolock._wire import scripts as _scripts
-from turbolock.bench.contenders import BenchmarkError, core_available
-from turbolock.bench.renewal import HeldLocks, RedisPyPipelinedRenewMany, hold
+from turbolock.bench.contenders import BenchmarkError, Timing, core_available
+from turbolock.bench.renewal import RedisPyPipelinedRenewMany, hold
 from turbolock.bench.stats import Summary, paired_ratio, summarize
 from turbolock.bench.workload import KEY_PREFIX, names
 from turbolock.redis_server import RedisServer
@@ -360,15 +361,10 @@ class Run:
             self.admin.flushall()
             contender.renew_round(names("warm", 2000), lead=round_lead(2000))
 
-            def turbolock_step(contender: TurbolockRenewer = contender, label: str = label,
-                               lead: float = lead) -> dict[str, float]:
-                self.admin.flushall()
-                self.admin.config_resetstat()
-                timing, _ = contender.renew_round(lock_names, lead=lead)
-                server_us = self._evalsha_usec() / timing.ops
-                return self._record(label, timing.rate, timing.cpu / timing.ops, server_us)
+            def round_of(_: None, contender: TurbolockRenewer = contender, lead: float = lead) -> Timing:
+                return contender.renew_round(lock_names, lead=lead)[0]
 
-            steps.append((label, turbolock_step))
+            steps.append(self._step(label, lambda: None, round_of))
         steps += self._extend_many_steps(lock_names)
         redis_py: dict[str, Any] = {
             RP_MANY: RedisPyRenewMany(self.server.url),
@@ -382,16 +378,21 @@ class Run:
             self.closers.append(contender.close)
             contender.renew(warm)
 
-            def redis_py_step(contender: Any = contender, label: str = label) -> dict[str, float]:
-                self.admin.flushall()
-                held: HeldLocks = hold(self.setup, lock_names)
-                self.admin.config_resetstat()
-                timing = contender.renew(held)
-                server_us = self._evalsha_usec() / timing.ops
-                return self._record(label, timing.rate, timing.cpu / timing.ops, server_us)
-
-            steps.append((label, redis_py_step))
+            steps.append(self._step(label, lambda: hold(self.setup, lock_names), contender.renew))
         return steps
+
+    def _step(self, label: str, prepare: Callable[[], Any], renew: Callable[[Any], Timing]) -> Step:
+        """A measurement on an emptied server: ``prepare()`` untimed (taking the locks to renew),
+        then ``renew`` of what it made, with the server's script time counted from zero."""
+        def step() -> dict[str, float]:
+            self.admin.flushall()
+            prepared = prepare()
+            self.admin.config_resetstat()
+            timing = renew(prepared)
+            server_us = self._evalsha_usec() / timing.ops
+            return self._record(label, timing.rate, timing.cpu / timing.ops, server_us)
+
+        return label, step
 
     def _extend_many_steps(self, lock_names: list[str]) -> list[Step]:
         steps: list[Step] = []
@@ -402,17 +403,8 @@ class Run:
             self.closers.append(contender.close)
             self.admin.flushall()
             contender.extend(contender.take(names("warm", 2000)))
-            shown = EXTEND_MANY[label]
-
-            def step(contender: TurbolockExtendMany = contender, shown: str = shown) -> dict[str, float]:
-                self.admin.flushall()
-                leases = contender.take(lock_names)
-                self.admin.config_resetstat()
-                timing = contender.extend(leases)
-                server_us = self._evalsha_usec() / timing.ops
-                return self._record(shown, timing.rate, timing.cpu / timing.ops, server_us)
-
-            steps.append((shown, step))
+            take = partial(contender.take, lock_names)
+            steps.append(self._step(EXTEND_MANY[label], take, contender.extend))
         return steps
 
     def measure_throughput(self) -> None:
