@@ -168,6 +168,19 @@ def test_bulk_input_is_checked_whole_before_sending(client: LockClient, nothing_
     _raises(InvalidArgumentError, "names", lambda: client.query_many(too_many))
 
 
+@pytest.mark.parametrize("names", [["a"], []], ids=["names", "no-names"])
+@pytest.mark.parametrize("limit", [None, 1], ids=["bulk", "claim"])
+def test_bulk_flags_are_checked_by_type(client: LockClient, nothing_sent: None, names: list[str],
+                                        limit: int | None) -> None:
+    # A truthy string or 1 for a flag: refused by type even with no names to take (once taken
+    # as True, or met only through each name's checks); no lock is taken.
+    for bad in ("yes", "no", 1, 0):
+        _raises(InvalidArgumentTypeError, "all_or_nothing",
+                lambda bad=bad: client.acquire_many(names, 5, all_or_nothing=bad, limit=limit))
+        _raises(InvalidArgumentTypeError, "fenced",
+                lambda bad=bad: client.acquire_many(names, 5, fenced=bad, limit=limit))
+
+
 def test_bulk_leases_checked_before_sending(client: LockClient, raw: redis.Redis) -> None:
     result = client.acquire_many(["x", "y"], 5)
     leases = result.acquired

@@ -148,7 +148,9 @@ def _call_cases(sync: RedlockClient, client: AsyncRedlockClient, sync_lease: Any
     ]
     for change, argument in [({"limit": 0}, "limit"), ({"limit": -3}, "limit"), ({"limit": 2.0}, "limit"),
                              ({"limit": "2"}, "limit"), ({"limit": True}, "limit"),
-                             ({"limit": 2, "all_or_nothing": True}, "all_or_nothing")]:
+                             ({"limit": 2, "all_or_nothing": True}, "all_or_nothing"),
+                             ({"all_or_nothing": "yes"}, "all_or_nothing"),
+                             ({"limit": 2, "all_or_nothing": "no"}, "all_or_nothing")]:
         cases.append((f"claim {change}", lambda c=change: sync.acquire_many(["a", "b", "c"], 1, **c),
                       lambda c=change: client.acquire_many(["a", "b", "c"], 1, **c)))
         assert argument in change

@@ -41,7 +41,7 @@ from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
-from turbolock._wire.validate import Seconds, ttl_ms
+from turbolock._wire.validate import Seconds, check_flag, ttl_ms
 from turbolock.errors import AcquireOutcomeUnknownError, ConnectionError, InvalidArgumentError, ReplyError
 from turbolock.lease import Lease, LockInfo, commands_ran, commands_unknown, keys_of
 
@@ -76,6 +76,7 @@ def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Second
                           fenced: bool = False) -> Flow[AcquireManyResult]:
     """``acquire_many``: every name once, or (with ``limit``) a claim; the leases taken renewed
     when asked."""
+    check_flag(all_or_nothing, "all_or_nothing")
     policy = client._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
     if limit is None:
         result: AcquireManyResult = yield from acquire_many_flow(client, names, ttl, all_or_nothing, tokens,

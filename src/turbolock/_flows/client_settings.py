@@ -8,6 +8,7 @@ from types import ModuleType
 from typing import Any
 
 from turbolock._flows.renewal_book import AutoRenew, OnLost, check_policy
+from turbolock._wire.validate import check_flag
 from turbolock.errors import (
     AcquireOutcomeUnknownError,
     InvalidArgumentError,
@@ -79,24 +80,22 @@ def describe_names(names: list[str | bytes]) -> str:
 def check_fenced(fenced: object, key_prefix: bytes, key: bytes, replicas_ack: int) -> bool:
     """Whether an acquire is fenced; a fenced one's checks (its counter must share the lock's
     cluster slot: see ``scripts.FENCED_ACQUIRE``)."""
-    if not isinstance(fenced, bool):
-        raise InvalidArgumentTypeError("fenced", "must be True or False")
-    if fenced:
-        _check_own_keys("fenced", key_prefix, key, replicas_ack, "fence counter")
-    return fenced
+    if not check_flag(fenced, "fenced"):
+        return False
+    _check_own_keys("fenced", key_prefix, key, replicas_ack, "fence counter")
+    return True
 
 
 def check_fair(fair: object, key_prefix: bytes, key: bytes, replicas_ack: int, token: bytes | None) -> bool:
     """Whether a Lock object is fair; a fair one's checks (its queue must share the lock's
     cluster slot: see ``fair_scripts``)."""
-    if not isinstance(fair, bool):
-        raise InvalidArgumentTypeError("fair", "must be True or False")
-    if fair:
-        if token is not None:
-            raise InvalidArgumentError("token", "a fair Lock draws its own tokens (they carry its place "
-                                                "in the queue); leave token out")
-        _check_own_keys("fair", key_prefix, key, replicas_ack, "queue")
-    return fair
+    if not check_flag(fair, "fair"):
+        return False
+    if token is not None:
+        raise InvalidArgumentError("token", "a fair Lock draws its own tokens (they carry its place "
+                                            "in the queue); leave token out")
+    _check_own_keys("fair", key_prefix, key, replicas_ack, "queue")
+    return True
 
 
 def _check_own_keys(argument: str, key_prefix: bytes, key: bytes, replicas_ack: int, what: str) -> None:
@@ -113,8 +112,9 @@ def _check_own_keys(argument: str, key_prefix: bytes, key: bytes, replicas_ack: 
 
 
 def check_fenced_keys(fenced: object, key_prefix: bytes, keys: Sequence[bytes], replicas_ack: int) -> bool:
-    """``check_fenced`` for every key of a bulk call: whether it is fenced."""
-    if fenced is False:
+    """``check_fenced`` for every key of a bulk call (checked by type even with no keys): whether
+    it is fenced."""
+    if not check_flag(fenced, "fenced"):
         return False
     return all([check_fenced(fenced, key_prefix, key, replicas_ack) for key in keys])
 

@@ -13,11 +13,10 @@ import time
 from typing import Any, Generic, TypeVar
 
 from turbolock._flows.backoff import Backoff
-from turbolock._wire.validate import Seconds, check_token, encode_name, timeout_seconds, ttl_ms
+from turbolock._wire.validate import Seconds, check_flag, check_token, encode_name, timeout_seconds, ttl_ms
 from turbolock.errors import (
     ConnectionError,
     InvalidArgumentError,
-    InvalidArgumentTypeError,
     LockLostError,
     LockUsageError,
     OutcomeUnknownError,
@@ -50,8 +49,7 @@ def lock_ttl(ttl: Seconds | None, auto_renew: Any) -> tuple[Seconds, Any]:
 def check_wait(blocking: object, timeout: object) -> float | None:
     """The wait of an acquire: None forever, 0 a single attempt. ``blocking=False`` with a
     positive ``timeout`` contradicts itself and is refused."""
-    if not isinstance(blocking, bool):
-        raise InvalidArgumentTypeError("blocking", "must be True or False")
+    check_flag(blocking, "blocking")
     wait = timeout_seconds(timeout)
     if not blocking:
         if wait:

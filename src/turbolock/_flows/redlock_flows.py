@@ -51,7 +51,7 @@ from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, extended
-from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_token, encode_name
+from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_flag, check_token, encode_name
 from turbolock.errors import ExtensionLimitError, InvalidArgumentError, QuorumError
 from turbolock.lease import FREE, LockInfo, commands_ran, commands_sent, commands_unknown, info_from_pttl
 
@@ -354,6 +354,7 @@ class RedlockFlows(RedlockRules):
                            on_lost: OnLost | None, max_extensions: int | None,
                            limit: int | None, fenced: bool = False) -> Flow[RedlockManyResult]:
         ms, drift, node_timeout = self._ttl(ttl)
+        check_flag(all_or_nothing, "all_or_nothing")
         max_ext = count_int(max_extensions, "max_extensions", allow_none=True)
         policy = self._renew_policy(auto_renew, on_lost, ms, node_timeout)
         if limit is None:

@@ -13,8 +13,8 @@ from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_DURABLE, Unconfirmed
 from turbolock._wire.replies import reply_error
-from turbolock._wire.validate import MAX_TTL_MS, check_token, encode_name, ttl_ms
-from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, OutcomeUnknownError
+from turbolock._wire.validate import MAX_TTL_MS, check_flag, check_token, encode_name, ttl_ms
+from turbolock.errors import InvalidArgumentError, OutcomeUnknownError
 from turbolock.lease import (
     FencedLease,
     Lease,
@@ -79,9 +79,7 @@ def extend_ms(lease: Lease, ttl: object, additive: bool) -> int:
     """The ttl an extend sends: ``ttl``, or with ``additive`` that much more than the lease has
     left by the local clock (which the server's remaining ttl can only exceed)."""
     ms = ttl_ms(ttl)
-    if not isinstance(additive, bool):
-        raise InvalidArgumentTypeError("additive", "must be True or False")
-    if additive:
+    if check_flag(additive, "additive"):
         ms += int(lease.valid_for() * 1000.0)
         if ms > MAX_TTL_MS:
             raise InvalidArgumentError("ttl", f"added to what is left, passes {MAX_TTL_MS // 1000} seconds")

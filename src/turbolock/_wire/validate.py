@@ -67,6 +67,13 @@ def encode_names(names: Sequence[object], argument: str = "names",
     return [encode_name(name, argument) for name in names], set(map(type, names)) <= {str, bytes}
 
 
+def check_flag(value: object, argument: str) -> bool:
+    """A True/False argument; anything else (a truthy string, 0 or 1) is refused by type."""
+    if not isinstance(value, bool):
+        raise InvalidArgumentTypeError(argument, "must be True or False")
+    return value
+
+
 def _seconds(value: object, argument: str) -> float:
     if isinstance(value, timedelta):
         return value.total_seconds()
