@@ -4,8 +4,10 @@ A port that is merely free right now is not enough. A test that stops a master l
 replica, and its Sentinels, calling that port back until the test ends; a server of another test
 (in another pytest worker) started on the same port meanwhile gains a replica it never had, or
 Sentinels of another group (seen in CI: a group that never agreed on its replicas). So each port
-handed out is claimed, by a file named after it holding the claimer's pid, until the claiming
-process exits; a claim of a process that died without removing it is cleared once it is old.
+handed out is claimed, by a file named after it holding the claimer's pid, for as long as that
+process runs. Claims are made, and those of processes that are gone (a killed run, a
+multiprocessing child that ended with ``os._exit``) cleared, under one lock of the directory's,
+so two processes can never both hold a port.
 
 Ports come from below Linux's ephemeral range (32768 on), so an outgoing connection cannot take a
 port between the probe and the server's bind.
@@ -14,17 +16,14 @@ port between the probe and the server's bind.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import os
 import random
 import socket
 import tempfile
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-
-STALE_CLAIM_AGE = 3600.0
-"""Seconds after which a claim whose process is gone is removed (a younger one is left: its
-process may have just been replaced by a pid we read before it wrote its own)."""
 
 _claims_directory = Path(tempfile.gettempdir()) / f"turbolock-ports-{os.getuid()}"
 _claimed_here: set[int] = set()
@@ -41,7 +40,7 @@ def claim_free_port(lowest: int, highest: int, *, also_free: Sequence[int] = (),
                     avoid: Sequence[int] = ()) -> int:
     """A port in ``[lowest, highest]``, free on 127.0.0.1 and claimed for this process, whose
     ``port + offset`` for each offset in ``also_free`` is free too (a cluster node's bus port);
-    none of ``avoid`` nor any port already claimed by a running process of this machine."""
+    none of ``avoid`` nor any port claimed by a running process of this machine."""
     for _ in range(2000):
         port = random.randint(lowest, highest)
         wanted = [port, *(port + offset for offset in also_free)]
@@ -61,17 +60,25 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def _claim(port: int) -> bool:
+@contextlib.contextmanager
+def _directory_locked() -> Iterator[Path]:
     _claims_directory.mkdir(mode=0o700, exist_ok=True)
-    path = _claims_directory / str(port)
-    try:
-        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    except FileExistsError:
-        _clear_if_stale(path)
-        return False
-    with os.fdopen(descriptor, "w") as claim:
-        claim.write(str(os.getpid()))
+    with open(_claims_directory / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel even if this process dies here
+        try:
+            yield _claims_directory
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _claim(port: int) -> bool:
     pid = os.getpid()
+    with _directory_locked() as directory:
+        path = directory / str(port)
+        owner = _owner(path)
+        if owner is not None and owner != pid and _running(owner):
+            return False
+        path.write_text(str(pid))
     if pid not in _claimed_by:
         _claimed_by[pid] = set()
         atexit.register(_release_claims, pid)
@@ -80,14 +87,11 @@ def _claim(port: int) -> bool:
     return True
 
 
-def _clear_if_stale(path: Path) -> None:
+def _owner(path: Path) -> int | None:
     try:
-        owner = int(path.read_text() or "0")
-        old = time.time() - path.stat().st_mtime > STALE_CLAIM_AGE
-    except (OSError, ValueError):
-        return
-    if old and not _running(owner):
-        path.unlink(missing_ok=True)
+        return int(path.read_text())
+    except (OSError, ValueError):  # none, or not a pid: nobody's
+        return None
 
 
 def _running(pid: int) -> bool:
@@ -97,7 +101,7 @@ def _running(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except PermissionError:  # another user's process
         return True
     return True
 
@@ -105,5 +109,8 @@ def _running(pid: int) -> bool:
 def _release_claims(pid: int) -> None:
     if os.getpid() != pid:  # a forked child exiting with its parent's handler
         return
-    for port in _claimed_by.pop(pid, set()):
-        (_claims_directory / str(port)).unlink(missing_ok=True)
+    with _directory_locked() as directory:
+        for port in _claimed_by.pop(pid, set()):
+            path = directory / str(port)
+            if _owner(path) == pid:
+                path.unlink(missing_ok=True)
