@@ -50,6 +50,8 @@ MAX_REDIRECTS = 5
 """Redirects one command follows at once; after that, one per ``RETRY_PAUSE`` until its deadline."""
 RETRY_PAUSE = 0.02
 """Pause before sending again after TRYAGAIN or CLUSTERDOWN."""
+_REDIRECTED = object()
+"""What a pause after ``MAX_REDIRECTS`` followed (``one_key_flow``)."""
 MAP_MAX_AGE = 60.0
 """Seconds after which the next call reads the slot map again, even with no MOVED or failure to
 say it changed (replicas added or moved, a failover none of this client's calls met): the slow
@@ -245,38 +247,44 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
     of the map each, while the deadline allows; any other reply is the result. ``first``: the
     (master, reply) of a first try the driver made itself."""
     redirects = 0
+    round_took = 0.0
+    paused_on: object = None  # the refusal the last pause followed (_REDIRECTED or the reply)
     while True:
-        started = time.monotonic()
         if first is not None:
             address, reply = first
             first = None
         else:
             address = yield from _master_flow(routes, nodes, key, deadline)
+            if paused_on is not None and time.monotonic() + 2 * round_took >= deadline:
+                # No time left for the resend's answer (twice the last round: a busy host): a
+                # command refused for sure beats one the deadline would leave maybe-done.
+                if paused_on is _REDIRECTED:
+                    raise ClusterError(f"a key was redirected {redirects} times; the cluster keeps changing")
+                return paused_on
+            started = time.monotonic()
             try:
                 reply = yield send(nodes.node(address), deadline)
             except BaseException:
                 routes.failed(address)  # a failover, perhaps: the map is read again before the next call
                 raise
-        # Another round only with time for it (twice the last one: a busy host): a round the
-        # deadline cuts short would turn a command refused for sure into a maybe-done one.
-        now = time.monotonic()
-        left = deadline - now - 2 * (now - started)
+            round_took = time.monotonic() - started
+        paused_on = None
         redirect = redirect_of(reply, address[0])
         if redirect is not None:
             if redirect.ask:
                 return (yield ask(nodes.node(redirect.address), deadline))
             routes.moved(redirect)
             redirects += 1
-            pause = RETRY_PAUSE if redirects >= MAX_REDIRECTS else 0.0
-            if left <= pause:
-                raise ClusterError(f"a key was redirected {redirects} times and its deadline is near;"
-                                   " the cluster keeps changing")
-            if pause:
+            if redirects >= MAX_REDIRECTS:
+                if time.monotonic() + RETRY_PAUSE >= deadline:
+                    raise ClusterError(f"a key was redirected {redirects} times; the cluster keeps changing")
                 routes.stale = True
-                yield Sleep(pause)
+                paused_on = _REDIRECTED
+                yield Sleep(RETRY_PAUSE)
             continue
-        if retry_later(reply) and left > RETRY_PAUSE:
+        if retry_later(reply) and time.monotonic() + RETRY_PAUSE < deadline:
             routes.stale = True
+            paused_on = reply
             yield Sleep(RETRY_PAUSE)
             continue
         return reply
