@@ -1,15 +1,19 @@
 """The renewal book's view of a round, read once per lease: the earliest expiry a wake-up found
-among the due leases bounds the round's deadline, and a renewed lease's next due time comes
-from the belief its renewal left, an extend in flight with a shorter ttl included."""
+among the due leases bounds the round's deadline (read again when some lease's expiry may have
+gone down since: an extend to a shorter ttl from another thread), and a renewed lease's next due
+time comes from the belief its renewal left, an extend in flight with a shorter ttl included."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
 from turbolock import AutoRenew, LockClient
 from turbolock._flows.renewal_book import SETTLE_MARGIN
+from turbolock._flows.renewal_round import due_round_flow, take_due
+from turbolock._sync.drive import run
 from turbolock.lease import commands_sent
 from turbolock.redis_server import RedisServer
 
@@ -52,3 +56,34 @@ def test_a_renewed_lease_is_due_again_by_its_belief(own_server: RedisServer, cor
         due = set(book._wheel.advance(sent_at + 2.5))
         assert other.renewal.id in due and lease.renewal.id not in due  # 12 - 10 s: due at 2 s
         assert lease.renewal.id in book._wheel.advance(sent_at + 20.5)  # 30 - 10 s
+
+
+def test_a_shorter_extend_between_the_wake_up_and_the_round_bounds_the_round(own_server: RedisServer,
+                                                                             core_name: str,
+                                                                             key_prefix: str) -> None:
+    # Another thread shortens a due lock after the renewer's wake-up read its expiry (a GIL switch,
+    # or an on_lost callback run there): the round still ends by the new expiry, so a loss is
+    # signalled no later than the lease's own expiry. (Found in review: the wake-up's earliest
+    # expiry was once used as it was.)
+    with LockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=3.0) as client:
+        lease = client.try_acquire("job", 30, auto_renew=AutoRenew(renew_before=29.9))
+        assert lease is not None
+        renewer = client._renewer()
+        renewer.stop()  # this test is the renewer thread, step by step
+        time.sleep(0.2)  # due 0.1 s after the acquire
+        to_send = take_due(renewer)
+        assert to_send == [lease]
+        other = threading.Thread(target=lambda: client.extend(lease, 0.5))
+        other.start()
+        other.join()
+        expiry = lease.expires_at
+        assert expiry < time.monotonic() + 0.5
+        own_server.pause()  # the renewal gets no reply: the round lasts until its deadline
+        try:
+            run(due_round_flow(renewer, to_send))
+            ended = time.monotonic()
+        finally:
+            own_server.resume()
+        assert lease.is_lost
+        # (0.2 s of slack for a loaded machine: the round's deadline is the expiry less 25 ms)
+        assert ended <= expiry + 0.2, f"the round ended {ended - expiry:.2f}s after the lease's expiry"

@@ -187,6 +187,14 @@ def keys_of(leases: Iterable[Lease], core: Any) -> list[bytes]:
 _belief_lock = threading.Lock()
 """Guards the belief of every lease: a renewal thread and the caller's own extend may settle one
 lease at the same time. Held for a few attribute updates per lease."""
+_belief_changes = 0
+"""Calls that may have lowered some lease's ``expires_at`` so far (counted under the lock)."""
+
+
+def belief_changes() -> int:
+    """How many calls so far may have lowered some lease's ``expires_at``: an earliest expiry
+    read over many leases holds while this stays the same (``RenewalBook.round_deadline``)."""
+    return _belief_changes
 
 
 class _Flight(list[tuple[float, float]]):
@@ -212,8 +220,10 @@ def _believed(lease: Lease) -> float:
 def commands_sent(leases: Iterable[Lease], sent_at: float, expiry: float) -> None:
     """Commands sent at ``sent_at`` that set each lease's key to live until ``expiry`` at the
     earliest are on their way."""
+    global _belief_changes
     entry = (sent_at, expiry)
     with _belief_lock:
+        _belief_changes += 1
         for lease in leases:
             flight = lease._flight
             if flight is None:  # the usual case: one command at a time, kept as it is
@@ -271,10 +281,12 @@ def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> list[f
     may have run after it says less: one still in flight, or one that answered after this one
     was sent. The belief is the earliest of those. The beliefs, in order (each lease's
     ``expires_at`` as the call leaves it)."""
+    global _belief_changes
     now = 0.0
     beliefs: list[float] = []
     believe = beliefs.append
     with _belief_lock:
+        _belief_changes += 1
         for lease in leases:
             flight = lease._flight
             if isinstance(flight, tuple) and flight[0] == sent_at and lease._ghost is None:
@@ -317,8 +329,10 @@ def _haunt(lease: Lease, ttl: float) -> None:
 
 def commands_unknown(leases: Iterable[Lease], sent_at: float) -> None:
     """No reply: each command may or may not have run, so the belief can only go down."""
+    global _belief_changes
     now = time.monotonic()
     with _belief_lock:
+        _belief_changes += 1
         for lease in leases:
             expiry = _expiry_of(lease, sent_at)
             if expiry is None:

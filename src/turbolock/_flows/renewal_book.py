@@ -35,6 +35,7 @@ from turbolock._wire.validate import encode_name, timeout_seconds
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 from turbolock.lease import (
     Lease,
+    belief_changes,
     commands_abandoned,
     commands_ran,
     commands_refused,
@@ -179,9 +180,11 @@ _expires_at = operator.attrgetter("expires_at")
 
 class DueLeases(list[Lease]):
     """The leases a wake-up found due, and the earliest expiry among them as it was then (read
-    once, for ``round_deadline``: a round's leases are not looked over twice)."""
+    once, for ``round_deadline``: a round's leases are not looked over twice unless some belief
+    may have gone down since, ``changes`` being ``belief_changes()`` before the reading)."""
 
     earliest: float = math.inf
+    changes: int = -1
 
 
 Batch = tuple[int, list[Lease]]
@@ -312,6 +315,7 @@ class RenewalBook:
             get = self._held.get
             states = [state for state in map(get, due_ids) if state is not None]
         to_send = DueLeases()
+        to_send.changes = belief_changes()
         send = to_send.append
         lost: list[tuple[Lease, str]] = []
         guard = self.loss_guard
@@ -349,8 +353,13 @@ class RenewalBook:
 
     def round_deadline(self, leases: Sequence[Lease], now: float, timeout: float) -> float:
         """A round waits no longer than ``timeout``, nor past the earliest expiry of its leases
-        (less the time to settle), so a loss is signalled before the lease's own expiry."""
-        earliest: float = leases.earliest if type(leases) is DueLeases else min(map(_expires_at, leases))
+        (less the time to settle), so a loss is signalled before the lease's own expiry. Asked
+        before the round's own commands are counted as sent: those only set later expiries."""
+        earliest: float
+        if type(leases) is DueLeases and leases.changes == belief_changes():
+            earliest = leases.earliest  # nothing lowered any lease's expiry since take_due read them
+        else:
+            earliest = min(map(_expires_at, leases))
         return min(now + timeout, earliest - SETTLE_MARGIN)
 
     def sending(self, batch: Sequence[Lease], ttl_ms: int, sent_at: float) -> None:

@@ -62,9 +62,9 @@ def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[Non
                 settle(index, reply)
 
     sent_at = time.monotonic()
+    deadline = book.round_deadline(leases, sent_at, client.options.timeout)
     for ttl_ms, batch in batches:
         book.sending(batch, ttl_ms, sent_at)
-    deadline = book.round_deadline(leases, sent_at, client.options.timeout)
     try:
         replies = yield Call(client._renew_batches, (batches, encode, reencode, on_replies, deadline))
     except Exception as exc:  # no connection at all: nothing was sent
