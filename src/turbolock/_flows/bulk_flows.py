@@ -154,6 +154,10 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
     return result
 
 
+CLAIM_LOST = "the connection failed mid-claim"
+"""Why a claim's chunk has no reply (an ``AcquireOutcomeUnknownError``'s cause)."""
+
+
 def claim_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, limit: int,
                     tokens: Sequence[bytes] | None = None, fenced: bool = False) -> Flow[ClaimResult]:
     """At most ``limit`` free locks, one round trip per chunk. A claim that fails part-way leaves
@@ -181,8 +185,7 @@ def claim_plan_flow(client: Any, plan: ClaimPlan, many: Any) -> Flow[ClaimResult
             raise
         if reply is UNKNOWN:
             now = time.monotonic()
-            error = client._acquire_lost(plan.held(now) + plan.maybe_held(now),
-                                         ConnectionError("the connection failed mid-claim"))
+            error = client._acquire_lost(plan.held(now) + plan.maybe_held(now), ConnectionError(CLAIM_LOST))
             if isinstance(error, AcquireOutcomeUnknownError):
                 error.not_sent = plan.not_sent(chunk_sent=True)
             raise error

@@ -16,14 +16,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from turbolock._flows.bulk_flows import claim_plan_flow
+from turbolock._flows.bulk_flows import CLAIM_LOST, claim_plan_flow
 from turbolock._flows.bulk_plan import check_tokens, encode_unique_names
 from turbolock._flows.claim import ClaimPlan, ClaimResult, check_limit
-from turbolock._flows.client_settings import check_fenced_keys
+from turbolock._flows.client_settings import acquire_lost_error, check_fenced_keys
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire.scripts import NEXT_FENCE, Script
 from turbolock._wire.validate import Seconds, ttl_ms
-from turbolock.errors import ClusterError
+from turbolock.errors import AcquireOutcomeUnknownError, ClusterError, ConnectionError
 from turbolock.lease import Lease
 
 # CLAIM with keys in ARGV: ARGV[1] = ttl in ms, ARGV[2] = how many to take at most, ARGV[3] = '1'
@@ -110,8 +110,10 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
     acquired: list[Lease] = []
     not_acquired: list[int] = []
     not_tried: list[int] = []
+    reached = 0  # masters asked so far, the one asked now included
     try:
         for address in order:
+            reached += 1
             indices = groups[address]
             if len(acquired) >= wanted:
                 not_tried.extend(indices)
@@ -131,11 +133,25 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
                     not_acquired.append(indices[position])
                 elif name in untried:
                     not_tried.append(indices[position])
-    except BaseException:  # what the masters before gave is given back too
+    except BaseException as error:  # what the masters before gave is given back too
         forget_at = time.monotonic() + ms / 1000.0
         for lease in acquired:
             client._remember_cleanup(lease.key, lease.token, forget_at)
+        if isinstance(error, AcquireOutcomeUnknownError):  # named with them, as on one server
+            unasked = [names[i] for address in order[reached:] for i in groups[address]]
+            raise _with_given_back(error, [lease.name for lease in acquired], unasked) from error.__cause__
         raise
     names_list = list(names)
     return ClusterClaimResult(names_list, leases, [names_list[i] for i in sorted(not_acquired)], acquired,
                               not_tried)
+
+
+def _with_given_back(error: AcquireOutcomeUnknownError, given_back: list[str | bytes],
+                     unasked: list[str | bytes]) -> AcquireOutcomeUnknownError:
+    """``error`` of one master's lost claim reply, also naming the locks the masters before
+    took (given back) and, in ``not_sent``, the names of the masters after it."""
+    if not given_back and not unasked:
+        return error
+    whole = acquire_lost_error([*given_back, *error.names], ConnectionError(CLAIM_LOST))
+    whole.not_sent = [*error.not_sent, *unasked]
+    return whole
