@@ -133,14 +133,19 @@ def guarded_flow(pool: Any, step: CallStep, deadline: float) -> Flow[object]:
     raise refused_write(pool.routes.service)
 
 
+CUT_SHORT = 0.9
+"""A call given less than this share of a call timeout was cut short (a blocking acquire's last
+attempt, cut to what was left of its wait); a whole call's is a little less than a timeout too,
+by the time between its deadline's making and its start."""
+
+
 def blames_master(exc: BaseException, given: float, call_timeout: float) -> bool:
     """Whether a call's failure says the master may be gone: not an interrupt or a cancelled
-    task, nor a timeout of a call given less than a whole call timeout (a blocking acquire's
-    last attempt, cut to what was left of its wait)."""
+    task, nor a timeout of a call that was cut short (see ``CUT_SHORT``)."""
     cause = exc.cause if isinstance(exc, Unconfirmed) else exc
     if not isinstance(cause, Exception):
         return False
-    return not (isinstance(cause, TimeoutError) and given < call_timeout)
+    return not (isinstance(cause, TimeoutError) and given < CUT_SHORT * call_timeout)
 
 
 Send = Callable[[int, Encoder, "Reencoder | None", "Sequence[int] | None"], CallStep]
@@ -155,10 +160,12 @@ def guarded_many_flow(pool: Any, send: Send, count: int, encode: Encoder, reenco
     the Sentinels name next. That resend failing leaves them ``UNKNOWN`` (maybe held: the
     caller cleans them up) and keeps the first send's replies; interrupted, it hands those
     replies to ``abandon(results, resent)`` (what they took goes to the orphan handler) first."""
+    timeout = pool.options.timeout
     try:
         results: list[object] = yield send(count, encode, reencode, None)
-    except BaseException:
-        pool.master_failed()
+    except BaseException as exc:
+        if blames_master(exc, timeout, timeout):  # a cancelled task's call says nothing of the master
+            pool.master_failed()
         raise
     refused = [i for i, reply in enumerate(results) if readonly(reply)]
     if refused or UNKNOWN in results:
@@ -171,7 +178,6 @@ def guarded_many_flow(pool: Any, send: Send, count: int, encode: Encoder, reenco
             pool.master_failed()
             again = [UNKNOWN] * len(refused)
         except BaseException:
-            pool.master_failed()
             abandon(results, refused)
             raise
         for position, i in enumerate(refused):
