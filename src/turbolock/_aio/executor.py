@@ -13,6 +13,7 @@ from typing import Any
 
 from turbolock._aio.pool import ConnectionPool
 from turbolock._aio.protocol import NotSent, RedisProtocol
+from turbolock._aio.waiting import done_by
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
 from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
@@ -57,6 +58,10 @@ def abandon(fut: asyncio.Future[Any], orphan: Any, on_orphan: OrphanHandler) -> 
 class Executor:
     __slots__ = ("pool", "chunk_size", "wait", "replicas")
 
+    guarded = False
+    """Whether every call goes through a guard of the master's (a Sentinel's: the client's fast
+    paths that write on the pool's connection themselves are not taken)."""
+
     def __init__(self, pool: ConnectionPool, chunk_size: int) -> None:
         self.pool = pool
         self.chunk_size = chunk_size
@@ -90,7 +95,12 @@ class Executor:
 
     async def command_one(self, args: tuple[bytes, ...], deadline: float | None = None) -> object:
         """Any one command that changes nothing (``SENTINEL ...``), within the connection's
-        timeout (``deadline`` is the blocking twin's). Transport errors propagate."""
+        timeout and ``deadline`` (the connect included). Transport errors propagate."""
+        if deadline is None:
+            return await self._command_one(args)
+        return await done_by(self._command_one(args), deadline, self.pool.options.address)
+
+    async def _command_one(self, args: tuple[bytes, ...]) -> object:
         conn = self.pool.ready() or await self.pool.connect()
         conn.buffer.append_command(args)
         try:

@@ -18,6 +18,7 @@ from turbolock._aio.drive import run
 from turbolock._aio.executor import Executor
 from turbolock._aio.pool import ConnectionPool
 from turbolock._aio.protocol import NotSent, RedisProtocol
+from turbolock._aio.waiting import done_by
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
 from turbolock._flows.sentinel_routes import (
     CHECK_INTERVAL,
@@ -79,20 +80,22 @@ class SentinelPool(ConnectionPool):
         watcher = self._watcher
         if watcher is None or watcher.done() or watcher.get_loop() is not asyncio.get_running_loop():
             self._watcher = asyncio.get_running_loop().create_task(self._watch())
+        # One call timeout for the whole of it: the Sentinels asked, the connect and ROLE.
+        deadline = time.monotonic() + self.options.timeout
         address = self.routes.master
         if address is None:  # one connect at a time (the pool's): one question to the Sentinels
-            deadline = time.monotonic() + self.options.timeout
             address = await run(master_flow(self.routes, self.sentinels, deadline))
         options = dataclasses.replace(self.options, host=address[0], port=address[1])
         try:
-            conn = await open_connection(options, self.core, self.key_prefix, self.on_orphan)
+            conn = await done_by(open_connection(options, self.core, self.key_prefix, self.on_orphan),
+                                 deadline, f"{options.address} (connecting)")
         except BaseException:
             self.master_failed()
             raise
         try:
             conn.buffer.append_command((b"ROLE",))
             try:
-                reply = await conn.submit(1)
+                reply = await done_by(conn.submit(1), deadline, f"{options.address} (ROLE)")
             except NotSent as exc:
                 raise exc.cause from None
             check_role(reply, address, self.routes.service)
@@ -138,9 +141,15 @@ class SentinelExecutor(Executor):
     by ``_flows/sentinel_routes``."""
 
     pool: SentinelPool
+    guarded = True
 
     def _deadline(self, deadline: float | None) -> float:
         return time.monotonic() + self.pool.options.timeout if deadline is None else deadline
+
+    async def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int,
+                         deadline: float | None = None) -> object:
+        step = Call(Executor.set_nx_one, (self, key, token, ttl_ms))
+        return await run(guarded_flow(self.pool, step, self._deadline(deadline)))
 
     async def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
         step = Call(Executor.pttl_one, (self, key))

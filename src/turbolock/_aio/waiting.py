@@ -9,8 +9,11 @@ cancelled blocking acquire kept waiting for the lock). ``asyncio.wait`` never sw
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
+
+from turbolock.errors import TimeoutError
 
 T = TypeVar("T")
 
@@ -47,3 +50,12 @@ async def run_within(awaitable: Awaitable[T], seconds: float) -> tuple[bool, T |
         task.cancel()
         return False, None
     return True, task.result()
+
+
+async def done_by(awaitable: Awaitable[T], deadline: float, what: str) -> T:
+    """``awaitable``'s result, or a ``TimeoutError`` naming ``what`` (it is cancelled) when the
+    monotonic ``deadline`` comes first."""
+    finished, result = await run_within(awaitable, deadline - time.monotonic())
+    if not finished:
+        raise TimeoutError(f"{what} did not answer within the call's deadline")
+    return result  # type: ignore[return-value]
