@@ -168,7 +168,9 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         tok = self._tokens.take() if token is None else check_token(token)
         policy = self._renew_policy(auto_renew, on_lost, ms)
         if fenced is not False and check_fenced(fenced, self.key_prefix, key, self.options.replicas_ack):
-            return await self._fenced_acquire(name, key, tok, ms, policy, on_lost)
+            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, fenced=True)
+        if self._direct.guarded:  # a Sentinel's master: READONLY is resent, a failure asks them again
+            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost)
         conn = self._pool.ready() or await self._pool.connect()
         conn.buffer.append_set_nx_px(key, tok, ms)
         sent_at = time.monotonic()
@@ -190,12 +192,17 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             reply = await self._direct.confirm(conn, reply, tag)
         return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
 
-    async def _fenced_acquire(self, name: str | bytes, key: bytes, token: bytes, ms: int,
-                              policy: AutoRenew | None, on_lost: OnLost | None) -> Lease | None:
-        """``FENCED_ACQUIRE`` on the server (or the master) of ``key``: a ``FencedLease`` or None."""
+    async def _acquire_by_exec(self, name: str | bytes, key: bytes, token: bytes, ms: int,
+                               policy: AutoRenew | None, on_lost: OnLost | None,
+                               fenced: bool = False) -> Lease | None:
+        """The acquire through the client's executors (the master's they guard: a Sentinel's),
+        ``FENCED_ACQUIRE`` for a ``FencedLease``: a Lease or None."""
         sent_at = time.monotonic()
         try:  # cancelled after it went out: Unconfirmed, and the lock is released in the background
-            reply = await self._exec.script_one(_scripts.FENCED_ACQUIRE, key, token, ms)
+            if fenced:
+                reply = await self._exec.script_one(_scripts.FENCED_ACQUIRE, key, token, ms)
+            else:
+                reply = await self._direct.set_nx_one(key, token, ms)
         except Unconfirmed as exc:
             forget_at = time.monotonic() + ms / 1000.0
             raise self._acquire_lost([(name, key, token, forget_at)], exc.cause) from None
