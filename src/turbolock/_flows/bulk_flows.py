@@ -42,7 +42,13 @@ from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
 from turbolock._wire.validate import Seconds, check_flag, ttl_ms
-from turbolock.errors import AcquireOutcomeUnknownError, ConnectionError, InvalidArgumentError, ReplyError
+from turbolock.errors import (
+    AcquireOutcomeUnknownError,
+    ConnectionError,
+    InvalidArgumentError,
+    OutcomeUnknownError,
+    ReplyError,
+)
 from turbolock.lease import Lease, LockInfo, commands_ran, commands_unknown, keys_of
 
 
@@ -136,6 +142,9 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
         if isinstance(error, AcquireOutcomeUnknownError):
             error.acquired = acquired
             error.not_sent = plan.not_sent(replies)
+        sink = _metrics.sink
+        if sink is not None:  # the locks handed over in the error are granted all the same
+            sink.acquired(len(acquired), len(plan.not_acquired), None, "acquire_many")
         raise error
     if plan.errors:
         taken = plan.taken()
@@ -264,12 +273,27 @@ def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = ma
             first = replied[0]
             _forget(client, [lease for i, lease in enumerate(leases[first:], first) if i not in apart])
         raise
-    released = settle_release(client, leases, replies)
+    try:
+        released = settle_release(client, leases, replies)
+    except OutcomeUnknownError:
+        sink = _metrics.sink
+        if sink is not None:
+            sink.released(*_answered(replies), None, "release_many")
+        raise
     sink = _metrics.sink
     if sink is not None:
         done = sum(released)
         sink.released(done, len(released) - done, time.monotonic() - started, "release_many")
     return released
+
+
+def _answered(replies: list[object]) -> tuple[int, int]:
+    """(done, refused) among the answered items of a bulk release or extend that raised for the
+    others: those happened all the same (an answer is how many locks it released or extended, 0
+    when the lock was not ours)."""
+    answered = [reply for reply in replies if type(reply) is int]
+    done = sum(1 for reply in answered if reply)
+    return done, len(answered) - done
 
 
 def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow[list[bool]]:
@@ -304,10 +328,17 @@ def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow
         done = early.done
     elif as_set:
         replies = set_ifeq.as_script_replies(replies)
-    if done:  # the leading calls settled as they answered
-        extended = [True] * done + settle_extend(client, leases[done:], replies[done:], ms, sent_at)
-    else:
-        extended = settle_extend(client, leases, replies, ms, sent_at)
+    try:
+        if done:  # the leading calls settled as they answered
+            extended = [True] * done + settle_extend(client, leases[done:], replies[done:], ms, sent_at)
+        else:
+            extended = settle_extend(client, leases, replies, ms, sent_at)
+    except OutcomeUnknownError:
+        sink = _metrics.sink
+        if sink is not None:
+            extended_after, refused = _answered(replies[done:])
+            sink.extended(done + extended_after, refused, None, "extend_many")
+        raise
     sink = _metrics.sink
     if sink is not None:
         done = sum(extended)
