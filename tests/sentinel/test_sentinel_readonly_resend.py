@@ -4,7 +4,8 @@ to the master the Sentinels name next. Whatever that resend does, no lock taken 
 send is left behind with nobody holding it:
 
 - the resend fails (the Sentinels still name the demoted master): ``AcquireOutcomeUnknownError``
-  with the first send's leases in ``acquired`` and the refused names maybe held;
+  with the first send's leases in ``acquired`` (counted as acquisitions by telemetry) and the
+  refused names maybe held;
 - the resend is interrupted (KeyboardInterrupt, a cancelled task): what the first send took is
   released in the background.
 
@@ -23,6 +24,7 @@ import redis
 
 from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
+from test_telemetry import Recorded, _instrumented
 from turbolock import AcquireOutcomeUnknownError
 from turbolock._aio import sentinel as aio_sentinel
 from turbolock._flows.bulk_plan import AcquirePlan
@@ -70,6 +72,11 @@ def group(own_sentinel_group: Callable[..., RedisSentinel]) -> RedisSentinel:
 
 
 @pytest.fixture
+def recorded() -> Iterator[Recorded]:
+    yield from _instrumented()
+
+
+@pytest.fixture
 def demotion(group: RedisSentinel) -> Iterator[Demotion]:
     made = Demotion(group)
     yield made
@@ -84,7 +91,7 @@ def _fronts(front: str, group: RedisSentinel, core_name: str, key_prefix: str) -
 @pytest.mark.parametrize("front", FRONTS)
 def test_a_failed_resend_gives_back_what_the_first_send_took(
         group: RedisSentinel, demotion: Demotion, core_name: str, key_prefix: str, front: str,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        recorded: Recorded, monkeypatch: pytest.MonkeyPatch) -> None:
     fronts = _fronts(front, group, core_name, key_prefix)
     try:
         client = fronts.make(chunk_size=1000)
@@ -99,6 +106,7 @@ def test_a_failed_resend_gives_back_what_the_first_send_took(
         acquired = {lease.name for lease in error.acquired}
         assert len(acquired) == taken
         assert sorted(error.names or []) == sorted(set(NAMES) - acquired)  # refused, then maybe held
+        assert recorded.total("turbolock.lock.acquisitions") == taken  # handed over: granted all the same
         demotion.restore()
         assert client.release_many(error.acquired) == [True] * taken
     finally:
