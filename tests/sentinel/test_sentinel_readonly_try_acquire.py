@@ -14,19 +14,16 @@ import pytest
 import redis
 
 from _blocking_async import FRONTS
-from turbolock._aio import sentinel as aio_sentinel
-from turbolock._sync import sentinel as sync_sentinel
 from turbolock.redis_sentinel import RedisSentinel
 
-from ._helpers import sentinel_fronts
+from ._helpers import sentinel_checks_off, sentinel_fronts, value_on
 
 
 @pytest.mark.parametrize("front", FRONTS)
 def test_try_acquire_on_a_demoted_master_goes_to_the_new_one(
         own_sentinel_group: Callable[..., RedisSentinel], core_name: str, key_prefix: str, front: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sync_sentinel, "CHECK_INTERVAL", 3600.0)
-    monkeypatch.setattr(aio_sentinel, "CHECK_INTERVAL", 3600.0)
+    sentinel_checks_off(monkeypatch)
     group = own_sentinel_group(replicas=1, sentinels=3)
     fronts = sentinel_fronts(front, group, core_name, key_prefix, timeout=1.0, connect_timeout=1.0)
     try:
@@ -44,10 +41,6 @@ def test_try_acquire_on_a_demoted_master_goes_to_the_new_one(
             old.close()
         lease = client.try_acquire("after", 10)  # asyncio: ConnectionError (READONLY)
         assert lease is not None
-        raw = redis.Redis(host=new_master.host, port=new_master.port)
-        try:
-            assert raw.get(key_prefix + "after") == lease.token
-        finally:
-            raw.close()
+        assert value_on(new_master, key_prefix + "after") == lease.token
     finally:
         fronts.close()

@@ -12,15 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-import redis
 
 from _blocking_async import FRONTS
 from turbolock import ConnectionError
-from turbolock._aio import sentinel as aio_sentinel
-from turbolock._sync import sentinel as sync_sentinel
 from turbolock.redis_sentinel import RedisSentinel
 
-from ._helpers import sentinel_fronts
+from ._helpers import sentinel_checks_off, sentinel_fronts, value_on
 
 T = 0.5
 
@@ -29,8 +26,7 @@ T = 0.5
 def test_a_timed_out_call_makes_the_client_ask_the_sentinels_again(
         own_sentinel_group: Callable[..., RedisSentinel], core_name: str, key_prefix: str, front: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sync_sentinel, "CHECK_INTERVAL", 3600.0)
-    monkeypatch.setattr(aio_sentinel, "CHECK_INTERVAL", 3600.0)
+    sentinel_checks_off(monkeypatch)
     group = own_sentinel_group(replicas=1, sentinels=3, down_after=1000)
     fronts = sentinel_fronts(front, group, core_name, key_prefix, timeout=T, connect_timeout=T)
     old_port = group.master_port()
@@ -47,10 +43,6 @@ def test_a_timed_out_call_makes_the_client_ask_the_sentinels_again(
             master.resume()
         lease = client.try_acquire("after", 30)  # went to the old master, or fails on it
         assert lease is not None
-        raw = redis.Redis(host=new_master.host, port=new_master.port)
-        try:
-            assert raw.get(key_prefix + "after") == lease.token, "taken on the demoted master"
-        finally:
-            raw.close()
+        assert value_on(new_master, key_prefix + "after") == lease.token, "taken on the demoted master"
     finally:
         fronts.close()
