@@ -142,6 +142,10 @@ class LockUsageError(LockError, RuntimeError):
     """A Lock object was used out of order: acquired twice, or released while not held."""
 
 
+QUOTED_ARGUMENTS = ", with args beginning with:"
+"""Where an error reply starts quoting the command's arguments back."""
+
+
 class ReplyError(Exception):
     """An error reply as the core parser returns it (a value in a batch, not raised).
 
@@ -153,6 +157,17 @@ class ReplyError(Exception):
         """The error's first word, e.g. ``NOSCRIPT`` or ``WRONGTYPE``."""
         message = str(self.args[0]) if self.args else ""
         return message.split(" ", 1)[0]
+
+    def __str__(self) -> str:
+        # Without the arguments Redis quotes back ("ERR unknown command 'SET', with args beginning
+        # with: 'key' 'token' ..." where an operator renamed a command): a lock's token, or a
+        # password, must never reach an error message or a log through a reply's text.
+        message = str(self.args[0]) if self.args else ""
+        quoted = message.find(QUOTED_ARGUMENTS)
+        return message if quoted == -1 else message[:quoted] + " (its arguments not shown)"
+
+    def __repr__(self) -> str:
+        return f"ReplyError({str(self)!r})"
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other.args == self.args

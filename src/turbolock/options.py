@@ -363,4 +363,6 @@ def node_address(node: object, argument: str) -> tuple[str, int]:
     if (isinstance(node, tuple) and len(node) == 2 and isinstance(node[0], str)
             and type(node[1]) is int and 0 < node[1] < 65536):
         return node[0], node[1]
-    raise InvalidArgumentTypeError(argument, f"items must be URLs or (host, port) pairs, not {node!r:.60}")
+    # The item's type alone: a URL given as bytes or a (host, port, password) carries a secret.
+    raise InvalidArgumentTypeError(argument, f"items must be URLs or (host, port) pairs, not a "
+                                             f"{type(node).__name__}")
