@@ -5,6 +5,7 @@ and frees the locks on one, ``turbolock bench`` measures turbolock against redis
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -105,32 +106,46 @@ def _run_locks(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit codes: 0 done, 1 a check or the server failed (said on stderr, never a traceback),
+    2 bad input."""
     args = build_parser().parse_args(argv)
+    from redis.exceptions import RedisError
+
+    from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, LockError, ReplyError
+
+    try:
+        return _run(args)
+    except (InvalidArgumentError, InvalidArgumentTypeError) as exc:
+        print(f"turbolock {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except (LockError, RedisError, OSError) as exc:
+        # redis-py's error text may quote a command's arguments back: shown as a reply's is
+        said = str(ReplyError(str(exc)))
+        print(f"turbolock {args.command}: {type(exc).__name__}: {said}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    url = args.url if args.url is not None or args.command not in ("demo", "bench") else os.environ.get(
+        "REDIS_URL")
+    if url:  # checked before anything starts (the demo's worker processes)
+        from turbolock.options import options_from_url
+
+        options_from_url(url)
     if args.command == "demo":
         from turbolock.demo import main as demo_main
 
         return demo_main(args.url, args.workers, args.items, args.stock, args.core)
     if args.command == "locks":
-        from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
-
-        try:
-            return _run_locks(args)
-        except (InvalidArgumentError, InvalidArgumentTypeError) as exc:
-            print(f"turbolock locks: {exc}", file=sys.stderr)
-            return 2
+        return _run_locks(args)
     if args.command == "bench":
         from turbolock.bench.command import main as bench_main
 
         return bench_main(args.url, args.core, args.quick, args.repeats, args.only, args.json, args.plot)
     if args.command == "doctor":
         from turbolock.doctor import main as doctor_main
-        from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 
-        try:
-            return doctor_main(args.url)
-        except (InvalidArgumentError, InvalidArgumentTypeError) as exc:
-            print(f"turbolock doctor: {exc}", file=sys.stderr)
-            return 2
+        return doctor_main(args.url)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

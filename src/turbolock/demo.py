@@ -9,15 +9,19 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from turbolock.client import LockClient
+from turbolock.errors import ConnectionError
 from turbolock.redis_server import RedisServer
 
 STOCK_KEY = "demo:stock:{}"
 SOLD_KEY = "demo:sold:{}"
+START_TIMEOUT = 120.0
+"""Seconds for every buyer process to start and connect (a spawned Python imports turbolock)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,12 @@ def run_sale(url: str, *, workers: int = 8, items: int = 10, stock: int = 100,
              for seed in range(workers)]
     for proc in procs:
         proc.start()
-    start.wait()
+    try:
+        start.wait(timeout=START_TIMEOUT)
+    except threading.BrokenBarrierError:  # a worker failed before the sale (its traceback above)
+        for proc in procs:
+            proc.kill()
+        raise ConnectionError(f"the buyer processes did not all start within {START_TIMEOUT:g} s") from None
     started = time.perf_counter()
     results = [out.get(timeout=300) for _ in procs]
     seconds = time.perf_counter() - started
