@@ -8,6 +8,7 @@ for readiness (a plain TCP connect, which a TLS port accepts too).
 from __future__ import annotations
 
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -213,6 +214,30 @@ def test_client_certificate_required_by_the_server(mutual_tls_server: RedisServe
                              ssl_certfile=str(pki.client_cert), ssl_keyfile=str(pki.client_key)) as client, \
             _raw_tls(mutual_tls_server, pki) as raw:
         _lifecycle(client, raw)
+
+
+def test_an_encrypted_client_key_is_opened_with_ssl_password(mutual_tls_server: RedisServer, pki: Pki,
+                                                             core_name: str, key_prefix: str,
+                                                             tmp_path: Path) -> None:
+    # Without its passphrase the key is refused at once (never asked for on a terminal); with it
+    # (or taken over from a redis.Redis by from_redis) the client works, and shows it nowhere.
+    passphrase = "key-Pa55phrase"
+    encrypted = tmp_path / "client-encrypted.key"
+    encrypt = ["openssl", "pkey", "-in", str(pki.client_key), "-aes256", "-out", str(encrypted)]
+    subprocess.run([*encrypt, "-passout", f"pass:{passphrase}"], check=True, capture_output=True)
+    url = f"rediss://127.0.0.1:{mutual_tls_server.port}/0"
+    files = {"ssl_ca_certs": str(pki.ca), "ssl_certfile": str(pki.client_cert), "ssl_keyfile": str(encrypted)}
+    with LockClient.from_url(url, core=core_name, key_prefix=key_prefix, timeout=5, **files) as client:
+        with pytest.raises(ConnectionError):
+            client.query("x")
+    with LockClient.from_url(url, core=core_name, key_prefix=key_prefix, ssl_password=passphrase,
+                             **files) as client, _raw_tls(mutual_tls_server, pki) as raw:
+        _lifecycle(client, raw)
+        assert passphrase not in repr(client) and passphrase not in repr(client.options)
+    source = redis.Redis(host="127.0.0.1", port=mutual_tls_server.port, ssl=True, ssl_password=passphrase,
+                         **files)
+    with source, LockClient.from_redis(source, core=core_name, key_prefix=key_prefix) as client:
+        _lifecycle(client, source)
 
 
 def test_plain_client_on_the_tls_port_fails(tls_server: RedisServer, core_name: str, key_prefix: str) -> None:

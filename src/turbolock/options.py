@@ -30,7 +30,8 @@ class ConnectionOptions:
 
     ``timeout`` is the deadline of one client call (acquire, release, a whole bulk chunk);
     ``connect_timeout`` bounds opening a connection, AUTH, SELECT and PING included.
-    TLS verifies the certificate and the host name unless ``insecure=True``.
+    TLS verifies the certificate and the host name unless ``insecure=True``; ``ssl_password``
+    opens an encrypted ``ssl_keyfile`` (without it such a key is refused, never asked for).
 
     ``replicas_ack=N`` makes every acquire wait (``WAIT N``, at most ``replicas_timeout``) until N
     replicas have it: a lock fewer replicas acknowledged could vanish in a failover, so it is
@@ -53,6 +54,7 @@ class ConnectionOptions:
     ssl_ca_certs: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
+    ssl_password: str | None = field(default=None, repr=False)
     ssl_cert_reqs: str = "required"
     ssl_check_hostname: bool = True
     insecure: bool = False
@@ -76,8 +78,10 @@ class ConnectionOptions:
         _check_int(self.db, "db")
         if self.db < 0:
             raise InvalidArgumentError("db", "must be a non-negative int")
-        if self.password is not None and not isinstance(self.password, str):
-            raise InvalidArgumentTypeError("password", f"must be str, not {type(self.password).__name__}")
+        for secret in ("password", "ssl_password"):
+            value = getattr(self, secret)
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgumentTypeError(secret, f"must be str, not {type(value).__name__}")
         if self.username is not None:
             _check_str(self.username, "username")
         for flag in ("ssl", "ssl_check_hostname", "insecure", "wake_waiters"):
@@ -114,7 +118,11 @@ class ConnectionOptions:
     def ssl_context(self) -> _ssl.SSLContext:
         context = _ssl.create_default_context(cafile=self.ssl_ca_certs)
         if self.ssl_certfile:
-            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
+            # An encrypted key without ssl_password fails to load: OpenSSL is never left to ask
+            # for the passphrase on a terminal (a service would hang on it).
+            password = self.ssl_password
+            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile,
+                                    password=password if password is not None else _no_passphrase)
         if self.insecure:
             context.check_hostname = self.ssl_check_hostname and self.ssl_cert_reqs == "required"
             context.verify_mode = _CERT_REQS[self.ssl_cert_reqs]
@@ -214,6 +222,10 @@ def _build(base: dict[str, Any], keywords: dict[str, Any]) -> ConnectionOptions:
             raise
         message = str(exc).removeprefix(f"{exc.argument}: ")
         raise type(exc)(alias, message) from None
+
+
+def _no_passphrase() -> bytes:
+    return b""
 
 
 def options_from_keywords(**keywords: Any) -> ConnectionOptions:
@@ -347,7 +359,7 @@ def options_from_redis(client: Any, **overrides: Any) -> ConnectionOptions:
         kwargs["connect_timeout"] = source["socket_connect_timeout"]
     if "ssl_cert_reqs" in source or pool.connection_class.__name__.endswith("SSLConnection"):
         kwargs["ssl"] = True
-        for key in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname"):
+        for key in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_check_hostname"):
             if source.get(key) is not None:
                 kwargs[key] = source[key]
         kwargs["ssl_cert_reqs"] = source.get("ssl_cert_reqs", "required")
