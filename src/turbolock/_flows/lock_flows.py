@@ -25,6 +25,7 @@ from turbolock.errors import (
     LockError,
     LockNotAcquiredError,
     LockNotOwnedError,
+    LockUsageError,
     OutcomeUnknownError,
     QuorumError,
     RedlockNotAcquiredError,
@@ -100,10 +101,22 @@ class LockFlows(LockState[LeaseT]):
             if entering:
                 raise self._not_acquired_error()
             return False
+        if self._lease is not None:  # another thread or task of this object got it first
+            self._give_back(lease)
+            raise LockUsageError(f"lock {self.name!r} was acquired twice at once by this {self.kind} "
+                                 "object (one per thread or task); the second lease is released",
+                                 names=[self.name])
         self._lease = lease
+        self._lost_in_block = False
         if entering:
             self._entered = lease
         return True
+
+    def _give_back(self, lease: LeaseT) -> None:
+        """A lease this object cannot hold: no longer renewed, released in the background."""
+        if lease.renewal is not None:
+            self.client._renewer().remove((lease,))
+        self.client._abandoned(lease.key, lease.token, lease.expires_at)
 
     def _release_start(self, exiting: bool, exc_type: type[BaseException] | None) -> LeaseT | None:
         """The lease release() gives back, or None when there is nothing to release (a ``with``
@@ -138,6 +151,8 @@ class LockFlows(LockState[LeaseT]):
         extended = yield from self.client._extend_flow(lease, new_ttl, additive)
         if not extended:
             with self._state_lock:
+                if self._lease is lease and self._entered is lease:
+                    self._lost_in_block = True  # the with block's exit reports the loss, not a release
                 self._drop(lease)
             raise LockNotOwnedError(f"lock {self.name!r} is no longer held{self.where} by this "
                                     f"{self.kind}; it was not extended", names=[self.name])
@@ -203,7 +218,11 @@ class SingleLockFlows(LockFlows[Lease]):
                 else:  # letting waiters elsewhere go first; its own release's message must not wake it
                     yield Sleep(waiting.within(seconds))
                     client._wake_consume(ticket)  # the attempt below sees what any release did
+            attempted = False
             while True:
+                if attempted and waiting.over():  # no attempt sent with no time left for its answer
+                    return None
+                attempted = True
                 try:
                     deadline = waiting.attempt_deadline(client.options.timeout)
                     attempt = (self.name, self.ttl, self._token, self.auto_renew, self.on_lost, deadline,

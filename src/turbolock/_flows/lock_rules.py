@@ -18,6 +18,7 @@ from turbolock.errors import (
     ConnectionError,
     InvalidArgumentError,
     LockLostError,
+    LockNotOwnedError,
     LockUsageError,
     OutcomeUnknownError,
     TimeoutError,
@@ -147,6 +148,8 @@ class LockState(Generic[LeaseT]):
         self.on_lost = on_lost
         self._lease: LeaseT | None = None
         self._entered: LeaseT | None = None
+        self._lost_in_block = False
+        """An extend inside the ``with`` block found the lock gone (its exit reports the loss)."""
 
     def _wait_for(self, blocking: bool | None, timeout: Seconds | None) -> float | None:
         """The wait of one acquire() call, from its arguments or the Lock's settings."""
@@ -203,6 +206,9 @@ class LockState(Generic[LeaseT]):
         if self._lease is not None:
             return True
         if entered is not None and exc_type is None:
+            if self._lost_in_block:  # an extend in the block found it gone: the loss, not a misuse
+                raise LockNotOwnedError(f"lock {self.name!r} was lost inside its with block (an extend "
+                                        "found it no longer held)", names=[self.name])
             raise LockUsageError(f"lock {self.name!r} was released inside its with block", names=[self.name])
         return False
 
