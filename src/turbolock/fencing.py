@@ -59,20 +59,36 @@ def _fence_args(fence: object) -> list[object]:
         if fence < 1:
             raise InvalidArgumentTypeError("fence", "must be a lease's fence: an int of 1 or more")
         return [1, "fence", fence]
-    if isinstance(fence, (tuple, list)):
-        names = getattr(fence, "masters", None)  # a lease's MasterFences: each master by name
+    names = getattr(fence, "masters", None)  # a lease's MasterFences: each master by name
+    if isinstance(fence, tuple) and names is not None:
         pairs: list[object] = []
-        for master, number in enumerate(fence):
+        for name, number in zip(names, fence, strict=True):
             if number is None:
                 continue
             if type(number) is not int or number < 1:
                 raise InvalidArgumentTypeError("fence", "a Redlock lease's fences must be ints of 1 or more "
                                                         "(None where not granted)")
-            pairs += [f"fence:{master if names is None else names[master]}", number]
+            pairs += [f"fence:{name}", number]
         if pairs:
             return [len(pairs) // 2, *pairs]
+    elif isinstance(fence, (tuple, list)):
+        raise InvalidArgumentTypeError("fence", "a Redlock lease's fences must be passed as lease.fences "
+                                                "(it names each master; numbers by position could be "
+                                                "compared with another master's)")
     raise InvalidArgumentTypeError("fence", "must be a lease's fence (an int of 1 or more) or a Redlock "
                                             "lease's fences")
+
+
+def _checked_key(key: object) -> str | bytes:
+    if not isinstance(key, str | bytes):
+        raise InvalidArgumentTypeError("key", f"must be str or bytes, not {type(key).__name__}")
+    return key
+
+
+def _checked_value(value: object) -> str | bytes | int:
+    if not isinstance(value, str | bytes | int) or isinstance(value, bool):
+        raise InvalidArgumentTypeError("value", f"must be str, bytes or int, not {type(value).__name__}")
+    return value
 
 
 class FencedStore:
@@ -87,18 +103,20 @@ class FencedStore:
     def read(self, key: str | bytes, fence: Fence) -> bytes | None:
         """The value of ``key`` (None if never written), recording ``fence`` as seen;
         ``StaleFenceError`` when a higher fence has been seen."""
-        reply = self._read(keys=[key], args=_fence_args(fence))
+        reply = self._read(keys=[_checked_key(key)], args=_fence_args(fence))
         if not reply[0]:
             raise StaleFenceError(f"fence {fence} is older than one {key!r} has seen")
         return reply[1] if len(reply) > 1 else None
 
     def write(self, key: str | bytes, value: str | bytes | int, fence: Fence) -> bool:
         """Write ``value`` unless a higher fence has been seen on ``key``: whether it was written."""
-        return bool(self._write(keys=[key], args=[*_fence_args(fence), value]))
+        return bool(self._write(keys=[_checked_key(key)], args=[*_fence_args(fence), _checked_value(value)]))
 
     def write_many(self, items: Sequence[tuple[str | bytes, str | bytes | int, Fence]]) -> list[bool]:
         """``write`` for each (key, value, fence), pipelined; whether each was written."""
-        pipe = self.redis.pipeline(transaction=False)
-        for key, value, fence in items:
-            self._write(keys=[key], args=[*_fence_args(fence), value], client=pipe)
+        calls = [([_checked_key(key)], [*_fence_args(fence), _checked_value(value)])
+                 for key, value, fence in items]
+        pipe = self.redis.pipeline(transaction=False)  # every item checked before any is sent
+        for keys, args in calls:
+            self._write(keys=keys, args=args, client=pipe)
         return [bool(reply) for reply in pipe.execute()]

@@ -122,6 +122,10 @@ class MasterFences(tuple[int | None, ...]):
         made.masters = masters
         return made
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy, deepcopy and pickle rebuild it with its names (a tuple's own way passes the numbers alone)
+        return (MasterFences, (tuple(self), self.masters))
+
 
 def master_names(masters: Sequence[Any]) -> tuple[str, ...]:
     """Each Redlock master's name for ``MasterFences``: its address, host lowercased, and db."""

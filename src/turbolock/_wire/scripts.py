@@ -145,8 +145,18 @@ local key = KEYS[1]
 if not redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
   return false
 end
-return next_fence(key)
+local ok, fence = pcall(next_fence, key)
+if ok then
+  return fence
+end
+redis.call('del', key)
+if type(fence) == 'table' and fence.err then
+  return fence
+end
+return redis.error_reply(tostring(fence))
 """)
+"""SET NX PX and the key's next fence; a counter that fails (OOM, not a number) deletes the
+lock again and answers its error, so an error never leaves a lock held (as the bulk script)."""
 
 # RELEASE for many locks in one call (a bulk release's, one server): KEYS = lock keys, ARGV[i] =
 # the token of KEYS[i]. Replies only what failed (see ``outcomes.failures``): i, 0 for a key not

@@ -1,0 +1,47 @@
+"""Fencing's edges: a fenced acquire whose counter fails leaves no lock behind (the bulk script
+already gave it back; the single one kept it held for its whole ttl), and FencedStore refuses a
+key or value of the wrong type with a typed error naming it, before anything is written. Both
+found in review."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from turbolock import FencedStore, InvalidArgumentTypeError, ResponseError
+
+
+def test_a_fenced_acquire_whose_counter_fails_leaves_no_lock(make_client: Callable[..., Any],
+                                                             raw: redis.Redis, key_prefix: str) -> None:
+    # (FENCED_ACQUIRE serves try_acquire, Lock objects, a Cluster's bulk acquire and Redlock.)
+    client = make_client()
+    raw.set("{" + key_prefix + "x}:fence", b"not a number")  # what a colliding lock key leaves there
+    with pytest.raises(ResponseError, match="not an integer"):
+        client.try_acquire("x", 30, fenced=True)
+    deadline = time.monotonic() + 3.0
+    while raw.exists(key_prefix + "x") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not raw.exists(key_prefix + "x"), (
+        f"an errored fenced acquire left the lock held for {raw.pttl(key_prefix + 'x')} ms more")
+
+
+@pytest.mark.parametrize(("call", "argument"), [
+    (lambda store, key: store.write(key, None, 1), "value"),
+    (lambda store, key: store.write(key, True, 1), "value"),
+    (lambda store, key: store.write(None, "v", 1), "key"),
+    (lambda store, key: store.read(None, 1), "key"),
+    (lambda store, key: store.write_many([(key, "v", 1), (key, None, 2)]), "value"),
+], ids=["value-None", "value-bool", "write-key-None", "read-key-None", "write_many-value-None"])
+def test_bad_store_arguments_raise_a_typed_error_naming_them(raw: redis.Redis, key_prefix: str,
+                                                             call: Callable[[FencedStore, str], Any],
+                                                             argument: str) -> None:
+    store = FencedStore(raw)
+    key = key_prefix + "k"
+    with pytest.raises(InvalidArgumentTypeError) as raised:
+        call(store, key)
+    assert raised.value.argument == argument  # type: ignore[attr-defined]
+    assert raw.exists(key) == 0
