@@ -17,21 +17,45 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from turbolock.errors import InvalidArgumentError
+from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _PLACEHOLDERS = {"named": ":{}", "pyformat": "%({})s"}
+_PARAMETERS = ("key", "fence")
+"""The statements' own parameters: no column may be named so (it would share their value)."""
 
 
 def _identifier(name: object, argument: str) -> str:
+    """``name`` quoted: a reserved word (``user``, ``order``) is then the column on every database
+    (PostgreSQL reads a bare ``user`` as the session's user), and case matters."""
     if not isinstance(name, str) or not _IDENTIFIER.match(name):
         raise InvalidArgumentError(argument, "must be a plain SQL identifier (letters, digits, _)")
-    return name
+    return f'"{name}"'
 
 
-def _table_names(table: str, key_column: str, fence_column: str) -> tuple[str, str, str]:
-    return (_identifier(table, "table"), _identifier(key_column, "key_column"),
-            _identifier(fence_column, "fence_column"))
+def _statement_names(table: object, key_column: object, fence_column: object,
+                     columns: object) -> tuple[str, str, str, list[tuple[str, str]]]:
+    """The quoted table, key column and fence column, and each column (name, quoted), every one
+    checked: no column given twice, none the key's or the fence's, none named ``key``/``fence``."""
+    if isinstance(columns, str | bytes) or not isinstance(columns, Sequence):
+        raise InvalidArgumentTypeError("columns", "must be a list of column names, not "
+                                                  f"{type(columns).__name__}")
+    names = [(column, _identifier(column, "columns")) for column in columns]
+    key, fence = _identifier(key_column, "key_column"), _identifier(fence_column, "fence_column")
+    if key == fence:
+        raise InvalidArgumentError("fence_column", "must not be the key column")
+    plain = [column for column, _ in names]
+    if len(set(plain)) != len(plain):
+        raise InvalidArgumentError("columns", "names a column twice")
+    for column in plain:
+        if column in (key_column, fence_column):
+            raise InvalidArgumentError("columns", f"{column!r} is the key or the fence column, which the "
+                                                  "statement sets itself")
+        if column in _PARAMETERS:
+            raise InvalidArgumentError("columns", f"a column named {column!r} would share the statement's "
+                                                  f"own {column!r} parameter; rename it or write the "
+                                                  "statement by hand")
+    return _identifier(table, "table"), key, fence, names
 
 
 def _placeholder(paramstyle: str) -> str:
@@ -44,12 +68,13 @@ def fenced_write_sql(table: str, key_column: str, columns: Sequence[str], fence_
                      paramstyle: str = "named") -> str:
     """``UPDATE table SET <columns>, fence_column = <fence> WHERE key_column = <key> AND
     fence_column <= <fence>``, with parameters named after the columns plus ``key`` and
-    ``fence``. Zero rows updated: a newer holder has been there (or no such row)."""
+    ``fence``; identifiers quoted. Zero rows updated: a newer holder has been there (or no such
+    row)."""
     mark = _placeholder(paramstyle)
-    table, key_column, fence_column = _table_names(table, key_column, fence_column)
-    assignments = [f"{_identifier(column, 'columns')} = {mark.format(column)}" for column in columns]
-    if not assignments:
+    table, key_column, fence_column, names = _statement_names(table, key_column, fence_column, columns)
+    if not names:
         raise InvalidArgumentError("columns", "must name at least one column to write")
+    assignments = [f"{quoted} = {mark.format(column)}" for column, quoted in names]
     fence = mark.format("fence")
     return (f"UPDATE {table} SET {', '.join(assignments)}, {fence_column} = {fence} "
             f"WHERE {key_column} = {mark.format('key')} AND {fence_column} <= {fence}")
@@ -61,10 +86,9 @@ def fenced_read_sql(table: str, key_column: str, columns: Sequence[str], fence_c
     <columns>``: a read that records the fence (no row back: a newer holder has been there).
     Needs ``RETURNING`` (PostgreSQL, SQLite 3.35+)."""
     mark = _placeholder(paramstyle)
-    table, key_column, fence_column = _table_names(table, key_column, fence_column)
-    returned = [_identifier(column, "columns") for column in columns]
-    if not returned:
+    table, key_column, fence_column, names = _statement_names(table, key_column, fence_column, columns)
+    if not names:
         raise InvalidArgumentError("columns", "must name at least one column to read")
     fence = mark.format("fence")
     return (f"UPDATE {table} SET {fence_column} = {fence} WHERE {key_column} = {mark.format('key')} "
-            f"AND {fence_column} <= {fence} RETURNING {', '.join(returned)}")
+            f"AND {fence_column} <= {fence} RETURNING {', '.join(quoted for _, quoted in names)}")
