@@ -1,7 +1,7 @@
 """Fencing's edges: a fenced acquire whose counter fails leaves no lock behind (the bulk script
 already gave it back; the single one kept it held for its whole ttl), and FencedStore refuses a
-key or value of the wrong type with a typed error naming it, before anything is written. Both
-found in review."""
+key or value of the wrong type, or a fence above what it compares exactly (2**53), with a typed
+error naming it, before anything is written. Found in review."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ def test_a_fenced_acquire_whose_counter_fails_leaves_no_lock(make_client: Callab
     (lambda store, key: store.write(None, "v", 1), "key"),
     (lambda store, key: store.read(None, 1), "key"),
     (lambda store, key: store.write_many([(key, "v", 1), (key, None, 2)]), "value"),
-], ids=["value-None", "value-bool", "write-key-None", "read-key-None", "write_many-value-None"])
+    (lambda store, key: store.write(key, "v", 2**53 + 1), "fence"),  # not compared exactly by Lua
+], ids=["value-None", "value-bool", "write-key-None", "read-key-None", "write_many-value-None", "huge-fence"])
 def test_bad_store_arguments_raise_a_typed_error_naming_them(raw: redis.Redis, key_prefix: str,
                                                              call: Callable[[FencedStore, str], Any],
                                                              argument: str) -> None:

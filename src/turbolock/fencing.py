@@ -54,10 +54,15 @@ Fence = int | Sequence[int | None]
 ``lease.fences`` of a fenced Redlock acquire (one per master, None where not granted)."""
 
 
+MAX_FENCE = 2**53
+"""The largest fence the store compares exactly (its scripts' numbers are Lua doubles); a
+counter grown by INCR, one per grant, never comes near it."""
+
+
 def _fence_args(fence: object) -> list[object]:
     if type(fence) is int:
-        if fence < 1:
-            raise InvalidArgumentTypeError("fence", "must be a lease's fence: an int of 1 or more")
+        if not 1 <= fence <= MAX_FENCE:
+            raise InvalidArgumentTypeError("fence", "must be a lease's fence: an int from 1 to 2**53")
         return [1, "fence", fence]
     names = getattr(fence, "masters", None)  # a lease's MasterFences: each master by name
     if isinstance(fence, tuple) and names is not None:
@@ -65,9 +70,9 @@ def _fence_args(fence: object) -> list[object]:
         for name, number in zip(names, fence, strict=True):
             if number is None:
                 continue
-            if type(number) is not int or number < 1:
-                raise InvalidArgumentTypeError("fence", "a Redlock lease's fences must be ints of 1 or more "
-                                                        "(None where not granted)")
+            if type(number) is not int or not 1 <= number <= MAX_FENCE:
+                raise InvalidArgumentTypeError("fence", "a Redlock lease's fences must be ints from 1 to "
+                                                        "2**53 (None where not granted)")
             pairs += [f"fence:{name}", number]
         if pairs:
             return [len(pairs) // 2, *pairs]
