@@ -21,12 +21,12 @@ SCAN_COUNT = 1000
 @dataclass(frozen=True)
 class HeldLock:
     name: str
-    remaining: float | None
-    """Seconds left, or None for a key without a ttl (not a turbolock lock, or one made by hand)."""
+    remaining: float
+    """Seconds left."""
 
     @property
     def left(self) -> str:
-        return "no ttl" if self.remaining is None else f"{self.remaining:.3f} s"
+        return f"{self.remaining:.3f} s"
 
     def line(self) -> str:
         return f"{self.name}\t{self.left}"
@@ -47,6 +47,11 @@ def connect(url: str) -> Any:
         return plain
     plain.close()
     return redis.RedisCluster.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+
+
+NO_TTL = """Every lock has a ttl; a key under the prefix without one is no lock but a lock's own
+key: a fence counter (``<key>:fence`` for a name with a hash tag), a fair lock's queue. Deleting
+one would restart that name's fences at 1, so it is neither listed nor released."""
 
 
 def _decode(name: bytes) -> str:
@@ -78,9 +83,9 @@ def _with_ttls(server: Any, prefix: str, keys: list[bytes]) -> Iterator[HeldLock
     for key in keys:
         pipe.pttl(key)
     for key, pttl in zip(keys, pipe.execute(), strict=True):
-        if pttl == -2:
-            continue  # expired or released since the scan saw it
-        yield HeldLock(_decode(key)[len(prefix):], None if pttl < 0 else pttl / 1000.0)
+        if pttl < 0:  # expired or released since the scan saw it, or no lock (NO_TTL)
+            continue
+        yield HeldLock(_decode(key)[len(prefix):], pttl / 1000.0)
 
 
 def _escape_glob(text: str) -> str:
@@ -89,16 +94,19 @@ def _escape_glob(text: str) -> str:
 
 
 def inspect(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> HeldLock | None:
-    """The lock ``name`` if anyone holds it, else None."""
+    """The lock ``name`` if anyone holds it, else None (a key without a ttl is no lock: ``NO_TTL``)."""
     pttl = server.pttl(prefix + name)
-    if pttl == -2:
+    if pttl < 0:
         return None
-    return HeldLock(name, None if pttl < 0 else pttl / 1000.0)
+    return HeldLock(name, pttl / 1000.0)
 
 
 def force_release(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> bool:
     """Delete the lock ``name`` whoever holds it; whether there was one to delete. Its holder is
-    not told: it finds the lock gone at its next renewal, extend or check."""
+    not told: it finds the lock gone at its next renewal, extend or check. A key without a ttl
+    is never deleted (``NO_TTL``)."""
+    if server.pttl(prefix + name) < 0:
+        return False
     return bool(server.delete(prefix + name))
 
 
