@@ -29,7 +29,7 @@ STALE_CHECK_AFTER = 0.001
 
 class ConnectionPool:
     __slots__ = ("options", "core", "key_prefix", "size", "on_orphan", "_open", "_next", "_connecting",
-                 "_closed", "_loop", "_thread", "set_ifeq")
+                 "_closed", "_loop", "_thread", "set_ifeq", "_parents")
 
     def __init__(self, options: ConnectionOptions, core: Any, key_prefix: bytes, size: int,
                  on_orphan: OrphanHandler) -> None:
@@ -46,6 +46,9 @@ class ConnectionPool:
         self._thread = 0  # the thread that loop runs in
         self.set_ifeq = False
         """Whether the server offers ``SET ... IFEQ``, as the newest connection's handshake said."""
+        self._parents: list[Any] = []
+        """In a forked child: the parent's connections, kept from the garbage collector (see
+        ``forget_after_fork``)."""
 
     def ready(self) -> RedisProtocol | None:
         """An open connection when the pool is full, else None (then ``await connect()``).
@@ -156,6 +159,15 @@ class ConnectionPool:
         for conn in conns:
             conn.on_close = None
             conn.abort(error)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: the parent's connections and event loop are not this process's.
+        Nothing of theirs is touched (closing one through the inherited loop would unregister the
+        parent's socket from the epoll instance both processes share, shutting it down would
+        close the parent's connection): they are set aside, and the next call opens new ones."""
+        self._parents.append((self._open, self._connecting, self._loop))
+        self._open, self._next, self._connecting = [], 0, None
+        self._loop, self._thread = None, 0
 
     def _connected(self, task: asyncio.Task[RedisProtocol]) -> None:
         if self._connecting is task:

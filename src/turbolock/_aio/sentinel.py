@@ -60,6 +60,9 @@ class SentinelNodes:
             executor = self._nodes[address] = Executor(pool, 1)
         return executor
 
+    def pools(self) -> list[ConnectionPool]:
+        return [node.pool for node in self._nodes.values()]
+
     async def close(self) -> None:
         nodes, self._nodes = list(self._nodes.values()), {}
         for node in nodes:

@@ -42,6 +42,7 @@ from turbolock._flows.client_settings import (
 )
 from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.fair import fair_attempt_flow
+from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch
 from turbolock._flows.single import (
     acquire_result,
@@ -95,6 +96,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         self._tokens = TokenSource()
         self._cleanup_runner: asyncio.Task[None] | None = None
         self._waker_instance: AsyncWaker | AsyncClusterWaker | None = None
+        self._parents: list[Any] = []  # a forked child's: the parent's renewer and waker, set aside
+        forget_parent_locks_after_fork(self)
 
     def _open(self, max_connections: int) -> None:
         """The server side: the pipelining connections and the executor over them."""
@@ -401,6 +404,19 @@ class AsyncLockClient(ClientRules[AsyncLock]):
 
     def _adopt_running_loop(self) -> None:
         self._pool.adopt_running_loop()
+
+    def _connection_pools(self) -> list[ConnectionPool]:
+        return [self._pool]
+
+    def _forget_parent_locks(self) -> None:
+        # In a forked child: the parent's leases, renewals, cleanups and connections are the
+        # parent's (their tasks and sockets belong to its event loop, never touched here).
+        self._owner = Owner()
+        self._cleanup.clear()
+        self._parents.append((self._renewer_instance, self._waker_instance, self._cleanup_runner))
+        self._renewer_instance = self._waker_instance = self._cleanup_runner = None
+        for pool in self._connection_pools():
+            pool.forget_after_fork()
 
     @property
     def closed(self) -> bool:

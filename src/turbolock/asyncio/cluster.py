@@ -12,6 +12,7 @@ from typing import Any
 
 from turbolock._aio.cluster import ClusterExecutor
 from turbolock._aio.cluster_waker import AsyncClusterWaker
+from turbolock._aio.pool import ConnectionPool
 from turbolock._flows.claim import ClaimResult
 from turbolock._flows.client_settings import (
     CLIENT_KEYWORDS,
@@ -65,6 +66,9 @@ class AsyncClusterLockClient(AsyncLockClient):
     def _adopt_running_loop(self) -> None:
         for node in self._cluster._nodes.values():
             node.pool.adopt_running_loop()
+
+    def _connection_pools(self) -> list[ConnectionPool]:
+        return [node.pool for node in self._cluster._nodes.values()]
 
     async def _close_connections(self) -> None:
         await self._cluster.close()

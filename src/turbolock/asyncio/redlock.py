@@ -20,6 +20,7 @@ from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE
 from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.lock_flows import RedlockLockFlows
 from turbolock._flows.lock_rules import lock_ttl
+from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
 from turbolock._flows.redlock_bulk import extend_many_flow, release_many_flow
 from turbolock._flows.redlock_flows import RedlockFlows
 from turbolock._flows.redlock_result import RedlockLease, RedlockManyResult, RedlockResult
@@ -59,6 +60,14 @@ class AsyncRedlockClient(RedlockFlows):
         self._fan_many = partial(fan_out, self.masters, self._buffer)
         self._renewer_instance: AsyncRedlockRenewer | None = None
         self._closed = False
+        self._parents: list[Any] = []
+        forget_parent_locks_after_fork(self)  # after the masters' clients: each forgets its own first
+
+    def _forget_parent_locks(self) -> None:
+        # In a forked child: the parent's Redlock leases and their renewal task are the parent's.
+        self._owner = Owner()
+        self._parents.append(self._renewer_instance)
+        self._renewer_instance = None
 
     # -- single locks ---------------------------------------------------------------------------
 

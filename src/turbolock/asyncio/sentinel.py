@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from turbolock._aio.pool import ConnectionPool
 from turbolock._aio.sentinel import SentinelExecutor, SentinelNodes, SentinelPool
 from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE, DEFAULT_KEY_PREFIX
 from turbolock._flows.sentinel_routes import SentinelRoutes, SentinelRules
@@ -35,3 +36,6 @@ class AsyncSentinelLockClient(SentinelRules, AsyncLockClient):
     async def _close_connections(self) -> None:
         await self._pool.close()
         await self._sentinels.close()
+
+    def _connection_pools(self) -> list[ConnectionPool]:
+        return [self._pool, *self._sentinels.pools()]
