@@ -90,6 +90,21 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[Any]:
+    """A throwaway PostgreSQL cluster (``initdb``/``pg_ctl`` on a free port) for the module."""
+    from _postgres import Postgres, binaries
+
+    bin_dir = binaries()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed here (scripts/bootstrap.sh installs Debian's postgresql)")
+    server = Postgres(bin_dir).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def key_prefix() -> str:
     return f"t-{uuid.uuid4().hex[:12]}:"

@@ -5,8 +5,6 @@ tokens out of every repr and message.
 
 from __future__ import annotations
 
-import os
-import select
 import socket
 import time
 import traceback
@@ -16,6 +14,7 @@ import pytest
 import redis
 
 from _eventually import eventually as _eventually
+from _forking import in_forked_child
 from _waking import PROMPT, acquire_in_thread, stop_polling
 from turbolock import (
     AcquireOutcomeUnknownError,
@@ -415,27 +414,6 @@ def _client_addresses(raw: redis.Redis) -> set[str]:
     return {entry["addr"] for entry in raw.client_list() if int(entry["id"]) != own}
 
 
-def _wait_for_child(pid: int, read_fd: int, limit: float = 30.0) -> str:
-    deadline = time.monotonic() + limit
-    chunks = []
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                os.kill(pid, 9)
-                raise AssertionError("the forked child did not finish")
-            readable, _, _ = select.select([read_fd], [], [], remaining)
-            if readable:
-                chunk = os.read(read_fd, 65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-    finally:
-        os.close(read_fd)
-        os.waitpid(pid, 0)
-    return b"".join(chunks).decode()
-
-
 def test_forked_child_gets_its_own_connection(own_server: RedisServer, core_name: str,
                                               key_prefix: str) -> None:
     with LockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=5) as client, \
@@ -445,31 +423,19 @@ def test_forked_child_gets_its_own_connection(own_server: RedisServer, core_name
         before = _client_addresses(raw)
         assert len(before) == 1, "the parent has one idle connection"
 
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: report and leave, never return into pytest
-            try:
-                os.close(read_fd)
-                for _ in range(100):
-                    assert client.query("parent").held is True
-                    assert client.query("free").held is False
-                child_lease = client.try_acquire("child", 60)
-                assert child_lease is not None
-                assert client.release(child_lease)
-                message = "ok"
-            except BaseException:
-                message = traceback.format_exc()
-            finally:
-                try:
-                    os.write(write_fd, message.encode())
-                finally:
-                    os._exit(0)
-        os.close(write_fd)
-        # Meanwhile the parent uses its own connection: a shared socket would mix up the replies.
-        for _ in range(100):
-            assert client.query("parent").held is True
-            assert client.query("free").held is False
-        assert _wait_for_child(pid, read_fd) == "ok"
+        def queries() -> None:  # in both: a shared socket would mix up the replies
+            for _ in range(100):
+                assert client.query("parent").held is True
+                assert client.query("free").held is False
+
+        def child() -> str:
+            queries()
+            child_lease = client.try_acquire("child", 60)
+            assert child_lease is not None
+            assert client.release(child_lease)
+            return "ok"
+
+        assert in_forked_child(child, queries) == "ok"
 
         assert client.query("child").held is False
         deadline = time.monotonic() + GENEROUS
@@ -582,27 +548,19 @@ def test_a_forked_child_waits_with_its_own_subscriber(own_server: RedisServer, c
         assert held is not None
         assert not client.lock("forked", 60).acquire(timeout=0.3)  # the parent's subscriber exists
         parent_waker = client._waker()
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.close(read_fd)
-                lock = client.lock("forked", 60)
-                assert lock.acquire(timeout=10)
-                assert client._waker() is parent_waker and client._waker().connects == 1  # made anew
-                lock.release()
-                message = "ok"
-            except BaseException:
-                message = traceback.format_exc()
-            finally:
-                try:
-                    os.write(write_fd, message.encode())
-                finally:
-                    os._exit(0)
-        os.close(write_fd)
-        time.sleep(1.0)  # the child waits, subscribed by now
-        assert client.release(held)
-        assert _wait_for_child(pid, read_fd) == "ok"
+
+        def child() -> str:
+            lock = client.lock("forked", 60)
+            assert lock.acquire(timeout=10)
+            assert client._waker() is parent_waker and client._waker().connects == 1  # made anew
+            lock.release()
+            return "ok"
+
+        def release_when_the_child_waits() -> None:
+            time.sleep(1.0)  # the child waits, subscribed by now
+            assert client.release(held)
+
+        assert in_forked_child(child, release_when_the_child_waits) == "ok"
         again = client.try_acquire("forked", 60)
         assert again is not None  # the child released it
         thread, done = acquire_in_thread(client.lock("forked", 60), 10)

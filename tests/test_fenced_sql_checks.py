@@ -13,21 +13,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from _postgres import Postgres, binaries
+from _postgres import Postgres
 from turbolock import InvalidArgumentError, InvalidArgumentTypeError
 from turbolock.fenced_sql import fenced_read_sql, fenced_write_sql
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[Postgres]:
-    bin_dir = binaries()
-    if bin_dir is None:
-        pytest.skip("PostgreSQL is not installed here")
-    server = Postgres(bin_dir).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

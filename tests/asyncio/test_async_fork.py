@@ -8,37 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import select
 import time
-import traceback
 
 import pytest
 import redis
 
+from _forking import in_forked_child
 from turbolock import InvalidArgumentError
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
-
-
-def _wait_for_child(pid: int, read_fd: int, limit: float = 30.0) -> str:
-    deadline = time.monotonic() + limit
-    chunks = []
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                os.kill(pid, 9)
-                raise AssertionError("the forked child did not finish")
-            readable, _, _ = select.select([read_fd], [], [], remaining)
-            if readable:
-                chunk = os.read(read_fd, 65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-    finally:
-        os.close(read_fd)
-        os.waitpid(pid, 0)
-    return b"".join(chunks).decode()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -48,25 +26,14 @@ def test_forked_child_cannot_release_the_parents_async_lease(redis_server: Redis
     raw = redis.Redis(host=redis_server.host, port=redis_server.port)
     lease = asyncio.run(client.try_acquire("parent", 60))  # the loop is closed when it returns
     assert lease is not None
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
+    def child() -> str:
         try:
-            os.close(read_fd)
-            try:
-                released = asyncio.run(client.release(lease))
-                message = f"the child's release of the parent's lease returned {released!r}"
-            except InvalidArgumentError as exc:
-                message = "ok" if "another process" in str(exc) else f"wrong error: {exc}"
-        except BaseException:
-            message = traceback.format_exc()
-        finally:
-            try:
-                os.write(write_fd, message.encode())
-            finally:
-                os._exit(0)
-    os.close(write_fd)
-    message = _wait_for_child(pid, read_fd)
+            released = asyncio.run(client.release(lease))
+        except InvalidArgumentError as exc:
+            return "ok" if "another process" in str(exc) else f"wrong error: {exc}"
+        return f"the child's release of the parent's lease returned {released!r}"
+
+    message = in_forked_child(child)
     try:
         assert raw.get(key_prefix.encode() + b"parent") == lease.token, "the parent's lock was deleted"
         assert message == "ok", message
@@ -83,22 +50,11 @@ def test_forked_child_using_the_async_client_leaves_the_parents_connection_alone
     try:
         lease = loop.run_until_complete(client.try_acquire("parent", 60))
         assert lease is not None
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: its own calls, on a loop of its own
-            try:
-                os.close(read_fd)
-                info = asyncio.run(client.query("other"))
-                message = "ok" if not info.held else f"unexpected {info!r}"
-            except BaseException:
-                message = traceback.format_exc()
-            finally:
-                try:
-                    os.write(write_fd, message.encode())
-                finally:
-                    os._exit(0)
-        os.close(write_fd)
-        _wait_for_child(pid, read_fd)
+        def child() -> str:  # its own calls, on a loop of its own
+            info = asyncio.run(client.query("other"))
+            return "ok" if not info.held else f"unexpected {info!r}"
+
+        assert in_forked_child(child) == "ok"
         started = time.monotonic()
         info = loop.run_until_complete(client.query("parent"))  # the parent's own connection
         assert info.held and time.monotonic() - started < 0.5
