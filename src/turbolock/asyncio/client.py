@@ -23,7 +23,7 @@ from turbolock._aio.pool import ConnectionPool
 from turbolock._aio.protocol import NotSent
 from turbolock._aio.renewer import OnLost, Renewer
 from turbolock._aio.tokens import TokenSource
-from turbolock._aio.waiting import finished_within, run_within
+from turbolock._aio.waiting import done_by, finished_within, run_within
 from turbolock._aio.waker import AsyncWaker
 from turbolock._flows.bulk_flows import (
     acquire_or_claim_flow,
@@ -323,7 +323,9 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         return [UNKNOWN] * len(batches)
 
     async def _release_renewed(self, leases: list[Lease], deadline: float) -> list[bool]:
-        return await self.release_many(leases)
+        """``close()``'s release of the renewed locks, by its deadline (what gets no answer by
+        then is owed in the background, or expires by its ttl)."""
+        return await done_by(self.release_many(leases), deadline, f"{self.options.address} (close)")
 
     def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None:
         """Release ``key`` with ``token`` in the background, until ``forget_at`` (its key's expiry)."""
@@ -382,7 +384,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         if self._closed:
             return
         self._adopt_running_loop()  # LockUsageError before anything is touched, if it must
-        await run(stop_renewing_flow(self))
+        await run(stop_renewing_flow(self, deadline))
         if self._cleanup:
             try:
                 finished, _ = await run_within(self._cleanup_once(), deadline - time.monotonic())
