@@ -1,5 +1,6 @@
 """Fencing's edges: a fenced acquire whose counter fails leaves no lock behind (the bulk script
-already gave it back; the single one kept it held for its whole ttl), and FencedStore refuses a
+already gave it back; the single one kept it held for its whole ttl), a fenced claim's error
+names the lock whose counter failed (it named the chunk's first), and FencedStore refuses a
 key or value of the wrong type, or a fence above what it compares exactly (2**53), with a typed
 error naming it, before anything is written. Found in review."""
 
@@ -46,3 +47,21 @@ def test_bad_store_arguments_raise_a_typed_error_naming_them(raw: redis.Redis, k
         call(store, key)
     assert raised.value.argument == argument  # type: ignore[attr-defined]
     assert raw.exists(key) == 0
+
+
+def test_a_fenced_claims_error_names_the_lock_that_failed(make_client: Callable[..., Any], raw: redis.Redis,
+                                                          key_prefix: str) -> None:
+    # The walk starts at a random name: the first name of the chunk is seldom the failing one.
+    client = make_client()
+    names = [f"shard:{i}" for i in range(10)]
+    raw.set("{" + key_prefix + "shard:6}:fence", b"not a number")
+    blamed = []
+    for _ in range(5):
+        with pytest.raises(ResponseError, match="not an integer") as raised:
+            client.acquire_many(names, 30, limit=10, fenced=True)
+        blamed.append(list(raised.value.names))
+        deadline = time.monotonic() + 3.0  # what the failed call took is given back in the background
+        while raw.keys(key_prefix + "shard:*") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert raw.keys(key_prefix + "shard:*") == []
+    assert blamed == [["shard:6"]] * 5, f"errors blamed {blamed}; shard:6's counter is the broken one"

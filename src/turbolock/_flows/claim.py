@@ -24,7 +24,13 @@ from turbolock._flows.bulk_plan import batch_tokens, check_tokens, encode_unique
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._wire.replies import reply_error
 from turbolock._wire.scripts import NEXT_FENCE, Script
-from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, LockError, ResponseError
+from turbolock.errors import (
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    LockError,
+    ReplyError,
+    ResponseError,
+)
 from turbolock.lease import FencedLease, Lease
 
 # KEYS = lock keys, in the order to try them; ARGV[1] = ttl in ms, ARGV[2] = how many to take at
@@ -42,7 +48,7 @@ for i = 1, #KEYS do
   if call('set', KEYS[i], ARGV[i + 3], 'NX', 'PX', ttl) then
     taken[#taken + 1] = i - 1
     if fenced then
-      taken[#taken + 1] = next_fence(KEYS[i])
+      taken[#taken + 1] = claimed_fence(KEYS[i], i - 1)
     end
     count = count + 1
     if count == want then
@@ -206,10 +212,15 @@ class ClaimPlan:
         return True
 
     def error(self, reply: object) -> LockError:
-        """The exception for a reply ``settle`` refused."""
+        """The exception for a reply ``settle`` refused, naming the lock whose counter failed
+        when that was it (``claimed_fence``), else the chunk's first."""
         name = self.names[self._chunk[0]]
         if isinstance(reply, list):
             return ResponseError(f"unexpected reply to the claim of {name!r} and the names after it")
+        if type(reply) is ReplyError and reply.code == "FENCE":
+            _, at, message = [*str(reply).split(" ", 2), "", ""][:3]
+            if at.isdigit() and int(at) < len(self._chunk):
+                return reply_error(ReplyError(message), self.names[self._chunk[int(at)]])
         return reply_error(reply, name)
 
     def held(self, now: float) -> list[MaybeHeld]:

@@ -41,7 +41,7 @@ for i = 1, (#ARGV - 3) / 2 do
   if call('set', key, ARGV[3 + 2 * i], 'NX', 'PX', ttl) then
     taken[#taken + 1] = i - 1
     if fenced then
-      taken[#taken + 1] = next_fence(key)
+      taken[#taken + 1] = claimed_fence(key, i - 1)
     end
     count = count + 1
     if count == want then

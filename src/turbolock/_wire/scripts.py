@@ -136,9 +136,20 @@ NEXT_FENCE = SLOT_BASE + b"""\
 local function next_fence(key)
   return redis.call('incr', slot_base(key) .. ':fence')
 end
+local function claimed_fence(key, at)
+  local ok, fence = pcall(next_fence, key)
+  if ok then
+    return fence
+  end
+  redis.call('del', key)
+  local message = type(fence) == 'table' and fence.err or tostring(fence)
+  error({err = 'FENCE ' .. at .. ' ' .. message})
+end
 """
 """Lua: ``next_fence(key)``, the next value of a lock key's fence counter (for the scripts that
-take fenced locks: this one and the claim's)."""
+take fenced locks: this one and the claims'); ``claimed_fence(key, at)`` the same for a claim's
+key at 0-based position ``at``: when the counter fails, the lock just set is deleted and the
+script ends with ``FENCE <at> <the error>`` (``claim_error`` names that lock)."""
 
 FENCED_ACQUIRE = Script("fenced_acquire", NEXT_FENCE + b"""\
 local key = KEYS[1]
