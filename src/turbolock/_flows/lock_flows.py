@@ -35,6 +35,15 @@ from turbolock.lease import Lease
 LeaseT = TypeVar("LeaseT", bound=Lease)
 
 
+def give_back(client: Any, lease: Lease) -> None:
+    """A lease nobody will hold (taken by an attempt that was cut short, or by a Lock object
+    already held): no longer renewed, released with its token in the background (on every
+    master, for a Redlock lease)."""
+    if lease.renewal is not None:
+        client._renewer().remove((lease,))
+    client._abandoned(lease.key, lease.token, lease.expires_at)
+
+
 class LockFlows(LockState[LeaseT]):
     fenced = False
     """Whether each acquire is fenced (single-server Lock objects made with ``fenced=True``)."""
@@ -102,7 +111,7 @@ class LockFlows(LockState[LeaseT]):
                 raise self._not_acquired_error()
             return False
         if self._lease is not None:  # another thread or task of this object got it first
-            self._give_back(lease)
+            give_back(self.client, lease)
             raise LockUsageError(f"lock {self.name!r} was acquired twice at once by this {self.kind} "
                                  "object (one per thread or task); the second lease is released",
                                  names=[self.name])
@@ -111,12 +120,6 @@ class LockFlows(LockState[LeaseT]):
         if entering:
             self._entered = lease
         return True
-
-    def _give_back(self, lease: LeaseT) -> None:
-        """A lease this object cannot hold: no longer renewed, released in the background."""
-        if lease.renewal is not None:
-            self.client._renewer().remove((lease,))
-        self.client._abandoned(lease.key, lease.token, lease.expires_at)
 
     def _release_start(self, exiting: bool, exc_type: type[BaseException] | None) -> LeaseT | None:
         """The lease release() gives back, or None when there is nothing to release (a ``with``

@@ -42,6 +42,7 @@ from turbolock._flows.client_settings import (
 )
 from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.fair import fair_attempt_flow
+from turbolock._flows.lock_flows import give_back
 from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch
 from turbolock._flows.single import (
@@ -231,18 +232,12 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             if task.done() and not task.cancelled() and task.exception() is None:
                 lease = task.result()
                 if isinstance(lease, Lease):
-                    self._abandon_lease(lease)
+                    give_back(self, lease)
             raise
         if not finished:
             task.cancel()  # a lock it may have taken is released when its reply comes
             return None
         return task.result()
-
-    def _abandon_lease(self, lease: Lease) -> None:
-        """A lease nobody will get: no longer renewed, released with its token in the background."""
-        if lease.renewal is not None:
-            self._renewer().remove((lease,))
-        self._remember_cleanup(lease.key, lease.token, lease.expires_at)
 
     async def release(self, lease: Lease) -> bool:
         """Delete the lock if it is still ours. False when it expired or is now someone else's
