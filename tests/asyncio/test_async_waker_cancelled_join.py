@@ -24,7 +24,10 @@ def test_a_waiter_cancelled_while_the_subscriber_connects_does_not_deafen_the_ne
             assert await holder.acquire()
             first = asyncio.ensure_future(client.lock("k", 30).acquire(timeout=20))
             waker = None
-            for _ in range(2000):  # until the first waiter joined and the subscriber is connecting
+            # Until the first waiter joined and the subscriber is connecting: bounded by time, not
+            # by loop turns (its first SET NX reply may take longer than 2000 turns on a busy host).
+            joined_by = time.monotonic() + 5.0
+            while time.monotonic() < joined_by:
                 waker = client._waker_instance
                 if waker is not None and waker.book.queues and waker._protocol is None:
                     break
