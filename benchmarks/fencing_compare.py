@@ -28,6 +28,7 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from turbolock import LockClient
 from turbolock._wire import scripts as _scripts
+from turbolock._wire.slots import slot_base
 from turbolock.bench.contenders import BenchmarkError, Timing, core_available, timed
 from turbolock.bench.workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS, names
 from turbolock.redis_server import RedisServer
@@ -87,6 +88,7 @@ def turbolock_step(url: str, core: str, fenced: bool, lock_names: list[str]) -> 
 def redis_py_step(url: str, parser: type, lock_names: list[str]) -> Callable[[], float]:
     client = redis.Redis.from_url(url, parser_class=parser)
     keys = [KEY_PREFIX + name for name in lock_names]
+    counters = [slot_base(key.encode()) + _scripts.FENCE_SUFFIX for key in keys]
 
     def step() -> float:
         sha = client.script_load(_scripts.FENCED_ACQUIRE.source)  # after the flush
@@ -95,8 +97,9 @@ def redis_py_step(url: str, parser: type, lock_names: list[str]) -> Callable[[],
             replies: list[Any] = []
             pipe = client.pipeline(transaction=False)
             for start in range(0, len(keys), CHUNK_SIZE):
-                for key_name in keys[start:start + CHUNK_SIZE]:
-                    pipe.evalsha(sha, 1, key_name, os.urandom(16), TTL_MS)
+                chunk = slice(start, start + CHUNK_SIZE)
+                for key_name, counter in zip(keys[chunk], counters[chunk], strict=True):
+                    pipe.evalsha(sha, 2, key_name, counter, os.urandom(16), TTL_MS)
                 replies.extend(pipe.execute())
             return replies
 

@@ -63,7 +63,8 @@ def _queue_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     script = FAIR_ACQUIRE[True, False]
     source = script.source.replace(b"if (not head or head == waiter) and not holder", b"if not holder")
     assert source != script.source
-    monkeypatch.setitem(FAIR_ACQUIRE, (True, False), Script("fair_wait_queue_ignored", source))
+    ignoring = Script("fair_wait_queue_ignored", source, script.own_keys)
+    monkeypatch.setitem(FAIR_ACQUIRE, (True, False), ignoring)
 
 
 @pytest.mark.parametrize("mode", ["fair", "unfair", "queue-ignored"])

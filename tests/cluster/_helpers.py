@@ -51,7 +51,8 @@ def start_slot_move(src: redis.Redis, dst: redis.Redis, slot: int) -> str:
 def finish_slot_move(src: redis.Redis, dst: redis.Redis, target: RedisServer, slot: int, keys: list[bytes],
                      dst_id: str) -> None:
     """Then: ``keys`` MIGRATEd to ``target`` (``dst``'s server) and ``slot`` given to it on both."""
-    src.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
+    if keys:
+        src.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
     for node in (src, dst):
         node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
 

@@ -191,7 +191,7 @@ class Executor:
         if as_set:
             set_ifeq.append(buf, key, token, ttl_ms)  # type: ignore[arg-type]
         else:
-            buf.append_evalsha(script.sha, key, token, ttl_ms)
+            script.append(buf, key, token, ttl_ms)
         loaded: object = None
         try:
             reply = await conn.submit(1)
@@ -199,7 +199,7 @@ class Executor:
                 reply = set_ifeq.as_script_reply(reply)
             elif type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 _script_load(conn, script)
-                buf.append_evalsha(script.sha, key, token, ttl_ms)
+                script.append(buf, key, token, ttl_ms)
                 loaded, reply = await conn.submit(2)
         except NotSent as exc:
             raise exc.cause from None

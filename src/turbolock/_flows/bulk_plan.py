@@ -131,13 +131,13 @@ def batch_tokens(count: int) -> list[bytes]:
 def script_encoders(script: _scripts.Script, keys: list[bytes], tokens: list[bytes],
                     ttl_ms: int | None) -> tuple[Encoder, Reencoder]:
     """Encoders of one single-key EVALSHA per lock: by chunk, and again by index after NOSCRIPT."""
-    sha = script.sha
+    append_each = script.append_each
 
     def encode(buf: Any, start: int, stop: int) -> None:
-        buf.append_evalsha_many(sha, keys[start:stop], tokens[start:stop], ttl_ms)
+        append_each(buf, keys[start:stop], tokens[start:stop], ttl_ms)
 
     def reencode(buf: Any, indices: Sequence[int]) -> None:
-        buf.append_evalsha_many(sha, [keys[i] for i in indices], [tokens[i] for i in indices], ttl_ms)
+        append_each(buf, [keys[i] for i in indices], [tokens[i] for i in indices], ttl_ms)
 
     return encode, reencode
 
@@ -379,7 +379,7 @@ class AcquirePlan:
             for i in indices:
                 tokens[i] = token
         if self.script is not None:
-            buf.append_evalsha_many(self.script.sha, keys, [tokens[i] for i in indices], self.ttl_ms)
+            self.script.append_each(buf, keys, [tokens[i] for i in indices], self.ttl_ms)
         else:
             buf.append_set_nx_px_many(keys, [tokens[i] for i in indices], self.ttl_ms)
 

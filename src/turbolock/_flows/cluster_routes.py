@@ -270,9 +270,10 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
             round_took = time.monotonic() - started
         paused_on = None
         redirect = redirect_of(reply, address[0])
-        if redirect is not None:
-            if redirect.ask:
-                return (yield ask(nodes.node(redirect.address), deadline))
+        if redirect is not None and redirect.ask:
+            # The importing node answers TRYAGAIN while it holds only some of a script's keys.
+            reply = yield ask(nodes.node(redirect.address), deadline)
+        elif redirect is not None:
             routes.moved(redirect)
             redirects += 1
             if redirects >= MAX_REDIRECTS:
@@ -307,7 +308,7 @@ def set_nx_flow(routes: ClusterRoutes, nodes: Any, key: bytes, token: bytes, ttl
 def script_flow(routes: ClusterRoutes, nodes: Any, script: _scripts.Script, key: bytes, token: bytes,
                 ttl_ms: int | None, deadline: float, first: First = None) -> Flow[object]:
     def append(buf: Any) -> None:
-        buf.append_evalsha(script.sha, key, token, ttl_ms)
+        script.append(buf, key, token, ttl_ms)
 
     return one_key_flow(routes, nodes, key,
                         lambda node, end: Call(node.script_one, (script, key, token, ttl_ms, end)),
@@ -342,7 +343,8 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
         results = [NOT_SENT] * count
     pending: list[int] = list(range(count))
     end = min(deadline, time.monotonic() + timeout * max(1, math.ceil(count / chunk_size)))
-    for _ in range(MAX_REDIRECTS):
+    moved_rounds = 0
+    while True:
         groups = routes.groups(pending, keys)
         if groups is None:
             yield Call(nodes.refresh, (end,))
@@ -350,6 +352,7 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
             if groups is None:
                 raise ClusterError("some slots have no master: the cluster is down or being changed")
         again: list[int] = []
+        moved = False
         shares = list(groups.items())
         if len(shares) == 1:
             address, indices = shares[0]
@@ -371,17 +374,19 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
                 redirect = redirect_of(reply, address[0])
                 if redirect is not None and not redirect.ask:
                     routes.moved(redirect)
+                    moved = True
                     again.append(i)
-                elif redirect is not None:  # the slot is being migrated: this key, once, where it goes
-                    results[i] = yield from _ask_item_flow(nodes, redirect.address, encode, i, script,
-                                                           deadline, durable)
-                elif retry_later(reply):
+                    continue
+                if redirect is not None:  # the slot is being migrated: this key, once, where it goes
+                    reply = yield from _ask_item_flow(nodes, redirect.address, encode, i, script, deadline,
+                                                      durable)
+                if retry_later(reply):  # nothing ran: again after a pause, or this refusal stands
                     routes.stale = True
                     again.append(i)
-                else:
-                    results[i] = reply
+                results[i] = reply
         pending = again
-        if not pending or time.monotonic() + RETRY_PAUSE >= end:
+        moved_rounds += moved
+        if not pending or moved_rounds >= MAX_REDIRECTS or time.monotonic() + RETRY_PAUSE >= end:
             break
         yield Sleep(RETRY_PAUSE)
     return results

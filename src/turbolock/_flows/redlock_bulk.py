@@ -46,19 +46,19 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
     fenced = check_fenced_keys(fenced, client.key_prefix, keys, 0)
     fresh_tokens = tokens is None
     tokens = [b""] * count if tokens is None else check_tokens(tokens, count)
-    sha = _scripts.FENCED_ACQUIRE.sha
+    append_fenced = _scripts.FENCED_ACQUIRE.append_each
 
     def encode(buf: Any, start: int, stop: int) -> None:
         # Encoded once per chunk; the same bytes go to every master.
         if fresh_tokens:
             tokens[start:stop] = batch_tokens(stop - start)
         if fenced:
-            buf.append_evalsha_many(sha, keys[start:stop], tokens[start:stop], ms)
+            append_fenced(buf, keys[start:stop], tokens[start:stop], ms)
         else:
             buf.append_set_nx_px_many(keys[start:stop], tokens[start:stop], ms)
 
     def reencode(buf: Any, indices: Sequence[int]) -> None:  # after NOSCRIPT (fenced only)
-        buf.append_evalsha_many(sha, [keys[i] for i in indices], [tokens[i] for i in indices], ms)
+        append_fenced(buf, [keys[i] for i in indices], [tokens[i] for i in indices], ms)
 
     def granted(reply: object) -> bool:
         return type(reply) is int if fenced else reply == _OK

@@ -85,10 +85,8 @@ class RedlockFlows(RedlockRules):
         (each master answers its own counter's next value: see ``FencedRedlockLease``)."""
         key, token, ms, _, node_timeout, _, _, fenced = attempt
         if fenced:
-            sha = _scripts.FENCED_ACQUIRE.sha
-
             def encode_fenced(buf: Any) -> None:
-                buf.append_evalsha(sha, key, token, ms)
+                _scripts.FENCED_ACQUIRE.append(buf, key, token, ms)
             return encode_fenced, node_timeout, _scripts.FENCED_ACQUIRE
 
         def encode(buf: Any) -> None:

@@ -160,7 +160,7 @@ class Executor:
         if as_set:
             set_ifeq.append(buf, key, token, ttl_ms)  # type: ignore[arg-type]
         else:
-            buf.append_evalsha(script.sha, key, token, ttl_ms)
+            script.append(buf, key, token, ttl_ms)
         try:
             reply = conn.request(buf.take(), deadline)
             loaded: object = None
@@ -168,7 +168,7 @@ class Executor:
                 reply = set_ifeq.as_script_reply(reply)
             elif type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 load = _script_load(conn, script)
-                buf.append_evalsha(script.sha, key, token, ttl_ms)
+                script.append(buf, key, token, ttl_ms)
                 loaded, reply = conn.roundtrip(load + buf.take(), 2, deadline)
         except BaseException as exc:
             pool.discard(conn)

@@ -3,7 +3,7 @@ they first asked for it, strict FIFO, among the fair waiters of a name.
 
 Beside the lock key, a name has a queue (a sorted set: each waiter by its place, 1, 2, ...
 after the last one) and when each waiter last asked (a hash of server times, in ms); both are
-named after the lock key so that they share its cluster slot (``scripts.SLOT_BASE``), and both
+named after the lock key so that they share its cluster slot (``Script.own_keys``), and both
 expire once nobody asks. A waiter is the first ``WAITER_BYTES`` of its attempt's token: each
 attempt has a token of its own (a lost reply's maybe-taken lock is released by that token
 without touching a later attempt's), the waiter's part stays.
@@ -21,7 +21,10 @@ place, when queued; nil when a try that does not queue found the lock held or wa
 
 from __future__ import annotations
 
-from turbolock._wire.scripts import NEXT_FENCE, SLOT_BASE, Script
+from turbolock._wire.scripts import FENCE_SUFFIX, Script
+
+QUEUE_KEYS = (b":queue", b":asked")
+"""The suffixes of a name's queue and of when its waiters last asked (``Script.own_keys``)."""
 
 WAITER_BYTES = 16
 """The part of a fair attempt's token that names its waiter (random, 128 bits)."""
@@ -43,11 +46,10 @@ EXPIRE_MS = 30_000
 """The queue and its hash expire this long after the last script ran on them (they go at once
 when the last waiter takes the lock or leaves): a partition longer than that loses the order."""
 
-_QUEUE = NEXT_FENCE + b"""\
+_QUEUE = b"""\
 local key, token = KEYS[1], ARGV[1]
 local waiter = string.sub(token, 1, %(waiter)d)
-local base = slot_base(key)
-local queue, asked = base .. ':queue', base .. ':asked'
+local queue, asked = KEYS[2], KEYS[3]
 local clock = redis.call('time')
 local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
 local holder = redis.call('get', key)
@@ -111,9 +113,9 @@ return -tonumber(place)
 
 
 def _source(queue: bool, fenced: bool) -> bytes:
-    taken = b"next_fence(key)" if fenced else b"{ok = 'OK'}"
+    taken = b"redis.call('incr', KEYS[4])" if fenced else b"{ok = 'OK'}"
     # Its own lock again: the fence its lost take was given is the counter's value still.
-    again = b"tonumber(redis.call('get', slot_base(key) .. ':fence'))" if fenced else b"{ok = 'OK'}"
+    again = b"tonumber(redis.call('get', KEYS[4]))" if fenced else b"{ok = 'OK'}"
     values = {b"waiter": WAITER_BYTES, b"patience": PATIENCE_MS, b"stall": STALL_MS, b"expire": EXPIRE_MS,
               b"taken": taken, b"again": again}
     body = _QUEUE + _TAKE + (_JOIN if queue else b"return false\n")
@@ -121,23 +123,25 @@ def _source(queue: bool, fenced: bool) -> bytes:
 
 
 def _script(queue: bool, fenced: bool) -> Script:
-    return Script(f"fair_{'wait' if queue else 'try'}{'_fenced' if fenced else ''}", _source(queue, fenced))
+    own_keys = QUEUE_KEYS + ((FENCE_SUFFIX,) if fenced else ())
+    return Script(f"fair_{'wait' if queue else 'try'}{'_fenced' if fenced else ''}", _source(queue, fenced),
+                  own_keys)
 
 
 FAIR_ACQUIRE = {(queue, fenced): _script(queue, fenced)
                 for queue in (False, True) for fenced in (False, True)}
 """By (queue, fenced): the attempt of a fair waiter (``queue``: it takes a place, or keeps its
-own, when it cannot have the lock; a lone try does not), fenced or not. KEYS[1] = lock key;
-ARGV[1] = the attempt's token, ARGV[2] = ttl in ms."""
+own, when it cannot have the lock; a lone try does not), fenced or not. KEYS[1] = lock key,
+KEYS[2] its queue, KEYS[3] when its waiters asked, KEYS[4] its fence counter (fenced: see
+``Script.own_keys``); ARGV[1] = the attempt's token, ARGV[2] = ttl in ms."""
 
-FAIR_LEAVE = Script("fair_leave", SLOT_BASE + b"""\
-local key = KEYS[1]
-local base = slot_base(key)
+FAIR_LEAVE = Script("fair_leave", b"""\
+local key, queue, asked = KEYS[1], KEYS[2], KEYS[3]
 local waiter = string.sub(ARGV[1], 1, %(waiter)d)
-redis.call('zrem', base .. ':queue', waiter)
-redis.call('hdel', base .. ':asked', waiter)
-if redis.call('zcard', base .. ':queue') == 0 then
-  redis.call('del', base .. ':asked')
+redis.call('zrem', queue, waiter)
+redis.call('hdel', asked, waiter)
+if redis.call('zcard', queue) == 0 then
+  redis.call('del', asked)
 end
 local holder = redis.call('get', key)
 if holder and #holder == %(token)d and string.sub(holder, 1, %(waiter)d) == waiter then
@@ -146,7 +150,7 @@ if holder and #holder == %(token)d and string.sub(holder, 1, %(waiter)d) == wait
   return 1
 end
 return 0
-""" % {b"waiter": WAITER_BYTES, b"token": WAITER_BYTES + 4})
+""" % {b"waiter": WAITER_BYTES, b"token": WAITER_BYTES + 4}, QUEUE_KEYS)
 """A fair waiter that gives up leaves the queue, and releases the lock if an attempt of its own
-took it (its reply lost). KEYS[1] = lock key; ARGV[1] = the waiter (or a token of it). Replies 1
-when it released the lock, else 0."""
+took it (its reply lost). KEYS[1] = lock key, KEYS[2] and KEYS[3] its queue's; ARGV[1] = the
+waiter (or a token of it). Replies 1 when it released the lock, else 0."""

@@ -8,17 +8,57 @@ Scripts are loaded once per connection (SCRIPT LOAD) and reloaded after NOSCRIPT
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from turbolock._wire.slots import slot_base
 
 
 @dataclass(frozen=True)
 class Script:
+    """A script of one lock key: ``EVALSHA sha n key [own keys] token [ttl_ms]``."""
+
     name: str
     source: bytes
+    own_keys: tuple[bytes, ...] = ()
+    """Suffixes of the keys the script keeps beside its lock key (a fence counter, a fair lock's
+    queue), named after ``slots.slot_base(key)`` and declared after it as KEYS[2]...: on Redis
+    Cluster a node whose slot is moving then answers TRYAGAIN when it holds only some of them,
+    instead of running the script under ASKING on a node without them (a fresh counter there
+    would hand out a fence that went backwards)."""
     sha: bytes = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sha", hashlib.sha1(self.source).hexdigest().encode())
+
+    def append(self, buf: Any, key: bytes, token: bytes, ttl_ms: int | None) -> None:
+        """This script's call for ``key`` (before the buffer's key prefix) onto ``buf``."""
+        if self.own_keys:
+            self._append_declared(buf, key, token, ttl_ms)
+        else:
+            buf.append_evalsha(self.sha, key, token, ttl_ms)
+
+    def append_each(self, buf: Any, keys: Sequence[bytes], tokens: Sequence[bytes],
+                    ttl_ms: int | None) -> None:
+        """One call per key (``tokens[i]`` for ``keys[i]``), as ``append``."""
+        if not self.own_keys:
+            buf.append_evalsha_many(self.sha, keys, tokens, ttl_ms)
+            return
+        if len(keys) != len(tokens):
+            raise ValueError("keys and tokens differ in length")
+        for key, token in zip(keys, tokens, strict=True):
+            self._append_declared(buf, key, token, ttl_ms)
+
+    def _append_declared(self, buf: Any, key: bytes, token: bytes, ttl_ms: int | None) -> None:
+        full = buf.key_prefix + key
+        base = slot_base(full)
+        args = [b"EVALSHA", self.sha, b"%d" % (1 + len(self.own_keys)), full]
+        args += [base + suffix for suffix in self.own_keys]
+        args.append(token)
+        if ttl_ms is not None:
+            args.append(b"%d" % ttl_ms)
+        buf.append_command(args)
 
 
 # KEYS[1] = lock key; ARGV[1] = token. Replies 1 + the subscribers told when deleted (see
@@ -112,12 +152,14 @@ end
 return out
 """)
 
-# KEYS[1] = lock key; ARGV[1] = token, ARGV[2] = ttl in ms. Takes the lock when it is free and
-# replies its fence: the next value of the name's counter, a key that never expires, so fences
-# grow across grants and expiries. The counter lives in the lock key's cluster slot: the key with
+# A fence is the next value of the name's counter, a key that never expires, so fences grow
+# across grants and expiries. The counter lives in the lock key's cluster slot: the key with
 # ':fence' after it when the key has a hash tag, else '{key}:fence' (the whole key as the tag;
 # names with a '}' outside a tag are refused by the client, as that would move the counter to
-# another slot). Replies nil when the lock is held.
+# another slot). Scripts of one lock declare it (``Script.own_keys``); the bulk and claim scripts,
+# whose keys go in ARGV or span slots, name it in Lua (``slot_base``: the same name).
+FENCE_SUFFIX = b":fence"
+
 SLOT_BASE = b"""\
 local function slot_base(key)
   local open = string.find(key, '{', 1, true)
@@ -134,7 +176,7 @@ else the key as one."""
 
 NEXT_FENCE = SLOT_BASE + b"""\
 local function next_fence(key)
-  return redis.call('incr', slot_base(key) .. ':fence')
+  return redis.call('incr', slot_base(key) .. '""" + FENCE_SUFFIX + b"""')
 end
 local function claimed_fence(key, at)
   local ok, fence = pcall(next_fence, key)
@@ -147,16 +189,18 @@ local function claimed_fence(key, at)
 end
 """
 """Lua: ``next_fence(key)``, the next value of a lock key's fence counter (for the scripts that
-take fenced locks: this one and the claims'); ``claimed_fence(key, at)`` the same for a claim's
+take many fenced locks: the bulk acquire's and the claims'); ``claimed_fence(key, at)`` the same for a claim's
 key at 0-based position ``at``: when the counter fails, the lock just set is deleted and the
 script ends with ``FENCE <at> <the error>`` (``claim_error`` names that lock)."""
 
-FENCED_ACQUIRE = Script("fenced_acquire", NEXT_FENCE + b"""\
+# KEYS[1] = lock key, KEYS[2] = its fence counter; ARGV[1] = token, ARGV[2] = ttl in ms. Takes
+# the lock when it is free and replies its fence; nil when the lock is held.
+FENCED_ACQUIRE = Script("fenced_acquire", b"""\
 local key = KEYS[1]
 if not redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
   return false
 end
-local ok, fence = pcall(next_fence, key)
+local ok, fence = pcall(redis.call, 'incr', KEYS[2])
 if ok then
   return fence
 end
@@ -165,7 +209,7 @@ if type(fence) == 'table' and fence.err then
   return fence
 end
 return redis.error_reply(tostring(fence))
-""")
+""", own_keys=(FENCE_SUFFIX,))
 """SET NX PX and the key's next fence; a counter that fails (OOM, not a number) deletes the
 lock again and answers its error, so an error never leaves a lock held (as the bulk script)."""
 

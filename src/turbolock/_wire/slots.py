@@ -20,3 +20,13 @@ def key_slot(key: bytes) -> int:
         if end > start + 1:
             key = key[start + 1:end]
     return crc_hqx(key, 0) & (SLOTS - 1)
+
+
+def slot_base(key: bytes) -> bytes:
+    """What a lock key's own keys (its fence counter, a fair lock's queue) are named after, so
+    that they share its slot: the key itself when it has a hash tag, else the key as one. The
+    twin of ``scripts.SLOT_BASE`` (scripts that name them in Lua): both must give the same names."""
+    start = key.find(b"{")
+    if start != -1 and key.find(b"}", start + 1) > start + 1:
+        return key
+    return b"{" + key + b"}"
