@@ -8,10 +8,11 @@ import socket
 import ssl
 from typing import Any
 
-from turbolock._aio.protocol import NotSent, RedisProtocol
+from turbolock._aio.protocol import RedisProtocol
 from turbolock._aio.waiting import run_within
 from turbolock._flows.bulk_plan import OrphanHandler
 from turbolock._flows.handshake import append_handshake, check_handshake, handshake_timeout, not_redis
+from turbolock._wire.outcomes import NotSent
 from turbolock.errors import ConnectionError, ProtocolError, ResponseError, TimeoutError
 from turbolock.options import ConnectionOptions
 

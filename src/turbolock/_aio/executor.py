@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from turbolock._aio.pool import ConnectionPool
-from turbolock._aio.protocol import NotSent, RedisProtocol
+from turbolock._aio.protocol import RedisProtocol
 from turbolock._aio.waiting import done_by
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
 from turbolock._wire import scripts as _scripts
@@ -22,6 +22,7 @@ from turbolock._wire.outcomes import (
     UNKNOWN,
     WINDOW,
     Encoder,
+    NotSent,
     Reencoder,
     ReplyHandler,
     Unconfirmed,

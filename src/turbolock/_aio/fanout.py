@@ -18,10 +18,18 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from turbolock._aio.protocol import NotSent, RedisProtocol
+from turbolock._aio.protocol import RedisProtocol
 from turbolock._aio.waiting import run_within
 from turbolock._flows.steps import Outcome
-from turbolock._wire.outcomes import FANOUT_WINDOW, NOT_SENT, UNKNOWN, Encoder, Reencoder, settle_reloaded
+from turbolock._wire.outcomes import (
+    FANOUT_WINDOW,
+    NOT_SENT,
+    UNKNOWN,
+    Encoder,
+    NotSent,
+    Reencoder,
+    settle_reloaded,
+)
 from turbolock._wire.scripts import Script
 from turbolock.errors import ReplyError
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from turbolock._flows.bulk_plan import OrphanHandler
 from turbolock._flows.handshake import refused
-from turbolock._wire.outcomes import UNKNOWN
+from turbolock._wire.outcomes import UNKNOWN, NotSent
 from turbolock.errors import ConnectionError, ProtocolError, TimeoutError
 
 # A write is made at once, without waiting for the end of the loop iteration, when this much is queued.
@@ -40,14 +40,6 @@ _DEADLINE_SLACK = 0.0005
 
 _Entry = tuple["asyncio.Future[Any]", int, float, Any]
 """A pending request: its future, how many replies it takes, its deadline, its orphan tag."""
-
-
-class NotSent(Exception):
-    """The connection failed before this command was written; ``cause`` says why."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
 
 
 def _fresh(error: BaseException) -> BaseException:

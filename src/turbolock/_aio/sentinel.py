@@ -17,7 +17,7 @@ from turbolock._aio.connect import open_connection
 from turbolock._aio.drive import run
 from turbolock._aio.executor import Executor
 from turbolock._aio.pool import ConnectionPool
-from turbolock._aio.protocol import NotSent, RedisProtocol
+from turbolock._aio.protocol import RedisProtocol
 from turbolock._aio.waiting import done_by
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
 from turbolock._flows.sentinel_routes import (
@@ -32,7 +32,7 @@ from turbolock._flows.sentinel_routes import (
 )
 from turbolock._flows.steps import Call, CallStep
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
+from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler
 from turbolock._wire.slot_map import Address
 from turbolock.errors import ConnectionError, LockError
 from turbolock.options import ConnectionOptions

@@ -23,6 +23,7 @@ from turbolock._flows.handshake import (
     not_redis,
     refused,
 )
+from turbolock._wire.outcomes import NotSent
 from turbolock.errors import (
     ConnectionError,
     ProtocolError,
@@ -152,12 +153,20 @@ class Connection:
         return self.read(count, deadline)
 
     def request(self, data: bytes, deadline: float) -> object:
-        """Write one command and return its reply: ``roundtrip`` for one, with less overhead."""
+        """Write one command and return its reply: ``roundtrip`` for one, with less overhead.
+        ``NotSent`` when ``deadline`` had passed before anything was written (the connection
+        stays usable)."""
         sock = self.sock
         if sock is None:
             raise ConnectionError(f"connection to {self.options.address} is closed")
         try:
             self._arm(sock, deadline)
+        except builtins.TimeoutError:
+            raise NotSent(TimeoutError(f"the call's deadline passed before anything was sent to "
+                                       f"{self.options.address}")) from None
+        except BaseException as exc:
+            raise self._break(exc) from None
+        try:
             sock.sendall(data)
             parser = self.parser
             view = self._read_view

@@ -22,6 +22,7 @@ from turbolock._wire.outcomes import (
     NOT_SENT,
     UNKNOWN,
     Encoder,
+    NotSent,
     Reencoder,
     ReplyHandler,
     Unconfirmed,
@@ -82,6 +83,9 @@ class Executor:
             buf = conn.buffer
             append(buf)
             reply = conn.request(buf.take(), deadline)
+        except NotSent as late:
+            pool.put(conn)
+            raise late.cause from None
         except BaseException:
             pool.discard(conn)
             raise
@@ -103,6 +107,9 @@ class Executor:
                 buf.append_command(wait)
                 reply, acked = conn.roundtrip(buf.take(), 2, deadline)
                 reply = durable_reply(reply, acked, self.replicas)
+        except NotSent as late:  # nothing was written: nothing can be held
+            pool.put(conn)
+            raise late.cause from None
         except BaseException as exc:
             pool.discard(conn)
             raise Unconfirmed(exc) from None
@@ -170,6 +177,9 @@ class Executor:
                 load = _script_load(conn, script)
                 script.append(buf, key, token, ttl_ms)
                 loaded, reply = conn.roundtrip(load + buf.take(), 2, deadline)
+        except NotSent as late:  # nothing was written: nothing ran
+            pool.put(conn)
+            raise late.cause from None
         except BaseException as exc:
             pool.discard(conn)
             raise Unconfirmed(exc) from None

@@ -31,7 +31,7 @@ from turbolock._sync.drive import run
 from turbolock._sync.executor import Executor, settle_all
 from turbolock._sync.pool import ConnectionPool
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
+from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler
 from turbolock._wire.slot_map import Address
 from turbolock.options import ConnectionOptions
 
@@ -91,9 +91,11 @@ class SentinelPool(ConnectionPool):
             buf = conn.buffer
             buf.append_command((b"ROLE",))
             check_role(conn.request(buf.take(), deadline), address, self.routes.service)
-        except BaseException:
+        except BaseException as exc:
             conn.close()
             self.master_failed()
+            if isinstance(exc, NotSent):
+                raise exc.cause from None
             raise
         return conn
 

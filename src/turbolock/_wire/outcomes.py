@@ -36,6 +36,15 @@ class Unconfirmed(Exception):
         self.cause = cause
 
 
+class NotSent(Exception):
+    """A command was never written (the connection failed first, or its deadline had passed);
+    ``cause`` says why. Nothing it would have done happened, and the connection may still serve."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class _Marker:
     __slots__ = ("label",)
 

@@ -20,7 +20,6 @@ from turbolock._aio.cluster_waker import AsyncClusterWaker
 from turbolock._aio.drive import run
 from turbolock._aio.executor import Executor, abandon
 from turbolock._aio.pool import ConnectionPool
-from turbolock._aio.protocol import NotSent
 from turbolock._aio.renewer import OnLost, Renewer
 from turbolock._aio.tokens import TokenSource
 from turbolock._aio.waiting import done_by, finished_within, run_within
@@ -57,7 +56,7 @@ from turbolock._flows.single import (
 from turbolock._flows.topology import AsyncServer
 from turbolock._flows.wake_book import Ticket
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, ReplyHandler, Unconfirmed
+from turbolock._wire.outcomes import UNKNOWN, Encoder, NotSent, Reencoder, ReplyHandler, Unconfirmed
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
 from turbolock.asyncio.lock import AsyncLock
 from turbolock.errors import (
