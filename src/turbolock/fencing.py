@@ -21,6 +21,8 @@ from typing import Any
 
 from turbolock.errors import InvalidArgumentTypeError, StaleFenceError
 
+__all__ = ["MAX_FENCE", "Fence", "FencedStore"]
+
 # A fence is one number (one server: ``lease.fence``) or, for a Redlock, one per master
 # (``lease.fences``): ARGV[1] = how many numbers, then (field, fence) pairs, the field being
 # 'fence' or 'fence:<master>'. Every number must be at least the highest its field has seen;
@@ -44,10 +46,10 @@ end
 """
 
 # Replies {1, value} once the fence is recorded, {0} when refused.
-_READ = _GUARD.format(refused="{0}") + "return {1, redis.call('hget', key, 'value')}\n"
+READ = _GUARD.format(refused="{0}") + "return {1, redis.call('hget', key, 'value')}\n"
 
 # ARGV as above, then the value. Replies 1 when written, 0 when refused.
-_WRITE = _GUARD.format(refused="0") + "redis.call('hset', key, 'value', ARGV[2 * n + 2])\nreturn 1\n"
+WRITE = _GUARD.format(refused="0") + "redis.call('hset', key, 'value', ARGV[2 * n + 2])\nreturn 1\n"
 
 Fence = int | Sequence[int | None]
 """``lease.fence`` of a fenced single-server (or cluster, or Sentinel) acquire, or
@@ -96,32 +98,54 @@ def _checked_value(value: object) -> str | bytes | int:
     return value
 
 
+Call = tuple[list[str | bytes], list[object]]
+"""A script call's keys and arguments, every one checked."""
+
+
+def read_call(key: object, fence: object) -> Call:
+    return [_checked_key(key)], _fence_args(fence)
+
+
+def read_result(reply: list[Any], key: str | bytes, fence: Fence) -> bytes | None:
+    if not reply[0]:
+        raise StaleFenceError(f"fence {fence} is older than one {key!r} has seen")
+    return reply[1] if len(reply) > 1 else None
+
+
+def write_call(key: object, value: object, fence: object) -> Call:
+    return [_checked_key(key)], [*_fence_args(fence), _checked_value(value)]
+
+
+def write_calls(items: Sequence[tuple[str | bytes, str | bytes | int, Fence]]) -> list[Call]:
+    """Every item's call, all checked before any is sent."""
+    return [write_call(key, value, fence) for key, value, fence in items]
+
+
 class FencedStore:
     """Values guarded by fences, in a Redis reached through ``redis`` (a ``redis.Redis``).
-    A fence is a lease's ``fence``, or a Redlock lease's ``fences`` (see ``Fence``)."""
+    A fence is a lease's ``fence``, or a Redlock lease's ``fences`` (see ``Fence``). The asyncio
+    twin is ``turbolock.asyncio.AsyncFencedStore``."""
 
     def __init__(self, redis: Any) -> None:
         self.redis = redis
-        self._read = redis.register_script(_READ)
-        self._write = redis.register_script(_WRITE)
+        self._read = redis.register_script(READ)
+        self._write = redis.register_script(WRITE)
 
     def read(self, key: str | bytes, fence: Fence) -> bytes | None:
         """The value of ``key`` (None if never written), recording ``fence`` as seen;
         ``StaleFenceError`` when a higher fence has been seen."""
-        reply = self._read(keys=[_checked_key(key)], args=_fence_args(fence))
-        if not reply[0]:
-            raise StaleFenceError(f"fence {fence} is older than one {key!r} has seen")
-        return reply[1] if len(reply) > 1 else None
+        keys, args = read_call(key, fence)
+        return read_result(self._read(keys=keys, args=args), key, fence)
 
     def write(self, key: str | bytes, value: str | bytes | int, fence: Fence) -> bool:
         """Write ``value`` unless a higher fence has been seen on ``key``: whether it was written."""
-        return bool(self._write(keys=[_checked_key(key)], args=[*_fence_args(fence), _checked_value(value)]))
+        keys, args = write_call(key, value, fence)
+        return bool(self._write(keys=keys, args=args))
 
     def write_many(self, items: Sequence[tuple[str | bytes, str | bytes | int, Fence]]) -> list[bool]:
         """``write`` for each (key, value, fence), pipelined; whether each was written."""
-        calls = [([_checked_key(key)], [*_fence_args(fence), _checked_value(value)])
-                 for key, value, fence in items]
-        pipe = self.redis.pipeline(transaction=False)  # every item checked before any is sent
+        calls = write_calls(items)
+        pipe = self.redis.pipeline(transaction=False)
         for keys, args in calls:
             self._write(keys=keys, args=args, client=pipe)
         return [bool(reply) for reply in pipe.execute()]
