@@ -29,6 +29,7 @@ from turbolock._flows.sentinel_routes import (
     guarded_flow,
     guarded_many_flow,
     master_flow,
+    open_master_flow,
 )
 from turbolock._flows.steps import Call, CallStep
 from turbolock._wire import scripts as _scripts
@@ -83,11 +84,17 @@ class SentinelPool(ConnectionPool):
         watcher = self._watcher
         if watcher is None or watcher.done() or watcher.get_loop() is not asyncio.get_running_loop():
             self._watcher = asyncio.get_running_loop().create_task(self._watch())
-        # One call timeout for the whole of it: the Sentinels asked, the connect and ROLE.
+        # One call timeout for the whole of it: the Sentinels asked, the connect and ROLE. One
+        # connect at a time (the pool's): one question to the Sentinels.
         deadline = time.monotonic() + self.options.timeout
-        address = self.routes.master
-        if address is None:  # one connect at a time (the pool's): one question to the Sentinels
-            address = await run(master_flow(self.routes, self.sentinels, deadline))
+        flow = open_master_flow(self.routes, self._ask, self._open_checked, deadline)
+        conn: RedisProtocol = await run(flow)
+        return conn
+
+    async def _ask(self, deadline: float) -> Address:
+        return await run(master_flow(self.routes, self.sentinels, deadline))
+
+    async def _open_checked(self, address: Address, deadline: float) -> RedisProtocol:
         options = dataclasses.replace(self.options, host=address[0], port=address[1])
         try:
             conn = await done_by(open_connection(options, self.core, self.key_prefix, self.on_orphan),

@@ -90,6 +90,30 @@ def master_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow
     return (yield from ask_flow(routes, sentinels, deadline))
 
 
+def open_master_flow(routes: SentinelRoutes, ask: Callable[[float], Any],
+                     open_checked: Callable[[Address, float], Any], deadline: float) -> Flow[Any]:
+    """A new connection to the master: ``open_checked(address, deadline)`` connects and checks
+    ``ROLE`` (and makes the client forget the master when either fails), to the master believed
+    or else to the one ``ask(deadline)`` gets from the Sentinels. When the master believed
+    refuses (a failover this client has not seen yet: it is down, or a replica now), the
+    Sentinels are asked again within the same deadline, and a master they name instead is tried:
+    the call goes on there rather than failing while they already know the new one."""
+    believed = routes.master
+    address = believed if believed is not None else (yield Call(ask, (deadline,)))
+    try:
+        return (yield Call(open_checked, (address, deadline)))
+    except Exception as refused:
+        if believed is None:
+            raise
+        try:
+            named = yield Call(ask, (deadline,))
+        except Exception:
+            raise refused from None
+        if named == address:
+            raise refused from None
+    return (yield Call(open_checked, (named, deadline)))
+
+
 def ask_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Address]:
     """The master's address, asked of the Sentinels in turn (``sentinels.node(address)`` is a
     Sentinel's ``Server``) until one knows it."""

@@ -24,6 +24,7 @@ from turbolock._flows.sentinel_routes import (
     guarded_flow,
     guarded_many_flow,
     master_flow,
+    open_master_flow,
 )
 from turbolock._flows.steps import Call, CallStep
 from turbolock._sync.connection import Connection
@@ -79,10 +80,18 @@ class SentinelPool(ConnectionPool):
     def _new_connection(self, deadline: float, finish: bool, generation: int) -> Connection:
         if self._watcher is None:
             self._start_watching()
-        address = self.routes.master
-        if address is None:
-            with self._asking:  # one thread asks the Sentinels; the others use its answer
-                address = run(master_flow(self.routes, self.sentinels, deadline))
+
+        def open_checked(address: Address, deadline: float) -> Connection:
+            return self._open_checked(address, deadline, generation)
+
+        conn: Connection = run(open_master_flow(self.routes, self._ask, open_checked, deadline))
+        return conn
+
+    def _ask(self, deadline: float) -> Address:
+        with self._asking:  # one thread asks the Sentinels; the others use its answer
+            return run(master_flow(self.routes, self.sentinels, deadline))
+
+    def _open_checked(self, address: Address, deadline: float, generation: int) -> Connection:
         conn = Connection(dataclasses.replace(self.options, host=address[0], port=address[1]), self.core,
                           self.key_prefix)
         conn.generation = generation
