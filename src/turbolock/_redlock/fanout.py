@@ -27,7 +27,7 @@ from turbolock._redlock.links import READ_GRACE, Links
 from turbolock._sync.connection import Connection
 from turbolock._sync.pool import STALE_CHECK_AFTER
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import FANOUT_WINDOW, NOT_SENT, UNKNOWN, settle_reloaded
+from turbolock._wire.outcomes import FANOUT_WINDOW, NOT_SENT, UNKNOWN, NotSent, settle_reloaded
 from turbolock.client import LockClient
 from turbolock.errors import LockError, ReplyError
 
@@ -147,7 +147,7 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
                     loaded, reply = conn.roundtrip(buf.take(), 2, time.monotonic() + timeout)
                     if type(loaded) is ReplyError:
                         reply = loaded
-            except (LockError, OSError) as exc:
+            except (LockError, OSError, NotSent) as exc:  # NotSent: a late NOSCRIPT retry
                 links.drop(conns, m)
                 reply = UNKNOWN
                 errors[m] = _describe(exc)
@@ -305,7 +305,7 @@ def _retry_noscript(links: Links, conns: list[Connection | None], replies: list[
         reencode(buf, indices)
         try:
             got = conn.roundtrip(head + buf.take(), len(indices) + load, time.monotonic() + timeout)
-        except (LockError, OSError) as exc:
+        except (LockError, OSError, NotSent) as exc:  # NotSent: a late NOSCRIPT retry
             _fail(links, conns, replies, errors, None, m, exc, 0, 0)
             for i in indices:
                 row[i] = UNKNOWN

@@ -23,7 +23,7 @@ from turbolock._flows.handshake import (
     not_redis,
     refused,
 )
-from turbolock._wire.outcomes import NotSent
+from turbolock._wire.outcomes import NotSent, UnsentTimeout
 from turbolock.errors import (
     ConnectionError,
     ProtocolError,
@@ -148,24 +148,25 @@ class Connection:
         return bool(readable)
 
     def roundtrip(self, data: bytes, count: int, deadline: float) -> list[object]:
-        """Write ``data`` and return the next ``count`` replies; on any failure the connection is broken."""
-        self.send(data, deadline)
-        return self.read(count, deadline)
-
-    def request(self, data: bytes, deadline: float) -> object:
-        """Write one command and return its reply: ``roundtrip`` for one, with less overhead.
-        ``NotSent`` when ``deadline`` had passed before anything was written (the connection
-        stays usable)."""
+        """Write ``data`` and return the next ``count`` replies; on any failure the connection is
+        broken, except ``NotSent``: ``deadline`` had passed before anything was written."""
         sock = self.sock
         if sock is None:
             raise ConnectionError(f"connection to {self.options.address} is closed")
+        self._arm_first(sock, deadline)
         try:
-            self._arm(sock, deadline)
-        except builtins.TimeoutError:
-            raise NotSent(TimeoutError(f"the call's deadline passed before anything was sent to "
-                                       f"{self.options.address}")) from None
+            sock.sendall(data)
         except BaseException as exc:
             raise self._break(exc) from None
+        return self.read(count, deadline)
+
+    def request(self, data: bytes, deadline: float) -> object:
+        """Write one command and return its reply: ``roundtrip`` for one, with less overhead
+        (``NotSent`` as there)."""
+        sock = self.sock
+        if sock is None:
+            raise ConnectionError(f"connection to {self.options.address} is closed")
+        self._arm_first(sock, deadline)
         try:
             sock.sendall(data)
             parser = self.parser
@@ -209,6 +210,17 @@ class Connection:
                 parser.feed(view[:n])
                 replies.extend(parser.get_replies(count - len(replies)))
             return replies
+        except BaseException as exc:
+            raise self._break(exc) from None
+
+    def _arm_first(self, sock: socket.socket, deadline: float) -> None:
+        """``_arm`` before a call's first write: ``NotSent`` when its deadline has passed already
+        (the connection is untouched and stays usable)."""
+        try:
+            self._arm(sock, deadline)
+        except builtins.TimeoutError:
+            raise NotSent(UnsentTimeout(f"the call's deadline passed before anything was sent to "
+                                        f"{self.options.address}")) from None
         except BaseException as exc:
             raise self._break(exc) from None
 

@@ -141,6 +141,9 @@ class Executor:
                 buf.append_command((b"ASKING",))
                 append(buf)
                 loaded, _, reply = conn.roundtrip(load + buf.take(), 3, deadline)
+        except NotSent as late:  # nothing was written (or only what NOSCRIPT refused): nothing ran
+            pool.put(conn)
+            raise late.cause from None
         except BaseException as exc:
             pool.discard(conn)
             raise Unconfirmed(exc) from None
@@ -238,6 +241,10 @@ class Executor:
         if wait is not None:
             try:
                 acked = conn.request(_encoded(conn, wait), min(time.monotonic() + self.timeout, deadline))
+            except NotSent:  # too late to ask: not durable, and the connection is fine
+                pool.put(conn)
+                mark_not_durable(results, None, self.replicas)
+                return results
             except Exception:
                 pool.discard(conn)
                 mark_not_durable(results, None, self.replicas)

@@ -9,7 +9,8 @@ import weakref
 from types import ModuleType
 
 from turbolock._sync.connection import Connection
-from turbolock.errors import ConnectionError, TimeoutError
+from turbolock._wire.outcomes import UnsentTimeout
+from turbolock.errors import ConnectionError
 from turbolock.options import ConnectionOptions
 
 # A connection idle longer than this is checked for a close by the server (a restart) before
@@ -123,7 +124,7 @@ class ConnectionPool:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(f"all {self.max_connections} connections stayed busy too long")
+                    raise UnsentTimeout(f"all {self.max_connections} connections stayed busy too long")
                 self._cond.wait(remaining)
                 if self._closed:
                     raise ConnectionError("the client is closed")

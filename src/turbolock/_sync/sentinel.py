@@ -102,9 +102,9 @@ class SentinelPool(ConnectionPool):
             check_role(conn.request(buf.take(), deadline), address, self.routes.service)
         except BaseException as exc:
             conn.close()
-            self.master_failed()
-            if isinstance(exc, NotSent):
+            if isinstance(exc, NotSent):  # late: ROLE never went out, nothing said against the master
                 raise exc.cause from None
+            self.master_failed()
             raise
         return conn
 
