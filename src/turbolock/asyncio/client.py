@@ -9,6 +9,7 @@ a lock its command took for nobody is released with its token as soon as the rep
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Sequence
@@ -223,6 +224,10 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         return self._attempt_by(attempt, deadline)
 
     async def _attempt_by(self, attempt: Awaitable[T], deadline: float) -> T | None:
+        if deadline <= time.monotonic():  # its wait is over before it began: nothing is sent
+            if inspect.iscoroutine(attempt):
+                attempt.close()
+            return None
         task = asyncio.ensure_future(attempt)
         try:
             finished = await finished_within(task, deadline - time.monotonic())
