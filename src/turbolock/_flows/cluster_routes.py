@@ -254,13 +254,19 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
             address, reply = first
             first = None
         else:
-            address = yield from _master_flow(routes, nodes, key, deadline)
+            # After a refusal, no time left for the resend's answer (twice the last round: a busy
+            # host), checked before and after the map is read: a command refused for sure beats
+            # one the deadline would leave maybe-done, and beats a map read the deadline cut.
             if paused_on is not None and time.monotonic() + 2 * round_took >= deadline:
-                # No time left for the resend's answer (twice the last round: a busy host): a
-                # command refused for sure beats one the deadline would leave maybe-done.
-                if paused_on is _REDIRECTED:
-                    raise ClusterError(f"a key was redirected {redirects} times; the cluster keeps changing")
-                return paused_on
+                return _refused(paused_on, redirects)
+            try:
+                address = yield from _master_flow(routes, nodes, key, deadline)
+            except ClusterError:
+                if paused_on is None:
+                    raise
+                return _refused(paused_on, redirects)
+            if paused_on is not None and time.monotonic() + 2 * round_took >= deadline:
+                return _refused(paused_on, redirects)
             started = time.monotonic()
             try:
                 reply = yield send(nodes.node(address), deadline)
@@ -289,6 +295,14 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
             yield Sleep(RETRY_PAUSE)
             continue
         return reply
+
+
+def _refused(paused_on: object, redirects: int) -> object:
+    """What a key's command comes to when no resend fits in its deadline after ``paused_on``:
+    the last refusal (TRYAGAIN, CLUSTERDOWN: nothing ran), or too many redirects."""
+    if paused_on is _REDIRECTED:
+        raise ClusterError(f"a key was redirected {redirects} times; the cluster keeps changing")
+    return paused_on
 
 
 First = tuple[Address, object] | None
@@ -344,10 +358,16 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
     pending: list[int] = list(range(count))
     end = min(deadline, time.monotonic() + timeout * max(1, math.ceil(count / chunk_size)))
     moved_rounds = 0
+    first_round = True
     while True:
         groups = routes.groups(pending, keys)
         if groups is None:
-            yield Call(nodes.refresh, (end,))
+            try:
+                yield Call(nodes.refresh, (end,))
+            except ClusterError:
+                if first_round:
+                    raise
+                break  # a resend's map read the deadline cut: the refusals so far stand
             groups = routes.groups(pending, keys)
             if groups is None:
                 raise ClusterError("some slots have no master: the cluster is down or being changed")
@@ -385,6 +405,7 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
                     again.append(i)
                 results[i] = reply
         pending = again
+        first_round = False
         moved_rounds += moved
         if not pending or moved_rounds >= MAX_REDIRECTS or time.monotonic() + RETRY_PAUSE >= end:
             break

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from turbolock.errors import AuthenticationError, LockError, ReplyError, ResponseError
+from turbolock.errors import AuthenticationError, LockError, ReplyError, ResponseError, TimeoutError
 
 
 def reply_error(reply: object, name: str | bytes) -> LockError:
@@ -11,6 +11,9 @@ def reply_error(reply: object, name: str | bytes) -> LockError:
         if reply.code in ("NOAUTH", "WRONGPASS"):
             error: LockError = AuthenticationError(
                 f"the server wants authentication ({reply.code}) for lock {name!r}")
+        elif reply.code in ("TRYAGAIN", "CLUSTERDOWN"):  # a Cluster's, still so at the deadline
+            error = TimeoutError(f"lock {name!r} was not tried within the call's deadline: the cluster "
+                                 f"kept answering {reply.code} (a slot being moved, or the cluster down)")
         else:
             error = ResponseError(f"the server answered {reply.code} for lock {name!r}: {reply}", reply.code)
     else:

@@ -1,0 +1,67 @@
+"""A blocking acquire of a Lock object whose script declares its own keys (fenced=True,
+fair=True) meets TRYAGAIN for as long as a free lock's slot is moving. A wait of 10 s over a move
+that takes 2.5 s ends with the lock, as a plain Lock's does: each attempt that still meets
+TRYAGAIN at its call deadline (1 s) fails with a TimeoutError, which a wait with an end goes on
+through. (It was a ResponseError that ended the wait after a second: found in review.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+import redis
+
+from _blocking_async import FRONTS
+from turbolock._wire.slots import key_slot
+from turbolock.redis_cluster import RedisCluster
+from turbolock.redis_server import RedisServer
+
+from ._helpers import cluster_fronts, finish_slot_move, other_master, start_slot_move
+
+MOVE_TAKES = 2.5
+
+
+@pytest.mark.parametrize("kind", ["plain", "fenced", "fair", "fair-fenced"])
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_blocking_acquire_waits_through_a_slot_move(
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str,
+        raws: Callable[[RedisServer], redis.Redis], front: str, kind: str) -> None:
+    cluster = own_cluster(masters=3, replicas=0)
+    fronts = cluster_fronts(front, cluster.url, core_name, key_prefix, timeout=1.0)
+    try:
+        client = fronts.make()
+        name = "{wait-move}:x"
+        key = (key_prefix + name).encode()
+        slot = key_slot(key)
+        fenced = "fenced" in kind
+        fair = kind.startswith("fair")
+        # The counter (and, for a fair lock, nothing else: its queue is gone once taken) exists.
+        first = client.lock(name, 30, fenced=fenced, fair=fair)
+        assert first.acquire(timeout=5)
+        first.release()
+        source = cluster.master_of(slot)
+        target = other_master(cluster, source)
+        src, dst = raws(source), raws(target)
+        left = list(src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100))
+        target_id = start_slot_move(src, dst, slot)
+        mover = threading.Timer(MOVE_TAKES, finish_slot_move, (src, dst, target, slot, left, target_id))
+        mover.start()
+        started = time.monotonic()
+        lock = client.lock(name, 30, fenced=fenced, fair=fair)
+        try:
+            try:
+                got = lock.acquire(timeout=10)
+            except Exception as exc:
+                got = exc
+            took = time.monotonic() - started
+        finally:
+            mover.join()
+        assert got is True, f"{kind}: a 10 s wait over a {MOVE_TAKES} s move gave {got!r} after {took:.2f} s"
+        assert took < 10
+        if kind != "plain":  # (a plain SET NX is served by the importing node after ASK)
+            assert took > MOVE_TAKES - 0.1, f"{kind}: taken {took:.2f} s into a {MOVE_TAKES} s move"
+        lock.release()
+    finally:
+        fronts.close()
