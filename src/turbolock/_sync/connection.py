@@ -150,25 +150,14 @@ class Connection:
     def roundtrip(self, data: bytes, count: int, deadline: float) -> list[object]:
         """Write ``data`` and return the next ``count`` replies; on any failure the connection is
         broken, except ``NotSent``: ``deadline`` had passed before anything was written."""
-        sock = self.sock
-        if sock is None:
-            raise ConnectionError(f"connection to {self.options.address} is closed")
-        self._arm_first(sock, deadline)
-        try:
-            sock.sendall(data)
-        except BaseException as exc:
-            raise self._break(exc) from None
+        self._send_first(data, deadline)
         return self.read(count, deadline)
 
     def request(self, data: bytes, deadline: float) -> object:
         """Write one command and return its reply: ``roundtrip`` for one, with less overhead
         (``NotSent`` as there)."""
-        sock = self.sock
-        if sock is None:
-            raise ConnectionError(f"connection to {self.options.address} is closed")
-        self._arm_first(sock, deadline)
+        sock = self._send_first(data, deadline)
         try:
-            sock.sendall(data)
             parser = self.parser
             view = self._read_view
             while True:
@@ -182,6 +171,25 @@ class Connection:
                 self._arm(sock, deadline)
         except BaseException as exc:
             raise self._break(exc) from None
+
+    def _send_first(self, data: bytes, deadline: float) -> socket.socket:
+        """A call's write: ``NotSent`` when its deadline had passed before it (the connection is
+        untouched and stays usable); any failure after that breaks the connection."""
+        sock = self.sock
+        if sock is None:
+            raise ConnectionError(f"connection to {self.options.address} is closed")
+        try:
+            self._arm(sock, deadline)
+        except builtins.TimeoutError:
+            raise NotSent(UnsentTimeout(f"the call's deadline passed before anything was sent to "
+                                        f"{self.options.address}")) from None
+        except BaseException as exc:
+            raise self._break(exc) from None
+        try:
+            sock.sendall(data)
+        except BaseException as exc:
+            raise self._break(exc) from None
+        return sock
 
     def send(self, data: bytes, deadline: float) -> None:
         sock = self.sock
@@ -210,17 +218,6 @@ class Connection:
                 parser.feed(view[:n])
                 replies.extend(parser.get_replies(count - len(replies)))
             return replies
-        except BaseException as exc:
-            raise self._break(exc) from None
-
-    def _arm_first(self, sock: socket.socket, deadline: float) -> None:
-        """``_arm`` before a call's first write: ``NotSent`` when its deadline has passed already
-        (the connection is untouched and stays usable)."""
-        try:
-            self._arm(sock, deadline)
-        except builtins.TimeoutError:
-            raise NotSent(UnsentTimeout(f"the call's deadline passed before anything was sent to "
-                                        f"{self.options.address}")) from None
         except BaseException as exc:
             raise self._break(exc) from None
 
