@@ -262,8 +262,8 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
             try:
                 address = yield from _master_flow(routes, nodes, key, deadline)
             except ClusterError:
-                if paused_on is None:
-                    raise
+                if paused_on is None or time.monotonic() + RETRY_PAUSE < deadline:
+                    raise  # an outage, not a map read the deadline cut
                 return _refused(paused_on, redirects)
             if paused_on is not None and time.monotonic() + 2 * round_took >= deadline:
                 return _refused(paused_on, redirects)

@@ -13,6 +13,7 @@ import time
 from typing import Any, Generic, TypeVar
 
 from turbolock._flows.backoff import Backoff
+from turbolock._wire.replies import SlotMovingTimeout
 from turbolock._wire.validate import Seconds, check_flag, check_token, encode_name, timeout_seconds, ttl_ms
 from turbolock.errors import (
     ConnectionError,
@@ -64,9 +65,10 @@ def check_wait(blocking: object, timeout: object) -> float | None:
 def worth_retrying(error: BaseException, wait: float | None) -> bool:
     """Whether a blocking acquire goes on waiting after ``error``: a lost reply (the lock is
     released in the background) always; a server that cannot be reached or does not answer
-    only while the wait has an end, so an endless wait never hides an outage. Refused
-    credentials and a server that is not Redis always end it."""
-    if isinstance(error, OutcomeUnknownError):
+    only while the wait has an end, so an endless wait never hides an outage. A Redis Cluster
+    slot being moved (``SlotMovingTimeout``) is no outage: waited through like a held lock.
+    Refused credentials and a server that is not Redis always end it."""
+    if isinstance(error, OutcomeUnknownError | SlotMovingTimeout):
         return wait != 0.0
     return bool(wait) and (isinstance(error, TimeoutError) or type(error) is ConnectionError)
 

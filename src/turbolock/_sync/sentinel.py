@@ -32,7 +32,7 @@ from turbolock._sync.drive import run
 from turbolock._sync.executor import Executor, settle_all
 from turbolock._sync.pool import ConnectionPool
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler
+from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler, UnsentTimeout
 from turbolock._wire.slot_map import Address
 from turbolock.options import ConnectionOptions
 
@@ -81,15 +81,28 @@ class SentinelPool(ConnectionPool):
         if self._watcher is None:
             self._start_watching()
 
+        current = generation
+
         def open_checked(address: Address, deadline: float) -> Connection:
-            return self._open_checked(address, deadline, generation)
+            nonlocal current
+            try:
+                return self._open_checked(address, deadline, current)
+            finally:  # a retry follows a refusal that dropped the pool: it is of the new generation
+                current = self._generation
 
         conn: Connection = run(open_master_flow(self.routes, self._ask, open_checked, deadline))
         return conn
 
     def _ask(self, deadline: float) -> Address:
-        with self._asking:  # one thread asks the Sentinels; the others use its answer
+        # One thread asks the Sentinels (the watcher, or a call); the others use its answer, waiting
+        # for it no longer than their own deadline.
+        if not self._asking.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise UnsentTimeout(f"the master of {self.routes.service!r} was still being asked of the "
+                                "Sentinels at the call's deadline")
+        try:
             return run(master_flow(self.routes, self.sentinels, deadline))
+        finally:
+            self._asking.release()
 
     def _open_checked(self, address: Address, deadline: float, generation: int) -> Connection:
         conn = Connection(dataclasses.replace(self.options, host=address[0], port=address[1]), self.core,

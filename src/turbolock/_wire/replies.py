@@ -5,15 +5,24 @@ from __future__ import annotations
 from turbolock.errors import AuthenticationError, LockError, ReplyError, ResponseError, TimeoutError
 
 
+class SlotMovingTimeout(TimeoutError):
+    """A Redis Cluster slot answered TRYAGAIN until the call's deadline: it is being moved and a
+    node holds only some of the call's keys (a fenced or fair lock's own keys). Nothing was done;
+    a blocking acquire waits on through it, as through a lock someone holds."""
+
+
 def reply_error(reply: object, name: str | bytes) -> LockError:
     """A typed error for an error reply (or a reply of a kind Redis never gives), naming the lock."""
     if type(reply) is ReplyError:
         if reply.code in ("NOAUTH", "WRONGPASS"):
             error: LockError = AuthenticationError(
                 f"the server wants authentication ({reply.code}) for lock {name!r}")
-        elif reply.code in ("TRYAGAIN", "CLUSTERDOWN"):  # a Cluster's, still so at the deadline
+        elif reply.code == "TRYAGAIN":  # a Cluster's, still so at the deadline
+            error = SlotMovingTimeout(f"lock {name!r} was not tried within the call's deadline: its slot "
+                                      "kept answering TRYAGAIN (it is being moved between nodes)")
+        elif reply.code == "CLUSTERDOWN":
             error = TimeoutError(f"lock {name!r} was not tried within the call's deadline: the cluster "
-                                 f"kept answering {reply.code} (a slot being moved, or the cluster down)")
+                                 "kept answering CLUSTERDOWN")
         else:
             error = ResponseError(f"the server answered {reply.code} for lock {name!r}: {reply}", reply.code)
     else:
