@@ -99,7 +99,7 @@ class SentinelPool(ConnectionPool):
         try:
             conn = await done_by(open_connection(options, self.core, self.key_prefix, self.on_orphan),
                                  deadline, f"{options.address} (connecting)")
-        except BaseException:
+        except Exception:
             self.master_failed()
             raise
         try:
@@ -109,9 +109,10 @@ class SentinelPool(ConnectionPool):
             except NotSent as exc:
                 raise exc.cause from None
             check_role(reply, address, self.routes.service)
-        except BaseException:
+        except BaseException as exc:
             conn.close(ConnectionError(f"connection to {options.address} is closed"))
-            self.master_failed()
+            if isinstance(exc, Exception):  # not a cancelled connect: nothing said against the master
+                self.master_failed()
             raise
         return conn
 
