@@ -373,7 +373,6 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
                 raise ClusterError("some slots have no master: the cluster is down or being changed")
         again: list[int] = []
         moved = False
-        round_started = time.monotonic()
         shares = list(groups.items())
         if len(shares) == 1:
             address, indices = shares[0]
@@ -408,11 +407,7 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
         pending = again
         first_round = False
         moved_rounds += moved
-        # A resend needs time for its answer too (twice this round's): a refusal for sure beats an
-        # item the deadline would leave maybe-done.
-        round_took = time.monotonic() - round_started
-        if (not pending or moved_rounds >= MAX_REDIRECTS
-                or time.monotonic() + RETRY_PAUSE + 2 * round_took >= end):
+        if not pending or moved_rounds >= MAX_REDIRECTS or time.monotonic() + RETRY_PAUSE >= end:
             break
         yield Sleep(RETRY_PAUSE)
     return results

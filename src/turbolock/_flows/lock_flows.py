@@ -232,7 +232,7 @@ class SingleLockFlows(LockFlows[Lease]):
                                self.fenced)
                     lease: Lease | None = yield Call(client._attempt, attempt)
                 except ConnectionError as error:
-                    if not worth_retrying(error, wait):
+                    if not worth_retrying(error, wait, waiting.slot_moving_for(error)):
                         raise
                     lease = None  # a lock it may have taken is released in the background
                 if lease is not None:
@@ -280,7 +280,7 @@ class SingleLockFlows(LockFlows[Lease]):
                                self.fenced, queue, deadline)
                     got = yield Call(client._fair_attempt, attempt)
                 except ConnectionError as error:
-                    if not worth_retrying(error, wait):
+                    if not worth_retrying(error, wait, waiting.slot_moving_for(error)):
                         raise
                     got = None
                 if isinstance(got, Lease):

@@ -62,13 +62,22 @@ def check_wait(blocking: object, timeout: object) -> float | None:
     return wait
 
 
-def worth_retrying(error: BaseException, wait: float | None) -> bool:
+SLOT_MOVE_PATIENCE = 30.0
+"""How long a wait with no end goes on through a Redis Cluster slot being moved (TRYAGAIN to a
+fenced or fair lock's script): a reshard moves a slot in far less; one abandoned half-way (the
+slot left MIGRATING/IMPORTING until an operator fixes it) then ends the wait with its
+``SlotMovingTimeout`` instead of hanging it silently."""
+
+
+def worth_retrying(error: BaseException, wait: float | None, slot_moving_for: float = 0.0) -> bool:
     """Whether a blocking acquire goes on waiting after ``error``: a lost reply (the lock is
     released in the background) always; a server that cannot be reached or does not answer
     only while the wait has an end, so an endless wait never hides an outage. A Redis Cluster
-    slot being moved (``SlotMovingTimeout``) is no outage: waited through like a held lock.
-    Refused credentials and a server that is not Redis always end it."""
-    if isinstance(error, OutcomeUnknownError | SlotMovingTimeout):
+    slot being moved (``SlotMovingTimeout``, for ``slot_moving_for`` seconds so far) is waited
+    through like a held lock, by an endless wait for ``SLOT_MOVE_PATIENCE``. Refused
+    credentials and a server that is not Redis always end it."""
+    if isinstance(error, OutcomeUnknownError) or (
+            isinstance(error, SlotMovingTimeout) and slot_moving_for < SLOT_MOVE_PATIENCE):
         return wait != 0.0
     return bool(wait) and (isinstance(error, TimeoutError) or type(error) is ConnectionError)
 
@@ -77,12 +86,24 @@ class Waiting:
     """One blocking acquire's clock: each attempt ends by the call deadline or the end of the
     wait, whichever comes first, and the pauses between attempts back off with jitter."""
 
-    __slots__ = ("deadline", "_backoff", "_first")
+    __slots__ = ("deadline", "_backoff", "_first", "_moving_since")
 
     def __init__(self, wait: float | None, backoff: Backoff | None = None) -> None:
         self.deadline = None if wait is None else time.monotonic() + wait
         self._backoff = Backoff() if backoff is None else backoff
         self._first = True
+        self._moving_since: float | None = None
+
+    def slot_moving_for(self, error: BaseException) -> float:
+        """How long attempts have met a moving slot (``SlotMovingTimeout``), ``error`` the latest
+        attempt's: since the first of a run of them, 0 after any other error."""
+        if not isinstance(error, SlotMovingTimeout):
+            self._moving_since = None
+            return 0.0
+        now = time.monotonic()
+        if self._moving_since is None:
+            self._moving_since = now
+        return now - self._moving_since
 
     def attempt_deadline(self, call_timeout: float) -> float | None:
         """When the next attempt must end, or None when the call's own deadline comes first."""

@@ -81,14 +81,10 @@ class SentinelPool(ConnectionPool):
         if self._watcher is None:
             self._start_watching()
 
-        current = generation
-
         def open_checked(address: Address, deadline: float) -> Connection:
-            nonlocal current
-            try:
-                return self._open_checked(address, deadline, current)
-            finally:  # a retry follows a refusal that dropped the pool: it is of the new generation
-                current = self._generation
+            # A retry's connection keeps the generation (and the slot) its get() counted: the
+            # refusal before it dropped the pool, so it is closed when put back, not counted twice.
+            return self._open_checked(address, deadline, generation)
 
         conn: Connection = run(open_master_flow(self.routes, self._ask, open_checked, deadline))
         return conn

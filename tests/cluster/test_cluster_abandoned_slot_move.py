@@ -1,0 +1,69 @@
+"""A slot whose move was abandoned (``redis-cli --cluster reshard`` killed after ``SETSLOT
+MIGRATING/IMPORTING``: ``--cluster check`` reports an open slot) answers a fenced acquire of a
+free lock TRYAGAIN until an operator fixes it. A blocking wait with no end goes on through a
+moving slot as through a held lock, but only for ``SLOT_MOVE_PATIENCE``: then it ends with the
+``SlotMovingTimeout`` instead of hanging silently (found in review). The patience is made short
+here; the slot is closed (SETSLOT STABLE) by the test either way."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+import redis
+
+from turbolock._flows import lock_rules
+from turbolock._wire.replies import SlotMovingTimeout
+from turbolock._wire.slots import key_slot
+from turbolock.cluster import ClusterLockClient
+from turbolock.redis_cluster import RedisCluster
+from turbolock.redis_server import RedisServer
+
+from ._helpers import other_master, start_slot_move
+
+T = 1.0
+PATIENCE = 2.5
+
+
+def test_an_endless_fenced_wait_on_an_abandoned_slot_move_ends_after_its_patience(
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str,
+        raws: Callable[[RedisServer], redis.Redis], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lock_rules, "SLOT_MOVE_PATIENCE", PATIENCE)
+    cluster = own_cluster(masters=3, replicas=0)
+    client = ClusterLockClient.from_url(cluster.url, core=core_name, key_prefix=key_prefix, timeout=T)
+    try:
+        name = "{abandoned}:x"
+        slot = key_slot((key_prefix + name).encode())
+        first = client.lock(name, 30, fenced=True)
+        assert first.acquire(timeout=5)
+        first.release()  # the fence counter exists, the lock key does not
+        source = cluster.master_of(slot)
+        src, dst = raws(source), raws(other_master(cluster, source))
+        start_slot_move(src, dst, slot)  # ... and the reshard dies here
+        outcome: list[object] = []
+        lock = client.lock(name, 30, fenced=True)
+
+        def wait() -> None:
+            try:
+                outcome.append(lock.acquire())  # blocking, no timeout
+            except Exception as exc:
+                outcome.append(exc)
+
+        waiter = threading.Thread(target=wait, daemon=True)
+        started = time.monotonic()
+        waiter.start()
+        waiter.join(PATIENCE + 3 * T + 2)
+        took = time.monotonic() - started
+        ended = not waiter.is_alive()
+        for node in (src, dst):  # let a waiter still there go
+            node.execute_command("CLUSTER", "SETSLOT", slot, "STABLE")
+        waiter.join(10)
+        if outcome and outcome[0] is True:
+            lock.release()
+        assert ended, f"the endless wait had not ended {took:.1f} s into an abandoned move: {outcome!r}"
+        assert len(outcome) == 1 and isinstance(outcome[0], SlotMovingTimeout), outcome
+        assert PATIENCE <= took, f"gave up after {took:.1f} s, before its patience"
+    finally:
+        client.close()
