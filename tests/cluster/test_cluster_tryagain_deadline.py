@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
 
 from _blocking_async import FRONTS
+from turbolock._sync.executor import Executor
+from turbolock._wire.replies import SlotMovingTimeout
 from turbolock._wire.slots import key_slot
+from turbolock.cluster import ClusterLockClient
 from turbolock.errors import TimeoutError
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
@@ -54,3 +58,39 @@ def test_a_tryagain_that_outlives_the_deadline_is_a_timeout(
         assert dst.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0
     finally:
         fronts.close()
+
+
+def test_a_resend_the_deadline_cut_before_its_write_leaves_the_refusal(
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str,
+        raws: Callable[[RedisServer], redis.Redis], monkeypatch: pytest.MonkeyPatch) -> None:
+    # A busy host: the resend after a TRYAGAIN pause reaches its write only after the deadline
+    # (the executor then refuses to write it: UnsentTimeout). The TRYAGAIN stands, as a
+    # SlotMovingTimeout a blocking wait goes on through; a bare UnsentTimeout ended an endless
+    # fair wait mid-reshard (seen in CI).
+    cluster = own_cluster(masters=3, replicas=0)
+    client = ClusterLockClient.from_url(cluster.url, core=core_name, key_prefix=key_prefix, timeout=TIMEOUT)
+    try:
+        name = "{late-resend}:x"
+        slot = key_slot((key_prefix + name).encode())
+        lease = client.try_acquire(name, 30, fenced=True)
+        assert lease is not None and client.release(lease)
+        source = cluster.master_of(slot)
+        src, dst = raws(source), raws(other_master(cluster, source))
+        start_slot_move(src, dst, slot)
+        original = Executor.script_one
+        calls = []
+
+        def late_after_the_first(self: Executor, script: Any, key: bytes, token: bytes, ttl_ms: int | None,
+                                 deadline: float | None = None) -> object:
+            calls.append(key)
+            if len(calls) > 1 and deadline is not None:
+                time.sleep(max(0.0, deadline - time.monotonic()) + 0.01)
+            return original(self, script, key, token, ttl_ms, deadline)
+
+        monkeypatch.setattr(Executor, "script_one", late_after_the_first)
+        with pytest.raises(SlotMovingTimeout):
+            client.try_acquire(name, 30, fenced=True)
+        assert len(calls) == 2
+        assert src.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 1  # the counter alone
+    finally:
+        client.close()

@@ -31,6 +31,7 @@ from turbolock._wire.outcomes import (
     Reencoder,
     ReplyHandler,
     Unconfirmed,
+    UnsentTimeout,
     subset_encoders,
 )
 from turbolock._wire.slot_map import Address, Redirect, SlotMap, map_from_shards, map_from_slots, redirect_of
@@ -270,6 +271,10 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
             started = time.monotonic()
             try:
                 reply = yield send(nodes.node(address), deadline)
+            except UnsentTimeout:  # the deadline passed before the write: the node had no part in it
+                if paused_on is None:
+                    raise
+                return _refused(paused_on, redirects)  # the resend never went: the refusal stands
             except BaseException:
                 routes.failed(address)  # a failover, perhaps: the map is read again before the next call
                 raise
