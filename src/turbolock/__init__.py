@@ -35,8 +35,10 @@ from turbolock.errors import (
     QuorumError,
     RedlockNotAcquiredError,
     ResponseError,
+    SlotMovingError,
     StaleFenceError,
     TimeoutError,
+    UnsentTimeoutError,
 )
 from turbolock.fencing import FencedStore
 from turbolock.lease import FencedLease, Lease, LockInfo
@@ -103,7 +105,9 @@ __all__ = [
     "RedlockStatus",
     "ResponseError",
     "SentinelLockClient",
+    "SlotMovingError",
     "StaleFenceError",
     "TimeoutError",
+    "UnsentTimeoutError",
     "implementation",
 ]

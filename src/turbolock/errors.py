@@ -74,6 +74,18 @@ class TimeoutError(ConnectionError, builtins.TimeoutError):  # noqa: A001 - publ
     """A call did not complete within its deadline."""
 
 
+class UnsentTimeoutError(TimeoutError):
+    """A call's deadline passed before it wrote anything (it waited for a busy pool's
+    connection, or was late already when it had one): the server had no part in it, so nothing
+    is maybe held and the server is not to blame (a Sentinel's master is not forgotten)."""
+
+
+class SlotMovingError(TimeoutError):
+    """A Redis Cluster slot answered TRYAGAIN until the call's deadline: it is being moved and a
+    node holds only some of the call's keys (a fenced or fair lock's own keys). Nothing was done;
+    a blocking acquire waits on through it, as through a lock someone holds."""
+
+
 class AuthenticationError(ConnectionError):
     """The server refused the credentials (the password is never part of the message)."""
 

@@ -2,7 +2,7 @@
 MIGRATING/IMPORTING``: ``--cluster check`` reports an open slot) answers a fenced acquire of a
 free lock TRYAGAIN until an operator fixes it. A blocking wait with no end goes on through a
 moving slot as through a held lock, but only for ``SLOT_MOVE_PATIENCE``: then it ends with the
-``SlotMovingTimeout`` instead of hanging silently (found in review). The patience is made short
+``SlotMovingError`` instead of hanging silently (found in review). The patience is made short
 here; the slot is closed (SETSLOT STABLE) by the test either way."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 import redis
 
 from turbolock._flows import lock_rules
-from turbolock._wire.replies import SlotMovingTimeout
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
+from turbolock.errors import SlotMovingError
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
@@ -63,7 +63,7 @@ def test_an_endless_fenced_wait_on_an_abandoned_slot_move_ends_after_its_patienc
         if outcome and outcome[0] is True:
             lock.release()
         assert ended, f"the endless wait had not ended {took:.1f} s into an abandoned move: {outcome!r}"
-        assert len(outcome) == 1 and isinstance(outcome[0], SlotMovingTimeout), outcome
+        assert len(outcome) == 1 and isinstance(outcome[0], SlotMovingError), outcome
         assert PATIENCE <= took, f"gave up after {took:.1f} s, before its patience"
     finally:
         client.close()

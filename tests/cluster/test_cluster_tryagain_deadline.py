@@ -14,10 +14,9 @@ import redis
 
 from _blocking_async import FRONTS
 from turbolock._sync.executor import Executor
-from turbolock._wire.replies import SlotMovingTimeout
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
-from turbolock.errors import TimeoutError
+from turbolock.errors import SlotMovingError, TimeoutError
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
@@ -64,8 +63,8 @@ def test_a_resend_the_deadline_cut_before_its_write_leaves_the_refusal(
         own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str,
         raws: Callable[[RedisServer], redis.Redis], monkeypatch: pytest.MonkeyPatch) -> None:
     # A busy host: the resend after a TRYAGAIN pause reaches its write only after the deadline
-    # (the executor then refuses to write it: UnsentTimeout). The TRYAGAIN stands, as a
-    # SlotMovingTimeout a blocking wait goes on through; a bare UnsentTimeout ended an endless
+    # (the executor then refuses to write it: UnsentTimeoutError). The TRYAGAIN stands, as a
+    # SlotMovingError a blocking wait goes on through; a bare UnsentTimeoutError ended an endless
     # fair wait mid-reshard (seen in CI).
     cluster = own_cluster(masters=3, replicas=0)
     client = ClusterLockClient.from_url(cluster.url, core=core_name, key_prefix=key_prefix, timeout=TIMEOUT)
@@ -88,7 +87,7 @@ def test_a_resend_the_deadline_cut_before_its_write_leaves_the_refusal(
             return original(self, script, key, token, ttl_ms, deadline)
 
         monkeypatch.setattr(Executor, "script_one", late_after_the_first)
-        with pytest.raises(SlotMovingTimeout):
+        with pytest.raises(SlotMovingError):
             client.try_acquire(name, 30, fenced=True)
         assert len(calls) == 2
         assert src.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 1  # the counter alone

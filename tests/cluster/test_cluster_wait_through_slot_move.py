@@ -1,7 +1,7 @@
 """A blocking acquire of a Lock object whose script declares its own keys (fenced=True,
 fair=True) meets TRYAGAIN for as long as a free lock's slot is moving. A wait of 10 s, or one
 with no end, over a move that takes 2.5 s ends with the lock, as a plain Lock's does: each
-attempt still refused at its call deadline (1 s) fails with ``SlotMovingTimeout``, which a
+attempt still refused at its call deadline (1 s) fails with ``SlotMovingError``, which a
 blocking acquire waits on through like a held lock. (A ResponseError ended the wait after a
 second; then a TimeoutError ended an endless one: both found in review.)"""
 

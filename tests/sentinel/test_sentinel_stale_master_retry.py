@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from turbolock._wire.outcomes import UnsentTimeout
+from turbolock.errors import UnsentTimeoutError
 from turbolock.redis_sentinel import RedisSentinel
 from turbolock.sentinel import SentinelLockClient
 
@@ -86,7 +86,7 @@ def test_a_retry_after_a_stale_master_keeps_the_pool_bound(
         try:
             try:
                 second = pool.get(time.monotonic() + 0.3)
-            except UnsentTimeout:
+            except UnsentTimeoutError:
                 second = None
         finally:
             pool.put(first)

@@ -1,6 +1,6 @@
 """A call whose whole deadline went waiting for a busy pool (every connection lent to other
 threads) never reached the master: the Sentinel guard must not blame the master for its
-TimeoutError (``UnsentTimeout``). It did: the client forgot a healthy master, asked the Sentinels
+TimeoutError (``UnsentTimeoutError``). It did: the client forgot a healthy master, asked the Sentinels
 again and dropped every pooled connection, a reconnect storm under load. Found in review."""
 
 from __future__ import annotations

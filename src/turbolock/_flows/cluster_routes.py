@@ -31,7 +31,6 @@ from turbolock._wire.outcomes import (
     Reencoder,
     ReplyHandler,
     Unconfirmed,
-    UnsentTimeout,
     subset_encoders,
 )
 from turbolock._wire.slot_map import Address, Redirect, SlotMap, map_from_shards, map_from_slots, redirect_of
@@ -44,6 +43,7 @@ from turbolock.errors import (
     InvalidArgumentTypeError,
     ProtocolError,
     ReplyError,
+    UnsentTimeoutError,
 )
 from turbolock.options import ConnectionOptions, node_address
 
@@ -271,7 +271,7 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
             started = time.monotonic()
             try:
                 reply = yield send(nodes.node(address), deadline)
-            except UnsentTimeout:  # the deadline passed before the write: the node had no part in it
+            except UnsentTimeoutError:  # the deadline passed before the write: the node had no part in it
                 if paused_on is None:
                     raise
                 return _refused(paused_on, redirects)  # the resend never went: the refusal stands

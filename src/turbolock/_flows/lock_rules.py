@@ -13,7 +13,6 @@ import time
 from typing import Any, Generic, TypeVar
 
 from turbolock._flows.backoff import Backoff
-from turbolock._wire.replies import SlotMovingTimeout
 from turbolock._wire.validate import Seconds, check_flag, check_token, encode_name, timeout_seconds, ttl_ms
 from turbolock.errors import (
     ConnectionError,
@@ -22,6 +21,7 @@ from turbolock.errors import (
     LockNotOwnedError,
     LockUsageError,
     OutcomeUnknownError,
+    SlotMovingError,
     TimeoutError,
 )
 from turbolock.lease import Lease
@@ -66,18 +66,18 @@ SLOT_MOVE_PATIENCE = 30.0
 """How long a wait with no end goes on through a Redis Cluster slot being moved (TRYAGAIN to a
 fenced or fair lock's script): a reshard moves a slot in far less; one abandoned half-way (the
 slot left MIGRATING/IMPORTING until an operator fixes it) then ends the wait with its
-``SlotMovingTimeout`` instead of hanging it silently."""
+``SlotMovingError`` instead of hanging it silently."""
 
 
 def worth_retrying(error: BaseException, wait: float | None, slot_moving_for: float = 0.0) -> bool:
     """Whether a blocking acquire goes on waiting after ``error``: a lost reply (the lock is
     released in the background) always; a server that cannot be reached or does not answer
     only while the wait has an end, so an endless wait never hides an outage. A Redis Cluster
-    slot being moved (``SlotMovingTimeout``, for ``slot_moving_for`` seconds so far) is waited
+    slot being moved (``SlotMovingError``, for ``slot_moving_for`` seconds so far) is waited
     through like a held lock, by an endless wait for ``SLOT_MOVE_PATIENCE``. Refused
     credentials and a server that is not Redis always end it."""
     if isinstance(error, OutcomeUnknownError) or (
-            isinstance(error, SlotMovingTimeout) and slot_moving_for < SLOT_MOVE_PATIENCE):
+            isinstance(error, SlotMovingError) and slot_moving_for < SLOT_MOVE_PATIENCE):
         return wait != 0.0
     return bool(wait) and (isinstance(error, TimeoutError) or type(error) is ConnectionError)
 
@@ -95,9 +95,9 @@ class Waiting:
         self._moving_since: float | None = None
 
     def slot_moving_for(self, error: BaseException) -> float:
-        """How long attempts have met a moving slot (``SlotMovingTimeout``), ``error`` the latest
+        """How long attempts have met a moving slot (``SlotMovingError``), ``error`` the latest
         attempt's: since the first of a run of them, 0 after any other error."""
-        if not isinstance(error, SlotMovingTimeout):
+        if not isinstance(error, SlotMovingError):
             self._moving_since = None
             return 0.0
         now = time.monotonic()

@@ -17,7 +17,7 @@ from typing import Any
 
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
 from turbolock._flows.steps import Call, CallStep, Flow
-from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, Unconfirmed, UnsentTimeout, subset_encoders
+from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, Unconfirmed, subset_encoders
 from turbolock._wire.replies import reply_error
 from turbolock._wire.slot_map import Address
 from turbolock.errors import (
@@ -26,6 +26,7 @@ from turbolock.errors import (
     InvalidArgumentTypeError,
     LockError,
     ReplyError,
+    UnsentTimeoutError,
 )
 from turbolock.options import ConnectionOptions, node_address
 
@@ -166,9 +167,9 @@ by the time between its deadline's making and its start."""
 def blames_master(exc: BaseException, given: float, call_timeout: float) -> bool:
     """Whether a call's failure says the master may be gone: not an interrupt or a cancelled
     task, nor a timeout of a call that was cut short (see ``CUT_SHORT``) or that never reached
-    the master (``UnsentTimeout``)."""
+    the master (``UnsentTimeoutError``)."""
     cause = exc.cause if isinstance(exc, Unconfirmed) else exc
-    if not isinstance(cause, Exception) or isinstance(cause, UnsentTimeout):
+    if not isinstance(cause, Exception) or isinstance(cause, UnsentTimeoutError):
         return False
     return not (isinstance(cause, TimeoutError) and given < CUT_SHORT * call_timeout)
 

@@ -23,11 +23,12 @@ from turbolock._flows.handshake import (
     not_redis,
     refused,
 )
-from turbolock._wire.outcomes import NotSent, UnsentTimeout
+from turbolock._wire.outcomes import NotSent
 from turbolock.errors import (
     ConnectionError,
     ProtocolError,
     TimeoutError,
+    UnsentTimeoutError,
 )
 from turbolock.options import ConnectionOptions
 
@@ -181,7 +182,7 @@ class Connection:
         try:
             self._arm(sock, deadline)
         except builtins.TimeoutError:
-            raise NotSent(UnsentTimeout(f"the call's deadline passed before anything was sent to "
+            raise NotSent(UnsentTimeoutError(f"the call's deadline passed before anything was sent to "
                                         f"{self.options.address}")) from None
         except BaseException as exc:
             raise self._break(exc) from None

@@ -9,8 +9,7 @@ import weakref
 from types import ModuleType
 
 from turbolock._sync.connection import Connection
-from turbolock._wire.outcomes import UnsentTimeout
-from turbolock.errors import ConnectionError
+from turbolock.errors import ConnectionError, UnsentTimeoutError
 from turbolock.options import ConnectionOptions
 
 # A connection idle longer than this is checked for a close by the server (a restart) before
@@ -124,7 +123,7 @@ class ConnectionPool:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise UnsentTimeout(f"all {self.max_connections} connections stayed busy too long")
+                    raise UnsentTimeoutError(f"all {self.max_connections} connections stayed busy too long")
                 self._cond.wait(remaining)
                 if self._closed:
                     raise ConnectionError("the client is closed")

@@ -32,8 +32,9 @@ from turbolock._sync.drive import run
 from turbolock._sync.executor import Executor, settle_all
 from turbolock._sync.pool import ConnectionPool
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler, UnsentTimeout
+from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler
 from turbolock._wire.slot_map import Address
+from turbolock.errors import UnsentTimeoutError
 from turbolock.options import ConnectionOptions
 
 log = logging.getLogger("turbolock")
@@ -93,7 +94,7 @@ class SentinelPool(ConnectionPool):
         # One thread asks the Sentinels (the watcher, or a call); the others use its answer, waiting
         # for it no longer than their own deadline.
         if not self._asking.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            raise UnsentTimeout(f"the master of {self.routes.service!r} was still being asked of the "
+            raise UnsentTimeoutError(f"the master of {self.routes.service!r} was still being asked of the "
                                 "Sentinels at the call's deadline")
         try:
             return run(master_flow(self.routes, self.sentinels, deadline))

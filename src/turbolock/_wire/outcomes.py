@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from turbolock._wire import scripts as _scripts
-from turbolock.errors import ReplyError, ResponseError, TimeoutError
+from turbolock.errors import ReplyError, ResponseError
 
 Encoder = Callable[[Any, int, int], None]
 """Appends the commands for items ``start``..``stop`` to a core CommandBuffer."""
@@ -43,12 +43,6 @@ class NotSent(Exception):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.cause = cause
-
-
-class UnsentTimeout(TimeoutError):
-    """A call's deadline passed before it wrote anything (it waited for a busy pool's
-    connection, or was late already when it had one): the server had no part in it, so nothing
-    is maybe held and the server is not to blame (a Sentinel's master is not forgotten)."""
 
 
 class _Marker:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from turbolock.errors import AuthenticationError, LockError, ReplyError, ResponseError, TimeoutError
-
-
-class SlotMovingTimeout(TimeoutError):
-    """A Redis Cluster slot answered TRYAGAIN until the call's deadline: it is being moved and a
-    node holds only some of the call's keys (a fenced or fair lock's own keys). Nothing was done;
-    a blocking acquire waits on through it, as through a lock someone holds."""
+from turbolock.errors import (
+    AuthenticationError,
+    LockError,
+    ReplyError,
+    ResponseError,
+    SlotMovingError,
+    TimeoutError,
+)
 
 
 def reply_error(reply: object, name: str | bytes) -> LockError:
@@ -18,7 +19,7 @@ def reply_error(reply: object, name: str | bytes) -> LockError:
             error: LockError = AuthenticationError(
                 f"the server wants authentication ({reply.code}) for lock {name!r}")
         elif reply.code == "TRYAGAIN":  # a Cluster's, still so at the deadline
-            error = SlotMovingTimeout(f"lock {name!r} was not tried within the call's deadline: its slot "
+            error = SlotMovingError(f"lock {name!r} was not tried within the call's deadline: its slot "
                                       "kept answering TRYAGAIN (it is being moved between nodes)")
         elif reply.code == "CLUSTERDOWN":
             error = TimeoutError(f"lock {name!r} was not tried within the call's deadline: the cluster "
