@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from turbolock import _metrics
 from turbolock._flows.client_settings import check_fair, check_fenced
-from turbolock._flows.fair import REPLY_LOST, Leaving, attempt_token
+from turbolock._flows.fair import REPLY_LOST, Leaving
 from turbolock._flows.lock_rules import LockState, Waiting, worth_retrying
 from turbolock._flows.redlock_result import FencedRedlockLease, RedlockLease, RedlockResult, RedlockStatus
 from turbolock._flows.steps import Call, Flow, Sleep
@@ -268,8 +268,6 @@ class SingleLockFlows(LockFlows[Lease]):
         queue = wait != 0.0
         ticket = None
         attempts = 0
-        maybe: list[bytes] = []
-        """Tokens of attempts that may have taken the lock (no answer): released when it leaves."""
         try:
             while True:
                 attempts += 1
@@ -287,8 +285,7 @@ class SingleLockFlows(LockFlows[Lease]):
                     return got
                 if not queue:
                     return None
-                if got is None or got is REPLY_LOST:  # no answer (an answer is a place): maybe taken
-                    maybe.append(attempt_token(waiter, attempts))
+                if got is REPLY_LOST:  # maybe taken: leaving the queue releases the waiter's lock
                     got = None
                 if ticket is None and client._wakes_waiters:
                     joined = waiting.join_deadline(client.options.timeout, PATIENCE_MS / 4000.0)
@@ -315,17 +312,17 @@ class SingleLockFlows(LockFlows[Lease]):
             raise
         except BaseException:  # an error, an interrupt, a cancelled task: it leaves, then raises
             if queue:
-                yield from self._leave_queue(waiter, maybe)
+                yield from self._leave_queue(waiter)
             raise
         finally:
             if ticket is not None:
                 client._wake_leave(ticket)
-        yield from self._leave_queue(waiter, maybe)
+        yield from self._leave_queue(waiter)
         return None
 
-    def _leave_queue(self, waiter: bytes, maybe: list[bytes]) -> Flow[None]:
+    def _leave_queue(self, waiter: bytes) -> Flow[None]:
         """Leave the queue, in the background (the client's cleanup, until the server answers):
-        the place goes, and a lock an unanswered attempt (``maybe``) took is released."""
+        the place goes, and a lock one of its unanswered attempts took is released."""
         forget_at = time.monotonic() + max(self._ttl_ms, EXPIRE_MS) / 1000.0
         self.client._remember_cleanup(encode_name(self.name), Leaving(waiter), forget_at)
         return
