@@ -255,30 +255,10 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
             address, reply = first
             first = None
         else:
-            # After a refusal, no time left for the resend's answer (twice the last round: a busy
-            # host), checked before and after the map is read: a command refused for sure beats
-            # one the deadline would leave maybe-done, and beats a map read the deadline cut.
-            if paused_on is not None and time.monotonic() + 2 * round_took >= deadline:
+            sent = yield from _send_flow(routes, nodes, key, send, deadline, paused_on, round_took)
+            if sent is None:
                 return _refused(paused_on, redirects)
-            try:
-                address = yield from _master_flow(routes, nodes, key, deadline)
-            except ClusterError:
-                if paused_on is None or time.monotonic() + RETRY_PAUSE < deadline:
-                    raise  # an outage, not a map read the deadline cut
-                return _refused(paused_on, redirects)
-            if paused_on is not None and time.monotonic() + 2 * round_took >= deadline:
-                return _refused(paused_on, redirects)
-            started = time.monotonic()
-            try:
-                reply = yield send(nodes.node(address), deadline)
-            except UnsentTimeoutError:  # the deadline passed before the write: the node had no part in it
-                if paused_on is None:
-                    raise
-                return _refused(paused_on, redirects)  # the resend never went: the refusal stands
-            except BaseException:
-                routes.failed(address)  # a failover, perhaps: the map is read again before the next call
-                raise
-            round_took = time.monotonic() - started
+            address, reply, round_took = sent
         paused_on = None
         redirect = redirect_of(reply, address[0])
         if redirect is not None and redirect.ask:
@@ -300,6 +280,40 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
             yield Sleep(RETRY_PAUSE)
             continue
         return reply
+
+
+def _send_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[Any, float], Any],
+               deadline: float, paused_on: object, round_took: float
+               ) -> Flow[tuple[Address, object, float] | None]:
+    """The key's command sent to the master the map names: (master, reply, how long it took).
+    After a refusal (``paused_on``), None when the resend no longer fits in the deadline (twice
+    the last round ``round_took``: a busy host), checked before and after the map is read, when
+    the deadline cut the map read, or when it passed before the write: a command refused for
+    sure beats one the deadline would leave maybe-done, and the refusal stands."""
+    def no_time() -> bool:
+        return paused_on is not None and time.monotonic() + 2 * round_took >= deadline
+
+    if no_time():
+        return None
+    try:
+        address = yield from _master_flow(routes, nodes, key, deadline)
+    except ClusterError:
+        if paused_on is None or time.monotonic() + RETRY_PAUSE < deadline:
+            raise  # an outage, not a map read the deadline cut
+        return None
+    if no_time():
+        return None
+    started = time.monotonic()
+    try:
+        reply = yield send(nodes.node(address), deadline)
+    except UnsentTimeoutError:  # the deadline passed before the write: the node had no part in it
+        if paused_on is None:
+            raise
+        return None
+    except BaseException:
+        routes.failed(address)  # a failover, perhaps: the map is read again before the next call
+        raise
+    return address, reply, time.monotonic() - started
 
 
 def _refused(paused_on: object, redirects: int) -> object:
