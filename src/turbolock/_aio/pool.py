@@ -29,7 +29,7 @@ STALE_CHECK_AFTER = 0.001
 
 class ConnectionPool:
     __slots__ = ("options", "core", "key_prefix", "size", "on_orphan", "_open", "_next", "_connecting",
-                 "_closed", "_loop", "_thread", "set_ifeq", "_parents")
+                 "_closed", "_loop", "_thread", "set_ifeq", "_parents", "_retired")
 
     def __init__(self, options: ConnectionOptions, core: Any, key_prefix: bytes, size: int,
                  on_orphan: OrphanHandler) -> None:
@@ -39,6 +39,8 @@ class ConnectionPool:
         self.size = size
         self.on_orphan = on_orphan
         self._open: list[RedisProtocol] = []
+        self._retired: list[RedisProtocol] = []
+        """Connections ``drop_all`` took out of use, closing once their calls in flight are answered."""
         self._next = 0
         self._connecting: asyncio.Task[RedisProtocol] | None = None
         self._closed = False
@@ -118,13 +120,14 @@ class ConnectionPool:
         return await open_connection(self.options, self.core, self.key_prefix, self.on_orphan)
 
     def drop_all(self) -> None:
-        """Close every connection (the server they go to is no longer the one to use): calls in
-        flight on them fail, and the next call opens a new one."""
+        """Stop using every connection (the server they go to is no longer the one to use): the
+        next call opens a new one, and each old one closes once the calls in flight on it have
+        their replies (as the blocking pool's busy connections do when they come back)."""
         conns, self._open = self._open, []
         self._next = 0
+        self._retired += conns
         for conn in conns:
-            conn.on_close = None
-            conn.abort(ConnectionError(f"{self.options.address}: the connection was dropped (a failover)"))
+            conn.retire(ConnectionError(f"{self.options.address}: the connection was dropped (a failover)"))
 
     def adopt_running_loop(self) -> None:
         """Make the running loop the pool's: another loop's connections are dropped if that loop
@@ -146,8 +149,7 @@ class ConnectionPool:
     def _leave(self, old: asyncio.AbstractEventLoop) -> None:
         """Drop every connection and the connect in progress of ``old``, a loop that is not running."""
         task, self._connecting = self._connecting, None
-        conns, self._open = self._open, []
-        self._next = 0
+        conns = self._take_all()
         error = ConnectionError("the event loop this connection was opened in is gone")
         if old.is_closed():
             for conn in conns:
@@ -165,8 +167,8 @@ class ConnectionPool:
         Nothing of theirs is touched (closing one through the inherited loop would unregister the
         parent's socket from the epoll instance both processes share, shutting it down would
         close the parent's connection): they are set aside, and the next call opens new ones."""
-        self._parents.append((self._open, self._connecting, self._loop))
-        self._open, self._next, self._connecting = [], 0, None
+        self._parents.append((self._open, self._retired, self._connecting, self._loop))
+        self._open, self._retired, self._next, self._connecting = [], [], 0, None
         self._loop, self._thread = None, 0
 
     def _connected(self, task: asyncio.Task[RedisProtocol]) -> None:
@@ -176,10 +178,17 @@ class ConnectionPool:
             task.exception()  # retrieved here: every waiter gets it raised anyway
 
     def _dropped(self, conn: RedisProtocol) -> None:
-        try:
-            self._open.remove(conn)
-        except ValueError:
-            pass
+        for conns in (self._open, self._retired):
+            try:
+                conns.remove(conn)
+            except ValueError:
+                pass
+
+    def _take_all(self) -> list[RedisProtocol]:
+        """Every connection, open or retired, no longer the pool's."""
+        conns = self._open + self._retired
+        self._open, self._retired, self._next = [], [], 0
+        return conns
 
     @property
     def connections(self) -> list[RedisProtocol]:
@@ -192,7 +201,6 @@ class ConnectionPool:
         if task is not None:
             task.cancel()
             await asyncio.wait([task])  # whatever the connect ended with, it is over
-        conns, self._open = self._open, []
-        for conn in conns:
+        for conn in self._take_all():
             conn.on_close = None
             conn.close(ConnectionError("the client is closed"))

@@ -52,7 +52,7 @@ def _fresh(error: BaseException) -> BaseException:
 class RedisProtocol(asyncio.Protocol):
     __slots__ = ("loop", "buffer", "address", "timeout", "on_orphan", "on_close", "on_push", "error",
                  "idle_since", "_parser", "_pending", "_unsent", "_partial", "_flush_pending", "_timer",
-                 "_transport", "set_ifeq")
+                 "_transport", "set_ifeq", "_retiring")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, core: Any, key_prefix: bytes, address: str,
                  timeout: float, on_orphan: OrphanHandler) -> None:
@@ -75,6 +75,7 @@ class RedisProtocol(asyncio.Protocol):
         self._flush_pending = False
         self._timer: asyncio.TimerHandle | None = None
         self._transport: asyncio.Transport | None = None
+        self._retiring: BaseException | None = None  # see ``retire``
 
     # -- asyncio callbacks ----------------------------------------------------------------------
 
@@ -127,6 +128,10 @@ class RedisProtocol(asyncio.Protocol):
         self._partial = partial
         if not pending:
             self.idle_since = self.loop.time()
+            if self._retiring is not None:
+                # On the next turn: a caller resumed by these replies may send more first (a
+                # bulk call's next chunk), which the server answers (READONLY, on a demoted master).
+                self.loop.call_soon(self._close_if_idle)
 
     def eof_received(self) -> bool:
         self._set_error(ConnectionError(f"{self.address} closed the connection"))
@@ -296,6 +301,20 @@ class RedisProtocol(asyncio.Protocol):
         for index, (_, _, _, orphan) in enumerate(pending):
             if orphan is not None and index < sent:
                 self.on_orphan(orphan, UNKNOWN)
+
+    def retire(self, error: BaseException) -> None:
+        """Close the connection once no request is pending (with ``error``), at once if none is.
+        Its server is no longer the one to use, but requests already written get their replies
+        (a write a demoted master refused, sent again elsewhere) instead of becoming outcomes
+        lost; one whose server does not answer fails at its deadline as always."""
+        if self._pending:
+            self._retiring = error
+        else:
+            self.close(error)
+
+    def _close_if_idle(self) -> None:
+        if not self._pending and self._retiring is not None:
+            self.close(self._retiring)
 
     def close(self, error: BaseException) -> None:
         """Close the connection; requests still pending fail with ``error``."""
