@@ -113,22 +113,52 @@ def check_policy(policy: object, ttl_ms: int) -> AutoRenew:
         hold = timeout_seconds(policy.max_hold, "max_hold")
         if hold is None or hold <= 0:
             raise InvalidArgumentError("max_hold", "must be a positive, finite number of seconds")
-    return AutoRenew(before, policy.max_renewals, policy.max_hold)
+    checked = ThirdOfTtl if policy.renew_before is None else AutoRenew
+    return checked(before, policy.max_renewals, policy.max_hold)
+
+
+class ThirdOfTtl(AutoRenew):
+    """A checked ``AutoRenew`` whose ``renew_before`` was left to the default, a third of the
+    ttl: kept so when an extend changes the ttl (``RenewalTerms.for_ttl``)."""
+
+    __slots__ = ()
 
 
 class RenewalTerms:
     """What every lease of one ``add()`` shares: kept once, not once per lease."""
 
-    __slots__ = ("renew_before", "max_renewals", "on_lost", "limited")
+    __slots__ = ("renew_before", "max_renewals", "on_lost", "limited", "third_of_ttl", "_by_ttl")
 
     def __init__(self, renew_before: float, max_renewals: int | None, on_lost: OnLost | None,
-                 limited: bool = False) -> None:
+                 limited: bool = False, third_of_ttl: bool = False) -> None:
         self.renew_before = renew_before
         self.max_renewals = max_renewals
         self.on_lost = on_lost
         # Whether a max_renewals or a max_hold may stop renewal: most leases have neither, and
         # skip the check at every renewal.
         self.limited = limited or max_renewals is not None
+        self.third_of_ttl = third_of_ttl
+        """Whether ``renew_before`` is the default, a third of the ttl."""
+        self._by_ttl: dict[int, RenewalTerms] | None = None
+
+    def for_ttl(self, ttl_ms: int) -> RenewalTerms:
+        """These terms for a lease extended by hand to ``ttl_ms``: the default margin is a third
+        of the new ttl, and a margin given in seconds is kept while it is shorter than the ttl
+        (else a lease would be due again as soon as it was renewed); shared by every lease
+        extended to that ttl."""
+        before = ttl_ms / 3000.0
+        if not self.third_of_ttl and self.renew_before < ttl_ms / 1000.0:
+            before = self.renew_before
+        if before == self.renew_before:
+            return self
+        by_ttl = self._by_ttl
+        if by_ttl is None:
+            by_ttl = self._by_ttl = {}
+        terms = by_ttl.get(ttl_ms)
+        if terms is None:
+            terms = by_ttl[ttl_ms] = RenewalTerms(before, self.max_renewals, self.on_lost, self.limited,
+                                                  self.third_of_ttl)
+        return terms
 
 
 class RenewalState(weakref.ref):  # type: ignore[type-arg]
@@ -246,7 +276,8 @@ class RenewalBook:
         before = policy.renew_before
         assert before is not None
         max_hold = policy.max_hold
-        terms = RenewalTerms(before, policy.max_renewals, on_lost, max_hold is not None)
+        terms = RenewalTerms(before, policy.max_renewals, on_lost, max_hold is not None,
+                             isinstance(policy, ThirdOfTtl))
         on_collected = self._on_collected
         with self._lock:
             wheel = self._wheel
@@ -276,10 +307,13 @@ class RenewalBook:
         return removed
 
     def rescheduled(self, lease: Lease) -> None:
-        """The lease was extended by hand: renew relative to its new expiry."""
+        """The lease was extended by hand: renew relative to its new expiry, by the margin its
+        new ttl calls for (``RenewalTerms.for_ttl``)."""
         state = lease.renewal
         if state is not None:
-            state.ttl_ms = lease.ttl_ms
+            if state.ttl_ms != lease.ttl_ms:
+                state.ttl_ms = lease.ttl_ms
+                state.terms = state.terms.for_ttl(lease.ttl_ms)
             self._schedule(state, lease.expires_at - state.renew_before)
 
     def held_leases(self) -> list[Lease]:
