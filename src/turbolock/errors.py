@@ -107,7 +107,8 @@ class AcquireOutcomeUnknownError(OutcomeUnknownError):
     turbolock treats the names as "maybe held" and releases them with the tokens it sent,
     at once if it can and otherwise as soon as a connection works again; ``cleaned_up``
     says whether that release has already been done. For a bulk acquire, ``acquired`` holds
-    the leases whose replies did arrive (still held: release or keep them) and ``not_sent``
+    the leases whose replies did arrive (still held, and auto-renewed when the acquire asked
+    for it: release or keep them) and ``not_sent``
     the names never sent.
     """
 

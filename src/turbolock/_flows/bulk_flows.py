@@ -84,15 +84,21 @@ def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Second
     when asked."""
     check_flag(all_or_nothing, "all_or_nothing")
     policy = client._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
-    if limit is None:
-        result: AcquireManyResult = yield from acquire_many_flow(client, names, ttl, all_or_nothing, tokens,
-                                                                 fenced, renewed=policy is not None)
-    else:
-        check_claim(limit, all_or_nothing)
-        if client.options.replicas_ack:
-            raise InvalidArgumentError("limit", "claims do not wait for replicas; with replicas_ack, "
-                                                "acquire the names without limit")
-        result = yield from client._claim_many_flow(names, ttl, limit, tokens, fenced)
+    try:
+        if limit is None:
+            renewed = policy is not None
+            result: AcquireManyResult = yield from acquire_many_flow(client, names, ttl, all_or_nothing,
+                                                                     tokens, fenced, renewed)
+        else:
+            check_claim(limit, all_or_nothing)
+            if client.options.replicas_ack:
+                raise InvalidArgumentError("limit", "claims do not wait for replicas; with replicas_ack, "
+                                                    "acquire the names without limit")
+            result = yield from client._claim_many_flow(names, ttl, limit, tokens, fenced)
+    except AcquireOutcomeUnknownError as error:
+        if policy is not None and error.acquired:  # handed over held: renewed as asked
+            client._renewer().add(error.acquired, policy, on_lost)
+        raise
     if policy is not None:
         client._renewer().add(result.acquired, policy, on_lost)
     return result
