@@ -19,6 +19,7 @@ from turbolock.cluster import ClusterLockClient
 from turbolock.errors import (
     AcquireOutcomeUnknownError,
     AuthenticationError,
+    ClientClosedError,
     ClusterError,
     ConnectionError,
     ExtensionLimitError,
@@ -72,6 +73,7 @@ __all__ = [
     "AcquireOutcomeUnknownError",
     "AuthenticationError",
     "AutoRenew",
+    "ClientClosedError",
     "ClusterError",
     "ClusterLockClient",
     "ConnectionError",

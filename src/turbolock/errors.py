@@ -70,6 +70,12 @@ class ConnectionError(LockError, builtins.ConnectionError):  # noqa: A001 - publ
     """The server could not be reached, or the connection broke during a call."""
 
 
+class ClientClosedError(ConnectionError):
+    """The client is closed (``close()`` ran, or is running): the call cannot go through it, and
+    a blocking acquire stops waiting at once. Locks an acquire took as the client closed are
+    neither renewed nor released by it: they expire by their ttl."""
+
+
 class TimeoutError(ConnectionError, builtins.TimeoutError):  # noqa: A001 - public name by design
     """A call did not complete within its deadline."""
 

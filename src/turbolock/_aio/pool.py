@@ -19,7 +19,7 @@ from typing import Any
 from turbolock._aio.connect import open_connection
 from turbolock._aio.protocol import RedisProtocol
 from turbolock._flows.bulk_plan import OrphanHandler
-from turbolock.errors import ConnectionError, LockUsageError
+from turbolock.errors import ClientClosedError, ConnectionError, LockUsageError
 from turbolock.options import ConnectionOptions
 
 # A connection idle longer than this is checked for a close by the server before use (as the
@@ -80,7 +80,7 @@ class ConnectionPool:
         """Open one more connection (one at a time; concurrent callers share it). While one is
         being opened, callers are served by an open one if there is any."""
         if self._closed:
-            raise ConnectionError("the client is closed")
+            raise ClientClosedError("the client is closed")
         self.adopt_running_loop()
         task = self._connecting
         if task is None:
@@ -105,8 +105,8 @@ class ConnectionPool:
             conn.close(ConnectionError("the event loop this connection was opened in is gone"))
             raise ConnectionError("the event loop this connection was opened in is gone")
         if self._closed:
-            conn.close(ConnectionError("the client is closed"))
-            raise ConnectionError("the client is closed")
+            conn.close(ClientClosedError("the client is closed"))
+            raise ClientClosedError("the client is closed")
         conn.on_close = self._dropped
         self._open.append(conn)
         self.set_ifeq = conn.set_ifeq
@@ -203,4 +203,4 @@ class ConnectionPool:
             await asyncio.wait([task])  # whatever the connect ended with, it is over
         for conn in self._take_all():
             conn.on_close = None
-            conn.close(ConnectionError("the client is closed"))
+            conn.close(ClientClosedError("the client is closed"))

@@ -30,7 +30,7 @@ from typing import Any
 from turbolock._flows.bulk_plan import OrphanHandler
 from turbolock._flows.handshake import refused
 from turbolock._wire.outcomes import UNKNOWN, NotSent
-from turbolock.errors import ConnectionError, ProtocolError, TimeoutError
+from turbolock.errors import ClientClosedError, ConnectionError, ProtocolError, TimeoutError
 
 # A write is made at once, without waiting for the end of the loop iteration, when this much is queued.
 FLUSH_AT = 256 * 1024
@@ -44,7 +44,7 @@ _Entry = tuple["asyncio.Future[Any]", int, float, Any]
 
 def _fresh(error: BaseException) -> BaseException:
     # One exception object raised in many tasks would collect all their tracebacks.
-    if type(error) in (ConnectionError, TimeoutError, ProtocolError):
+    if type(error) in (ConnectionError, TimeoutError, ProtocolError, ClientClosedError):
         return type(error)(*error.args)
     return error
 

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from turbolock._aio.drive import run
 from turbolock._flows.renewal_book import (
+    CLOSED_DURING_ACQUIRE,
     AutoRenew,
     OnLost,
     RenewalBook,
 )
 from turbolock._flows.renewal_round import due_round_flow, lose_unrenewed, renew_round_flow, take_due
 from turbolock._wire.validate import Seconds, timeout_seconds
-from turbolock.errors import InvalidArgumentError, LockUsageError
+from turbolock.errors import ClientClosedError, LockUsageError
 from turbolock.lease import Lease
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class Renewer:
 
     def add(self, leases: Iterable[Lease], policy: AutoRenew, on_lost: OnLost | None) -> None:
         if self._stopping:
-            raise InvalidArgumentError("auto_renew", "the client is closed")
+            raise ClientClosedError(CLOSED_DURING_ACQUIRE)
         self.book.add(leases, policy, on_lost)
         task = self._task
         loop = asyncio.get_running_loop()

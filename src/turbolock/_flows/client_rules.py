@@ -32,7 +32,7 @@ from turbolock._flows.steps import Flow
 from turbolock._wire import core as _core
 from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import Seconds, check_key_prefix, encode_name
-from turbolock.errors import LockError
+from turbolock.errors import ClientClosedError, LockError
 from turbolock.lease import FencedLease, Lease
 from turbolock.options import ConnectionOptions, options_from_keywords, options_from_redis, options_from_url
 
@@ -200,6 +200,8 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
             self._remember_cleanup(key, token, forget_at)
         if not isinstance(cause, Exception):
             return cause
+        if self._closed:  # closed during the call: no background release will come
+            cause = ClientClosedError("the client is closed")
         return acquire_lost_error([name for name, _, _, _ in attempts], cause)
 
     def _not_durable(self, locks: Iterable[tuple[str | bytes, bytes, bytes, float]]) -> LockError:

@@ -11,6 +11,7 @@ from turbolock._flows.renewal_book import AutoRenew, OnLost, check_policy
 from turbolock._wire.validate import check_flag
 from turbolock.errors import (
     AcquireOutcomeUnknownError,
+    ClientClosedError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
     NotDurableError,
@@ -127,6 +128,10 @@ def not_durable_error(names: list[str | bytes], replicas: int) -> NotDurableErro
 
 
 def acquire_lost_error(names: list[str | bytes], cause: Exception) -> AcquireOutcomeUnknownError:
+    if isinstance(cause, ClientClosedError):  # nothing left to release it with
+        return AcquireOutcomeUnknownError(
+            f"acquire of {describe_names(names)} was sent but the client was closed before its reply "
+            "came; it may be held, and expires by its ttl", names, False)
     return AcquireOutcomeUnknownError(
         f"acquire of {describe_names(names)} was sent but no reply came ({cause}); it may be held, and is "
         "released with its token in the background as soon as the server answers", names, False)

@@ -69,6 +69,8 @@ OnLost = Callable[[Lease], object]
 
 LIMIT_REACHED = "its renewal limit was reached and it is expiring"
 NOT_RENEWED = "it could not be renewed before it expired"
+CLOSED_DURING_ACQUIRE = ("the client was closed while the acquire ran: the locks it took are neither "
+                         "renewed nor released, and expire by their ttl")
 
 
 @dataclass(frozen=True)

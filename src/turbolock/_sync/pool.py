@@ -9,7 +9,7 @@ import weakref
 from types import ModuleType
 
 from turbolock._sync.connection import Connection
-from turbolock.errors import ConnectionError, UnsentTimeoutError
+from turbolock.errors import ClientClosedError, UnsentTimeoutError
 from turbolock.options import ConnectionOptions
 
 # A connection idle longer than this is checked for a close by the server (a restart) before
@@ -83,7 +83,7 @@ class ConnectionPool:
         conn: Connection | None = None
         with self._lock:
             if self._closed:
-                raise ConnectionError("the client is closed")
+                raise ClientClosedError("the client is closed")
             if self._idle:
                 conn = self._idle.pop()
                 self._in_use += 1
@@ -126,7 +126,7 @@ class ConnectionPool:
                     raise UnsentTimeoutError(f"all {self.max_connections} connections stayed busy too long")
                 self._cond.wait(remaining)
                 if self._closed:
-                    raise ConnectionError("the client is closed")
+                    raise ClientClosedError("the client is closed")
                 if self._idle:
                     self._in_use += 1
                     return self._idle.pop()

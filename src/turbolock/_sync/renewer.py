@@ -23,13 +23,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from turbolock._flows.renewal_book import (
+    CLOSED_DURING_ACQUIRE,
     AutoRenew,
     OnLost,
     RenewalBook,
 )
 from turbolock._flows.renewal_round import due_round_flow, lose_unrenewed, renew_round_flow, take_due
 from turbolock._sync.drive import run
-from turbolock.errors import InvalidArgumentError
+from turbolock.errors import ClientClosedError
 from turbolock.lease import Lease
 
 log = logging.getLogger("turbolock.renewal")
@@ -53,7 +54,7 @@ class Renewer:
     def add(self, leases: Iterable[Lease], policy: AutoRenew, on_lost: OnLost | None) -> None:
         with self._state_lock:
             if self._stopping:
-                raise InvalidArgumentError("auto_renew", "the client is closed")
+                raise ClientClosedError(CLOSED_DURING_ACQUIRE)
             self.book.add(leases, policy, on_lost)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="turbolock-renewer", daemon=True)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from turbolock._flows.keepalive import Keepalive
 from turbolock._flows.wake_book import BookQueries, Ticket, WakeBook
 from turbolock._sync.connection import Connection
-from turbolock.errors import ConnectionError, LockError, ProtocolError
+from turbolock.errors import ClientClosedError, ConnectionError, LockError, ProtocolError
 from turbolock.options import ConnectionOptions
 
 log = logging.getLogger("turbolock")
@@ -72,7 +72,7 @@ class Waker(BookQueries):
         ticket = Ticket(key, event.set, event, self)
         with self._lock:
             if self._closed:
-                raise ConnectionError("the client is closed")
+                raise ClientClosedError("the client is closed")
             subscribe, unsubscribe = self.book.join(ticket)
             self._last_waiter = time.monotonic()
             self._outbox.extend((b"SSUBSCRIBE", k) for k in subscribe)

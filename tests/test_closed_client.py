@@ -1,0 +1,138 @@
+"""A closed client: a blocking acquire on it (or one whose client is closed under it) ends at
+once with ``ClientClosedError``, as a single attempt does; it retried that like a server not
+answering, waited out its whole timeout and then said False ("someone holds it") of a free
+lock. An acquire that took its locks as the client closed says so honestly: they are neither
+renewed nor released by a closed client, and expire by their ttl (the renewer's refusal was an
+``InvalidArgumentError``, documented as raised before anything is sent; asyncio's error promised
+a release in the background that a closed client never makes)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from turbolock import AcquireOutcomeUnknownError, ClientClosedError, LockClient
+from turbolock.asyncio import AsyncLockClient
+from turbolock.redis_server import RedisServer
+
+WAIT = 1.5
+TTL = 1
+
+
+def _close_only(client: Any) -> None:
+    """Close the client (an asyncio one through ``Blocking``: its loop keeps running)."""
+    target = getattr(client, "_target", None)
+    if target is None:
+        client.close()
+    else:
+        client._runner.run(target.close())
+
+
+@pytest.mark.parametrize("fair", [False, True], ids=["plain", "fair"])
+def test_a_blocking_acquire_on_a_closed_client_fails_at_once(make_client: Callable[..., Any],
+                                                             fair: bool) -> None:
+    client = make_client()
+    assert client.query("free").held is False
+    _close_only(client)
+    with pytest.raises(ClientClosedError, match="closed"):
+        client.lock("free", 5, fair=fair).acquire(timeout=0)
+    started = time.monotonic()
+    with pytest.raises(ClientClosedError, match="closed"):
+        client.lock("free", 5, fair=fair).acquire(timeout=WAIT)
+    assert time.monotonic() - started < 0.5
+
+
+def test_a_waiter_whose_client_is_closed_under_it_stops_waiting(client: Any) -> None:
+    assert client.try_acquire("held", 30) is not None
+    lock = client.lock("held", 30)
+    box: dict[str, Any] = {}
+
+    def wait() -> None:
+        try:
+            box["result"] = lock.acquire(timeout=5)
+        except BaseException as exc:
+            box["result"] = exc
+
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    time.sleep(0.3)
+    client.close()
+    thread.join(1.5)
+    stuck = thread.is_alive()
+    thread.join(10)
+    assert not stuck, f"the waiter went on for its whole 5 s wait after close(): {box}"
+    assert isinstance(box.get("result"), ClientClosedError), box
+
+
+def _held(raw: redis.Redis, prefix: str) -> int:
+    return sum(1 for _ in raw.scan_iter(match=prefix + "n*", count=1000))
+
+
+def test_close_during_a_renewed_bulk_acquire_says_its_locks_expire(own_server: RedisServer, core_name: str,
+                                                                   key_prefix: str) -> None:
+    raw = redis.Redis(port=own_server.port)
+    client = LockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=2.0)
+    try:
+        warm = client.try_acquire("warm", 10, auto_renew=True)  # the renewer exists
+        assert warm is not None and client.release(warm)
+        out: list[object] = []
+
+        def acquire() -> None:
+            try:
+                out.append(client.acquire_many([f"n{i}" for i in range(10)], TTL, auto_renew=True))
+            except BaseException as exc:
+                out.append(exc)
+
+        own_server.pause()
+        try:
+            worker = threading.Thread(target=acquire)
+            worker.start()
+            time.sleep(0.2)  # written; its reply waits for the server
+            closer = threading.Thread(target=client.close)
+            closer.start()
+            time.sleep(0.2)
+        finally:
+            own_server.resume()
+        worker.join(10)
+        closer.join(10)
+        (result,) = out
+        assert isinstance(result, ClientClosedError), result
+        assert "expire by their ttl" in str(result)
+        assert _held(raw, key_prefix) == 10
+        time.sleep(TTL + 0.2)
+        assert _held(raw, key_prefix) == 0
+    finally:
+        own_server.resume()
+        client.close()
+        raw.close()
+
+
+def test_close_during_an_asyncio_bulk_acquire_promises_no_release(own_server: RedisServer, core_name: str,
+                                                                  key_prefix: str) -> None:
+    async def main() -> BaseException | None:
+        client = AsyncLockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=2.0)
+        assert await client.query("warm-up") is not None
+        own_server.pause()
+        try:
+            acquiring = asyncio.ensure_future(client.acquire_many([f"n{i}" for i in range(10)], TTL,
+                                                                  auto_renew=True))
+            await asyncio.sleep(0.2)
+            closing = asyncio.ensure_future(client.close())
+            await asyncio.sleep(0.2)
+        finally:
+            own_server.resume()
+        await asyncio.wait([acquiring, closing], timeout=10)
+        return acquiring.exception()
+
+    try:
+        error = asyncio.run(main())
+        assert isinstance(error, AcquireOutcomeUnknownError), error
+        assert "in the background" not in str(error) and "expires by its ttl" in str(error)
+    finally:
+        own_server.resume()
