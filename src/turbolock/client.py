@@ -18,7 +18,7 @@ from turbolock._flows.bulk_flows import (
     release_many_flow,
 )
 from turbolock._flows.bulk_result import AcquireManyResult
-from turbolock._flows.cleanup_flows import cleanup_flow
+from turbolock._flows.cleanup_flows import cleanup_flow, owed_release_flow
 from turbolock._flows.client_rules import ClientRules
 from turbolock._flows.client_settings import (
     DEFAULT_CHUNK_SIZE,
@@ -162,6 +162,9 @@ class LockClient(ClientRules[Lock]):
         """One attempt of a Lock object, by ``deadline`` (None: the call's own)."""
         if deadline is None:
             deadline = time.monotonic() + self.options.timeout
+        if token is not None and len(self._cleanup) and not run(
+                owed_release_flow(self, encode_name(name), check_token(token), deadline)):
+            return None
         return self._try_acquire(name, ttl, token, auto_renew, on_lost, deadline, fenced)
 
     def _try_acquire(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,

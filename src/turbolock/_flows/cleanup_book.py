@@ -18,6 +18,9 @@ from collections.abc import Sequence
 Entry = tuple[bytes, bytes, float]
 """A key, its token, and the monotonic time after which its key has certainly expired."""
 
+IN_FLIGHT = -1.0
+"""``CleanupBook.claim``'s answer when the entry's release is on its way right now."""
+
 FIRST_RETRY = 0.05
 LAST_RETRY = 1.0
 
@@ -29,11 +32,13 @@ class CleanupBook:
         # By key and token: two maybe-held attempts at one key with two tokens are both released.
         self._pending: dict[tuple[bytes, bytes], float] = {}
         self._lock = threading.Lock()
-        self._in_flight = 0
+        self._in_flight: dict[tuple[bytes, bytes], int] = {}
+        """Entries taken and not settled yet, each with how many times (a key and token owed
+        again while its release is on its way)."""
 
     def __len__(self) -> int:
         """Entries waiting, and entries being released right now."""
-        return len(self._pending) + self._in_flight
+        return len(self._pending) + sum(self._in_flight.values())
 
     def __bool__(self) -> bool:
         return bool(self._pending)
@@ -56,14 +61,28 @@ class CleanupBook:
                 for key, token, at in entries[limit:]:
                     pending[key, token] = at
                 entries = entries[:limit]
-            self._in_flight += len(entries)
+            in_flight = self._in_flight
+            for key, token, _ in entries:
+                in_flight[key, token] = in_flight.get((key, token), 0) + 1
         return entries
+
+    def claim(self, key: bytes, token: bytes) -> float | None:
+        """Take the entry of ``key`` and ``token`` for the caller to release itself (its
+        expiry), None when there is none, ``IN_FLIGHT`` when its release is on its way."""
+        with self._lock:
+            if (key, token) in self._in_flight:
+                return IN_FLIGHT
+            return self._pending.pop((key, token), None)
 
     def settle(self, entries: Sequence[Entry], replies: Sequence[object] | None) -> None:
         """Keep the entries whose release got no definite answer (an int), until they expire."""
         now = time.monotonic()
         with self._lock:
-            self._in_flight -= len(entries)
+            in_flight = self._in_flight
+            for key, token, _ in entries:
+                left = in_flight.pop((key, token)) - 1
+                if left:
+                    in_flight[key, token] = left
             pending = self._pending
             if replies is None:
                 for key, token, at in entries:

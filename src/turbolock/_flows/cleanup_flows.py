@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from turbolock._flows.bulk_flows import run_release_flow
+from turbolock._flows.cleanup_book import IN_FLIGHT
 from turbolock._flows.fair import Leaving, leave_flow
 from turbolock._flows.steps import Flow
 
@@ -31,3 +32,25 @@ def cleanup_flow(client: Any, keys: list[bytes], tokens: list[bytes],
     for i, reply in zip(leaving, left, strict=True):
         replies[i] = reply
     return replies
+
+
+def owed_release_flow(client: Any, key: bytes, token: bytes, deadline: float) -> Flow[bool]:
+    """Before an attempt that reuses its token (a Lock object given one tries with it again and
+    again): a release this client owes for ``key`` with that token (an earlier attempt's reply
+    was lost) is made first, as the cleanup would have, so it cannot delete the lock a later
+    attempt takes. True when the attempt may go; False while such a release is on its way or
+    got no answer (the attempt is then "not acquired yet", and the release stays owed)."""
+    forget_at = client._cleanup.claim(key, token)
+    if forget_at is None:
+        return True
+    if forget_at == IN_FLIGHT:
+        return False
+    try:
+        (reply,) = yield from run_release_flow(client, [key], [token], deadline)
+    except BaseException:
+        client._remember_cleanup(key, token, forget_at)
+        raise
+    if type(reply) is int:
+        return True
+    client._remember_cleanup(key, token, forget_at)
+    return False

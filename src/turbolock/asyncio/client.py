@@ -33,7 +33,7 @@ from turbolock._flows.bulk_flows import (
 )
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.cleanup_book import retry_delay
-from turbolock._flows.cleanup_flows import cleanup_flow
+from turbolock._flows.cleanup_flows import cleanup_flow, owed_release_flow
 from turbolock._flows.client_rules import ClientRules
 from turbolock._flows.client_settings import (
     DEFAULT_CHUNK_SIZE,
@@ -217,11 +217,24 @@ class AsyncLockClient(ClientRules[AsyncLock]):
                  fenced: bool = False) -> Awaitable[Lease | None]:
         """One attempt of a Lock object, by ``deadline`` (None: the call's own); one cut short
         is None, and a lock it may have taken is released in the background."""
+        if token is not None and len(self._cleanup):
+            return self._attempt_owing(name, ttl, token, auto_renew, on_lost, deadline, fenced)
         attempt = self.try_acquire(name, ttl, token=token, auto_renew=auto_renew, on_lost=on_lost,
                                    fenced=fenced)
         if deadline is None:
             return attempt  # awaited by the Lock's driver: no coroutine of its own
         return self._attempt_by(attempt, deadline)
+
+    async def _attempt_owing(self, name: str | bytes, ttl: Seconds, token: bytes,
+                             auto_renew: bool | AutoRenew, on_lost: OnLost | None, deadline: float | None,
+                             fenced: bool) -> Lease | None:
+        """``_attempt`` with a token this client owes a release with (see ``owed_release_flow``)."""
+        end = time.monotonic() + self.options.timeout if deadline is None else deadline
+        if not await run(owed_release_flow(self, encode_name(name), check_token(token), end)):
+            return None
+        attempt = self.try_acquire(name, ttl, token=token, auto_renew=auto_renew, on_lost=on_lost,
+                                   fenced=fenced)
+        return await (attempt if deadline is None else self._attempt_by(attempt, deadline))
 
     async def _attempt_by(self, attempt: Awaitable[T], deadline: float) -> T | None:
         if deadline <= time.monotonic():  # its wait is over before it began: nothing is sent
