@@ -26,7 +26,7 @@ LAST_RETRY = 1.0
 
 
 class CleanupBook:
-    __slots__ = ("_pending", "_lock", "_in_flight")
+    __slots__ = ("_pending", "_lock", "_in_flight", "_in_flight_count")
 
     def __init__(self) -> None:
         # By key and token: two maybe-held attempts at one key with two tokens are both released.
@@ -35,10 +35,11 @@ class CleanupBook:
         self._in_flight: dict[tuple[bytes, bytes], int] = {}
         """Entries taken and not settled yet, each with how many times (a key and token owed
         again while its release is on its way)."""
+        self._in_flight_count = 0  # their sum, read without the lock
 
     def __len__(self) -> int:
         """Entries waiting, and entries being released right now."""
-        return len(self._pending) + sum(self._in_flight.values())
+        return len(self._pending) + self._in_flight_count
 
     def __bool__(self) -> bool:
         return bool(self._pending)
@@ -64,6 +65,7 @@ class CleanupBook:
             in_flight = self._in_flight
             for key, token, _ in entries:
                 in_flight[key, token] = in_flight.get((key, token), 0) + 1
+            self._in_flight_count += len(entries)
         return entries
 
     def claim(self, key: bytes, token: bytes) -> float | None:
@@ -83,6 +85,7 @@ class CleanupBook:
                 left = in_flight.pop((key, token)) - 1
                 if left:
                     in_flight[key, token] = left
+            self._in_flight_count -= len(entries)
             pending = self._pending
             if replies is None:
                 for key, token, at in entries:

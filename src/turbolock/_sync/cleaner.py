@@ -59,13 +59,13 @@ class BackgroundCleaner:
         entries = self.book.take()
         if not entries:
             return True
-        replies: Sequence[object] | None
+        replies: Sequence[object] | None = None
         try:
             replies = self._release([e[0] for e in entries], [e[1] for e in entries], deadline)
         except LockError as exc:
             log.debug("turbolock: release of %d maybe-held locks failed: %s", len(entries), exc)
-            replies = None
-        self.book.settle(entries, replies)
+        finally:  # an interrupt too: entries left "on their way" would hold back their tokens' attempts
+            self.book.settle(entries, replies)
         return not self.book
 
     def _run(self) -> None:
