@@ -224,7 +224,7 @@ class LockClient(ClientRules[Lock]):
         ``limit=k`` takes at most k *free* names instead, tried from a random point of the list
         (so workers sharing one list spread over it), one round trip per chunk: for workers
         claiming shards. The result's ``not_tried`` lists the names left untried.
-        ``fenced=True`` gives ``FencedLease``s (see ``try_acquire``); not with ``limit``.
+        ``fenced=True`` gives ``FencedLease``s (see ``try_acquire``), claims (``limit``) included.
         """
         flow = acquire_or_claim_flow(self, names, ttl, all_or_nothing, tokens, auto_renew, on_lost, limit,
                                      fenced)
