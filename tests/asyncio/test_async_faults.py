@@ -12,6 +12,7 @@ from async_helpers import Runner, keys_left, settle
 
 from turbolock import (
     AcquireOutcomeUnknownError,
+    ClientClosedError,
     ConnectionError,
     LockError,
     OutcomeUnknownError,
@@ -198,7 +199,7 @@ def test_close_with_calls_in_flight_fails_them_cleanly(arun_asyncio: Runner, own
             await asyncio.sleep(0.01)
             await client.close()
             results = await asyncio.gather(*calls, return_exceptions=True)
-            assert all(type(r) is ConnectionError and "closed" in str(r) for r in results), results
+            assert all(type(r) is ClientClosedError and "closed" in str(r) for r in results), results
         finally:
             own_server.resume()
 
