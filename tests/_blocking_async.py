@@ -8,6 +8,7 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any
 
 CALL_LIMIT = 60.0
@@ -83,6 +84,15 @@ class Fronts:
         self.make_async = make_async
         self.defaults = defaults
         self.made: list[Any] = []
+
+    @classmethod
+    def at(cls, front: str, url: str, **defaults: Any) -> Fronts:
+        """LockClients of one server (``url``), or their asyncio twins."""
+        from turbolock import LockClient
+        from turbolock.asyncio import AsyncLockClient
+
+        return cls(front, partial(LockClient.from_url, url), partial(AsyncLockClient.from_url, url),
+                   **defaults)
 
     def make(self, **options: Any) -> Any:
         options = {**self.defaults, **options}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import pytest
@@ -16,9 +15,8 @@ import redis
 
 from _blocking_async import FRONTS, Fronts
 from _lost_locks import LostLocks
-from turbolock import AcquireOutcomeUnknownError, LockClient
+from turbolock import AcquireOutcomeUnknownError
 from turbolock._flows.bulk_plan import AcquirePlan
-from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
 
 TTL = 1.0
@@ -38,8 +36,7 @@ def _pausing(server: RedisServer, original: Callable[..., None]) -> Callable[...
 def test_leases_handed_over_by_a_failed_renewed_bulk_acquire_are_renewed(
         own_server: RedisServer, core_name: str, key_prefix: str, front: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    fronts = Fronts(front, partial(LockClient.from_url, own_server.url),
-                    partial(AsyncLockClient.from_url, own_server.url), core=core_name,
+    fronts = Fronts.at(front, own_server.url, core=core_name,
                     key_prefix=key_prefix, timeout=0.3, connect_timeout=0.3)
     lost = LostLocks()
     raw = redis.Redis(port=own_server.port)

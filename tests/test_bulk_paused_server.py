@@ -5,15 +5,13 @@ held and cleaned up, never reported "not acquired"."""
 from __future__ import annotations
 
 import time
-from functools import partial
 
 import pytest
 import redis
 
 from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
-from turbolock import AcquireOutcomeUnknownError, LockClient
-from turbolock.asyncio import AsyncLockClient
+from turbolock import AcquireOutcomeUnknownError
 from turbolock.redis_server import RedisServer
 
 T = 0.3
@@ -21,8 +19,7 @@ SLACK = 0.5
 
 
 def _fronts(server: RedisServer, front: str, core: str, prefix: str) -> Fronts:
-    return Fronts(front, partial(LockClient.from_url, server.url),
-                  partial(AsyncLockClient.from_url, server.url), core=core, key_prefix=prefix, timeout=T,
+    return Fronts.at(front, server.url, core=core, key_prefix=prefix, timeout=T,
                   connect_timeout=T)
 
 

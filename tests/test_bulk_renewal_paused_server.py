@@ -4,7 +4,6 @@ killed and restarted empty, and leases released while a round waits for a paused
 from __future__ import annotations
 
 import time
-from functools import partial
 
 import pytest
 import redis
@@ -12,8 +11,7 @@ import redis
 from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
 from _lost_locks import LostLocks
-from turbolock import LockClient, LockError, LockLostError, OutcomeUnknownError
-from turbolock.asyncio import AsyncLockClient
+from turbolock import LockError, LockLostError, OutcomeUnknownError
 from turbolock.redis_server import RedisServer
 
 pytestmark = pytest.mark.timing
@@ -24,8 +22,7 @@ N = 2500
 
 
 def _fronts(server: RedisServer, front: str, core: str, prefix: str) -> Fronts:
-    return Fronts(front, partial(LockClient.from_url, server.url),
-                  partial(AsyncLockClient.from_url, server.url), core=core, key_prefix=prefix, timeout=T,
+    return Fronts.at(front, server.url, core=core, key_prefix=prefix, timeout=T,
                   connect_timeout=T)
 
 

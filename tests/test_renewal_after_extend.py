@@ -8,14 +8,12 @@ as it was held."""
 from __future__ import annotations
 
 import time
-from functools import partial
 
 import pytest
 import redis
 
 from _blocking_async import FRONTS, Fronts
-from turbolock import AutoRenew, LockClient
-from turbolock.asyncio import AsyncLockClient
+from turbolock import AutoRenew
 from turbolock.redis_server import RedisServer
 
 pytestmark = pytest.mark.timing  # renewals counted in windows of a second or two
@@ -27,8 +25,7 @@ def _script_calls(raw: redis.Redis) -> int:
 
 
 def _fronts(front: str, server: RedisServer, core_name: str, key_prefix: str) -> Fronts:
-    return Fronts(front, partial(LockClient.from_url, server.url),
-                  partial(AsyncLockClient.from_url, server.url), core=core_name, key_prefix=key_prefix)
+    return Fronts.at(front, server.url, core=core_name, key_prefix=key_prefix)
 
 
 @pytest.mark.parametrize("front", FRONTS)
