@@ -82,10 +82,11 @@ class CleanupBook:
         with self._lock:
             in_flight = self._in_flight
             for key, token, _ in entries:
-                left = in_flight.pop((key, token)) - 1
-                if left:
-                    in_flight[key, token] = left
-            self._in_flight_count -= len(entries)
+                count = in_flight.pop((key, token), 0)  # 0: settled already, or cleared (a fork)
+                if count:
+                    self._in_flight_count -= 1
+                    if count > 1:
+                        in_flight[key, token] = count - 1
             pending = self._pending
             if replies is None:
                 for key, token, at in entries:
@@ -102,8 +103,12 @@ class CleanupBook:
             return min(self._pending.values(), default=None)
 
     def clear(self) -> None:
+        """Forget every entry, those on their way too (after a fork: the parent's, which no
+        thread of this process will ever settle)."""
         with self._lock:
             self._pending.clear()
+            self._in_flight.clear()
+            self._in_flight_count = 0
 
 
 def retry_delay(previous: float | None) -> float:
