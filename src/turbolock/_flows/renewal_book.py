@@ -64,6 +64,8 @@ ROUND_FLOOR = 0.002
 # The smallest renew_before that leaves room for a poll, a tick and one loopback round trip.
 MIN_RENEW_BEFORE = 0.05
 NO_LIMIT = math.inf  # one shared float, not one per renewed lock
+TERMS_BY_TTL = 16
+"""Terms for other ttls kept per ``add()`` (``RenewalTerms.for_ttl``)."""
 
 OnLost = Callable[[Lease], object]
 
@@ -129,10 +131,11 @@ class ThirdOfTtl(AutoRenew):
 class RenewalTerms:
     """What every lease of one ``add()`` shares: kept once, not once per lease."""
 
-    __slots__ = ("renew_before", "max_renewals", "on_lost", "limited", "third_of_ttl", "_by_ttl")
+    __slots__ = ("renew_before", "max_renewals", "on_lost", "limited", "third_of_ttl", "_first", "_by_ttl")
 
     def __init__(self, renew_before: float, max_renewals: int | None, on_lost: OnLost | None,
-                 limited: bool = False, third_of_ttl: bool = False) -> None:
+                 limited: bool = False, third_of_ttl: bool = False,
+                 first: RenewalTerms | None = None) -> None:
         self.renew_before = renew_before
         self.max_renewals = max_renewals
         self.on_lost = on_lost
@@ -141,25 +144,32 @@ class RenewalTerms:
         self.limited = limited or max_renewals is not None
         self.third_of_ttl = third_of_ttl
         """Whether ``renew_before`` is the default, a third of the ttl."""
+        self._first = first
+        """The terms of the ``add()`` these were made from for another ttl (``for_ttl``), whose
+        margin is the one asked for; None for those terms themselves."""
         self._by_ttl: dict[int, RenewalTerms] | None = None
 
     def for_ttl(self, ttl_ms: int) -> RenewalTerms:
         """These terms for a lease extended by hand to ``ttl_ms``: the default margin is a third
         of the new ttl, and a margin given in seconds is kept while it is shorter than the ttl
-        (else a lease would be due again as soon as it was renewed); shared by every lease
-        extended to that ttl."""
+        (else a third of it: a lease would be due again as soon as it was renewed). Made from the
+        ``add()``'s own terms, whatever ttls came between, and shared by every lease extended to
+        that ttl (a few ttls kept: additive extends make a new one each time)."""
+        first = self._first or self
         before = ttl_ms / 3000.0
-        if not self.third_of_ttl and self.renew_before < ttl_ms / 1000.0:
-            before = self.renew_before
-        if before == self.renew_before:
-            return self
-        by_ttl = self._by_ttl
+        if not first.third_of_ttl and first.renew_before < ttl_ms / 1000.0:
+            before = first.renew_before
+        if before == first.renew_before:
+            return first
+        by_ttl = first._by_ttl
         if by_ttl is None:
-            by_ttl = self._by_ttl = {}
+            by_ttl = first._by_ttl = {}
         terms = by_ttl.get(ttl_ms)
         if terms is None:
-            terms = by_ttl[ttl_ms] = RenewalTerms(before, self.max_renewals, self.on_lost, self.limited,
-                                                  self.third_of_ttl)
+            if len(by_ttl) >= TERMS_BY_TTL:
+                by_ttl.clear()
+            terms = by_ttl[ttl_ms] = RenewalTerms(before, first.max_renewals, first.on_lost, first.limited,
+                                                  first.third_of_ttl, first)
         return terms
 
 
