@@ -62,10 +62,12 @@ def test_calls_in_flight_when_the_connections_are_dropped_get_their_replies(
     asyncio.run(asyncio.wait_for(body(), 60))
 
 
-def test_a_bulk_call_across_the_drop_keeps_its_connection_until_its_last_chunk(
+def test_a_bulk_call_across_the_drop_finishes_its_chunks_there_and_sends_the_rest_again(
         group: RedisSentinel, core_name: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Dropped between two chunks of a bulk acquire, the connection carries the chunks still to
-    come (their encoder runs while one is in flight) and closes after the last reply."""
+    """Dropped between two chunks of a bulk acquire (the next one's encoder runs while one is
+    in flight), the connection answers the chunk written there, takes no more (nothing is
+    written to a server no longer the master), and closes; the chunks not sent go once more,
+    to the master the Sentinels name (the same here), so every lock is taken."""
     names = [f"batch:{i}" for i in range(6000)]
     original = AcquirePlan.encode
     seen: list[Any] = []

@@ -301,16 +301,20 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
                 stop = min(count, next_start + size)
                 encode(buf, next_start, stop)
                 tag = orphans(next_start, stop) if orphans is not None else None
-                fut = conn.submit(stop - next_start, tag)
+                try:
+                    fut = conn.submit(stop - next_start, tag)
+                except NotSent:  # broken, or retired: the rest stays NOT_SENT, the chunks sent are answered
+                    count = next_start
+                    break
                 conn.flush()  # the server starts on this chunk while the next one is encoded
                 inflight.append((next_start, stop, fut, tag))
                 next_start = stop
+            if not inflight:
+                break
             start, stop, fut, _ = inflight[0]
             replies = await fut
             inflight.popleft()
             on_replies(start, replies if stop - start > 1 else [replies])
-    except NotSent:
-        _settle_broken(inflight, results)  # submit found the connection already broken
     except BaseException as exc:
         if isinstance(exc, Exception) and all(fut.done() for _, _, fut, _ in inflight):
             _settle_broken(inflight, results)

@@ -175,9 +175,9 @@ class RedisProtocol(asyncio.Protocol):
         """A future of the replies to the ``count`` commands just appended to ``buffer``: the reply
         itself for one, a list for more. It fails with ``NotSent`` when the connection broke before
         the commands were written, with the error itself when it broke after."""
-        if self.error is not None or self._transport is None:
+        if self.error is not None or self._transport is None or self._retiring is not None:
             self.buffer.clear()
-            raise NotSent(_fresh(self.error or ConnectionError(f"connection to {self.address} is closed")))
+            raise NotSent(self._refusal())
         loop = self.loop
         fut = loop.create_future()
         deadline = loop.time() + self.timeout
@@ -195,8 +195,8 @@ class RedisProtocol(asyncio.Protocol):
     def submit_encoded(self, data: bytes, count: int, orphan: Any = None) -> asyncio.Future[Any]:
         """``submit`` for ``count`` commands encoded elsewhere (one batch written to several
         servers): written now, behind whatever this connection has queued."""
-        if self.error is not None or self._transport is None:
-            raise NotSent(_fresh(self.error or ConnectionError(f"connection to {self.address} is closed")))
+        if self.error is not None or self._transport is None or self._retiring is not None:
+            raise NotSent(self._refusal())
         self.flush()
         loop = self.loop
         fut = loop.create_future()
@@ -206,6 +206,11 @@ class RedisProtocol(asyncio.Protocol):
             self._timer = loop.call_at(deadline, self._check_deadline)
         self._transport.write(data)
         return fut
+
+    def _refusal(self) -> BaseException:
+        """Why nothing more is written here."""
+        error = self.error or self._retiring
+        return _fresh(error or ConnectionError(f"connection to {self.address} is closed"))
 
     def write_now(self) -> None:
         """Write what ``buffer`` holds, expecting no reply in turn (a subscriber's commands)."""
@@ -304,12 +309,19 @@ class RedisProtocol(asyncio.Protocol):
 
     def retire(self, error: BaseException) -> None:
         """Close the connection once no request is pending (with ``error``), at once if none is.
-        Its server is no longer the one to use, but requests already written get their replies
-        (a write a demoted master refused, sent again elsewhere) instead of becoming outcomes
-        lost; one whose server does not answer fails at its deadline as always."""
-        if self._pending:
-            self._retiring = error
-        else:
+        Its server is no longer the one to use: requests not written yet fail with ``NotSent``,
+        as do new ones, while those already written get their replies (a write a demoted master
+        refused, sent again elsewhere) instead of becoming outcomes lost; one whose server does
+        not answer fails at its deadline as always."""
+        self._retiring = error
+        pending = self._pending
+        unsent = [pending.pop() for _ in range(self._unsent)]
+        self._unsent = 0
+        self.buffer.clear()
+        for fut, _, _, _ in reversed(unsent):
+            if not fut.done():  # a cancelled one was never sent: no lock of its own to release
+                fut.set_exception(NotSent(_fresh(error)))
+        if not pending:
             self.close(error)
 
     def _close_if_idle(self) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
 from turbolock._flows.steps import Call, CallStep, Flow
-from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, Unconfirmed, subset_encoders
+from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder, Unconfirmed, subset_encoders
 from turbolock._wire.replies import reply_error
 from turbolock._wire.slot_map import Address
 from turbolock.errors import (
@@ -182,8 +182,9 @@ these are, resent."""
 
 def guarded_many_flow(pool: Any, send: Send, count: int, encode: Encoder, reencode: Reencoder | None,
                       abandon: Callable[[list[object], Sequence[int]], None]) -> Flow[list[object]]:
-    """A pipelined call to the master; items refused with READONLY go once more, to the master
-    the Sentinels name next. That resend failing leaves them ``UNKNOWN`` (maybe held: the
+    """A pipelined call to the master; items refused with READONLY, or never sent (a connection to
+    a master being replaced refuses what it has not written), go once more, to the master the
+    Sentinels name next. That resend failing leaves them ``UNKNOWN`` (maybe held: the
     caller cleans them up) and keeps the first send's replies; interrupted, it hands those
     replies to ``abandon(results, resent)`` (what they took goes to the orphan handler) first."""
     timeout = pool.options.timeout
@@ -193,7 +194,7 @@ def guarded_many_flow(pool: Any, send: Send, count: int, encode: Encoder, reenco
         if blames_master(exc, timeout, timeout):  # a cancelled task's call says nothing of the master
             pool.master_failed()
         raise
-    refused = [i for i, reply in enumerate(results) if readonly(reply)]
+    refused = [i for i, reply in enumerate(results) if reply is NOT_SENT or readonly(reply)]
     if refused or UNKNOWN in results:
         pool.master_failed()
     if refused:
