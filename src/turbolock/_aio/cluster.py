@@ -33,6 +33,7 @@ from turbolock._flows.steps import Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_SENT, Encoder, Reencoder, ReplyHandler
 from turbolock._wire.slot_map import Address, SlotMap
+from turbolock.errors import ClientClosedError
 from turbolock.options import ConnectionOptions
 
 
@@ -51,11 +52,14 @@ class ClusterExecutor:
         self.chunk_size = chunk_size
         self.routes = ClusterRoutes(key_prefix, startup, options.ssl, core)
         self._nodes: dict[Address, Executor] = {}
+        self._closed = False
         self._refreshing: asyncio.Task[SlotMap] | None = None
 
     def node(self, address: Address) -> Executor:
         executor = self._nodes.get(address)
         if executor is None:
+            if self._closed:  # no pool of a closed client comes back
+                raise ClientClosedError("the client is closed")
             options = dataclasses.replace(self._options, host=address[0], port=address[1])
             pool = ConnectionPool(options, self._core, self._key_prefix, self._size, self.on_orphan)
             executor = self._nodes[address] = Executor(pool, self.chunk_size)
@@ -135,6 +139,7 @@ class ClusterExecutor:
         return await run(renew_flow(self.routes, self, batches, self.timeout, self.chunk_size, deadline))
 
     async def close(self) -> None:
+        self._closed = True
         task, self._refreshing = self._refreshing, None
         if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
             task.cancel()

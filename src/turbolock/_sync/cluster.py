@@ -31,6 +31,7 @@ from turbolock._sync.pool import ConnectionPool
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_SENT, Encoder, Reencoder, ReplyHandler
 from turbolock._wire.slot_map import Address, SlotMap
+from turbolock.errors import ClientClosedError
 from turbolock.options import ConnectionOptions
 
 
@@ -48,6 +49,7 @@ class ClusterExecutor:
         self.routes = ClusterRoutes(key_prefix, startup, options.ssl, core)
         self._nodes: dict[Address, Executor] = {}
         self._nodes_lock = threading.Lock()
+        self._closed = False
         self._refresh_lock = threading.Lock()
         self.on_orphan: OrphanHandler | None = None
         """Each master's executor's (``Executor.on_orphan``)."""
@@ -58,6 +60,8 @@ class ClusterExecutor:
             with self._nodes_lock:
                 executor = self._nodes.get(address)
                 if executor is None:
+                    if self._closed:  # no pool of a closed client comes back
+                        raise ClientClosedError("the client is closed")
                     options = dataclasses.replace(self._options, host=address[0], port=address[1])
                     pool = ConnectionPool(options, self._core, self._key_prefix, self._max_connections)
                     executor = self._nodes[address] = Executor(pool, self.timeout, self.chunk_size,
@@ -134,6 +138,7 @@ class ClusterExecutor:
 
     def close(self) -> None:
         with self._nodes_lock:
+            self._closed = True
             nodes, self._nodes = list(self._nodes.values()), {}
         for node in nodes:
             node.pool.close()
