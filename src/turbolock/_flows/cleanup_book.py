@@ -76,6 +76,10 @@ class CleanupBook:
                 return IN_FLIGHT
             return self._pending.pop((key, token), None)
 
+    def on_its_way(self, key: bytes, token: bytes) -> bool:
+        """Whether the release of ``key`` with ``token`` is being sent right now."""
+        return (key, token) in self._in_flight
+
     def settle(self, entries: Sequence[Entry], replies: Sequence[object] | None) -> None:
         """Keep the entries whose release got no definite answer (an int), until they expire."""
         now = time.monotonic()

@@ -60,6 +60,7 @@ class RedlockRules(CodecAndChunks):
     """Each master's name for fenced leases' ``MasterFences`` (``redlock_result.master_names``)."""
     quorum: int
     key_prefix: bytes
+    _closed: bool
     core: ModuleType
     _chunk_size: int
     _opened: list[Any]
