@@ -70,11 +70,16 @@ class CleanupBook:
 
     def claim(self, key: bytes, token: bytes) -> float | None:
         """Take the entry of ``key`` and ``token`` for the caller to release itself (its
-        expiry), None when there is none, ``IN_FLIGHT`` when its release is on its way."""
+        expiry; on its way until the caller settles it), None when there is none,
+        ``IN_FLIGHT`` when its release is on its way already."""
         with self._lock:
             if (key, token) in self._in_flight:
                 return IN_FLIGHT
-            return self._pending.pop((key, token), None)
+            forget_at = self._pending.pop((key, token), None)
+            if forget_at is not None:
+                self._in_flight[key, token] = 1
+                self._in_flight_count += 1
+            return forget_at
 
     def on_its_way(self, key: bytes, token: bytes) -> bool:
         """Whether the release of ``key`` with ``token`` is being sent right now."""

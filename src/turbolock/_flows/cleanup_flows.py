@@ -45,12 +45,12 @@ def owed_release_flow(client: Any, key: bytes, token: bytes, deadline: float) ->
         return True
     if forget_at == IN_FLIGHT:
         return False
+    released = False
     try:
         (reply,) = yield from run_release_flow(client, [key], [token], deadline)
-    except BaseException:
-        client._remember_cleanup(key, token, forget_at)
-        raise
-    if type(reply) is int:
-        return True
-    client._remember_cleanup(key, token, forget_at)
-    return False
+        released = type(reply) is int
+    finally:
+        client._cleanup.settle([(key, token, forget_at)], [0])  # no longer on its way
+        if not released:
+            client._remember_cleanup(key, token, forget_at)  # owed still, the cleanup woken
+    return released
