@@ -44,6 +44,7 @@ from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
 from turbolock._wire.validate import Seconds, check_flag, ttl_ms
 from turbolock.errors import (
     AcquireOutcomeUnknownError,
+    ClientClosedError,
     ConnectionError,
     InvalidArgumentError,
     OutcomeUnknownError,
@@ -97,7 +98,10 @@ def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Second
             result = yield from client._claim_many_flow(names, ttl, limit, tokens, fenced)
     except AcquireOutcomeUnknownError as error:
         if policy is not None and error.acquired:  # handed over held: renewed as asked
-            client._renewer().add(error.acquired, policy, on_lost)
+            try:
+                client._renewer().add(error.acquired, policy, on_lost)
+            except ClientClosedError:  # closed meanwhile: the error still hands them over
+                pass
         raise
     if policy is not None:
         client._renewer().add(result.acquired, policy, on_lost)
