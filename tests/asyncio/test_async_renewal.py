@@ -10,7 +10,7 @@ import pytest
 import redis
 from async_helpers import NewClient, Runner, keys_left
 
-from turbolock import AutoRenew, InvalidArgumentError, Lease, LockLostError, TimeoutError
+from turbolock import AutoRenew, ClientClosedError, InvalidArgumentError, Lease, LockLostError, TimeoutError
 from turbolock.redis_server import RedisServer
 
 pytestmark = pytest.mark.timing  # renewals must land within ttls of a second or two
@@ -138,7 +138,7 @@ def test_close_stops_renewal_and_releases(arun_asyncio: Runner, new_client: NewC
         await client.close()
         assert client.renewing == 0
         assert keys_left(raw, client.key_prefix) == []
-        with pytest.raises(InvalidArgumentError, match="auto_renew"):
+        with pytest.raises(ClientClosedError, match="closed"):
             client._renewer().add([single], AutoRenew(renew_before=0.2), None)
 
     arun_asyncio(body)
