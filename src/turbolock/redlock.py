@@ -128,6 +128,11 @@ class RedlockClient(RedlockFlows):
         """
         attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions, fenced)
         key, tok, ms, _, node_timeout, _, policy, _ = attempt
+        if token is not None or self._closed:  # a token reused, or a closed client: the flow's checks
+            result = run(self._attempt_flow(name, attempt, 1))
+            lease = self._tried(result)
+            self._taken(result, policy, on_lost)
+            return lease
         started = time.monotonic()
         try:
             replies, failures = self._fan_one(*self._attempt_call(attempt))

@@ -29,7 +29,7 @@ from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
 from turbolock._wire.validate import Seconds
-from turbolock.errors import ExtensionLimitError, InvalidArgumentError, QuorumError
+from turbolock.errors import ClientClosedError, ExtensionLimitError, InvalidArgumentError, QuorumError
 from turbolock.lease import commands_ran, commands_sent, commands_unknown, keys_of
 
 _OK = b"OK"
@@ -40,6 +40,8 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
                       max_extensions: int | None, fenced: bool = False) -> Flow[RedlockManyResult]:
     """Every name on every master at once, the quorum decided per name. ``fenced``: the fenced
     acquire script instead of ``SET NX``, each lease a ``FencedRedlockLease``."""
+    if client._closed:
+        raise ClientClosedError("the client is closed")
     keys = encode_unique_names(names)
     names = list(names)
     count = len(keys)
