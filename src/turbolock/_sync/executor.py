@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
@@ -221,7 +222,8 @@ class Executor:
 
         wait = self.wait if durable else None
         try:
-            run_chunks(conn, count, self.chunk_size, encode, self.timeout, store, deadline=deadline)
+            run_chunks(conn, count, self.chunk_size, encode, self.timeout, store, deadline=deadline,
+                       current=partial(pool.current, conn))
             if script is not None and reencode is not None:
                 self._reload_and_retry(conn, script, reencode, results, deadline, orphans)
         except PipelineBroken as broken:

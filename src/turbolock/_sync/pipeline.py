@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 
 from turbolock._sync.connection import Connection
 from turbolock._wire.outcomes import WINDOW, Encoder, ReplyHandler
@@ -34,13 +35,14 @@ class PipelineBroken(Exception):
 
 def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, timeout: float,
                on_replies: ReplyHandler, prologue: bytes = b"", prologue_replies: int = 0,
-               deadline: float = math.inf) -> list[object]:
+               deadline: float = math.inf, current: Callable[[], bool] | None = None) -> list[object]:
     """Send items 0..count-1 in chunks; ``on_replies(start, replies)`` gets each chunk's replies
     while the server already works on the next chunk.
 
     ``prologue`` (e.g. SCRIPT LOAD) goes out in front of the first chunk; its replies are returned.
     Each chunk's send and read has its own deadline of ``timeout`` seconds, and none goes past
-    ``deadline``.
+    ``deadline``. When ``current()`` turns False (the pool dropped the connection's server: a
+    failover), no further chunk is sent; the chunks sent are still read, the rest left unsent.
     """
     buf = conn.buffer
     inflight: deque[tuple[int, int]] = deque()
@@ -53,6 +55,10 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
             while len(inflight) < WINDOW and next_start < count:
                 stop = min(count, next_start + chunk_size)
                 encode(buf, next_start, stop)
+                if next_start and current is not None and not current():
+                    buf.clear()
+                    count = next_start
+                    break
                 data = buf.take()
                 if prologue:
                     data, prologue = prologue + data, b""

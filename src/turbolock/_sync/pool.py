@@ -77,6 +77,10 @@ class ConnectionPool:
         for conn in idle:
             conn.close()
 
+    def current(self, conn: Connection) -> bool:
+        """Whether ``conn`` still goes to the server to use (no ``drop_all`` since it was made)."""
+        return conn.generation == self._generation
+
     def get(self, deadline: float, finish: bool = True) -> Connection:
         """An idle connection, or a new one (with ``finish=False``, its handshake sent but not
         yet read: see ``Connection.finish_connect``)."""
