@@ -118,7 +118,14 @@ def write_call(key: object, value: object, fence: object) -> Call:
 
 def write_calls(items: Sequence[tuple[str | bytes, str | bytes | int, Fence]]) -> list[Call]:
     """Every item's call, all checked before any is sent."""
-    return [write_call(key, value, fence) for key, value, fence in items]
+    calls = []
+    for item in items:
+        try:
+            key, value, fence = item
+        except (TypeError, ValueError):
+            raise InvalidArgumentTypeError("items", "each item must be a (key, value, fence) tuple") from None
+        calls.append(write_call(key, value, fence))
+    return calls
 
 
 class FencedStore:
