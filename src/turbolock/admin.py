@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import redis
 
 from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX
-from turbolock.options import options_from_url
+from turbolock._wire.fair_scripts import QUEUE_KEYS
+from turbolock._wire.scripts import FENCE_SUFFIX
+from turbolock._wire.slots import slot_base
+from turbolock.options import options_from_url, redis_py_url
 
 SCAN_COUNT = 1000
 
@@ -36,6 +40,7 @@ def connect(url: str) -> Any:
     """redis-py on ``url``: a ``RedisCluster`` when the server is a cluster node (checked first,
     so a bad URL fails with turbolock's clear error before any connection)."""
     options_from_url(url)
+    url = redis_py_url(url)
     plain = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
     try:
         # INFO cluster, not INFO server's redis_mode: Valkey 8 names that field server_mode.
@@ -49,9 +54,23 @@ def connect(url: str) -> Any:
     return redis.RedisCluster.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
 
 
-NO_TTL = """Every lock has a ttl; a key under the prefix without one is no lock but a lock's own
-key: a fence counter (``<key>:fence`` for a name with a hash tag), a fair lock's queue. Deleting
-one would restart that name's fences at 1, so it is neither listed nor released."""
+NO_TTL = """Every lock has a ttl; a key under the prefix without one is no lock. A lock's own keys
+(``OWN_KEY_SUFFIXES``: a fence counter, a fair lock's queue and when its waiters asked, the lock's
+key and a suffix when it has a hash tag) are no locks either, ttl or not: deleting a counter would
+restart that name's fences at 1, a queue would lose its waiters' places. Neither is listed or
+released."""
+
+OWN_KEY_SUFFIXES = (FENCE_SUFFIX, *QUEUE_KEYS)
+
+
+def _own_key(key: bytes) -> bool:
+    """Whether ``key`` is a lock's own key (``NO_TTL``), not a lock."""
+    for suffix in OWN_KEY_SUFFIXES:
+        if key.endswith(suffix):
+            base = key[:-len(suffix)]
+            if slot_base(base) == base:
+                return True
+    return False
 
 
 def _decode(name: bytes) -> str:
@@ -61,15 +80,18 @@ def _decode(name: bytes) -> str:
 def held_locks(server: Any, prefix: str = DEFAULT_KEY_PREFIX, match: str = "*",
                limit: int | None = None) -> Iterator[HeldLock]:
     """The keys under ``prefix`` whose name (after it) matches the glob ``match``, with their
-    remaining ttl, as SCAN finds them (a lock taken or freed meanwhile may or may not show)."""
+    remaining ttl, as SCAN finds them (a lock taken or freed meanwhile may or may not show); at
+    most ``limit`` locks."""
+    return islice(_held_locks(server, prefix, match), limit)
+
+
+def _held_locks(server: Any, prefix: str, match: str) -> Iterator[HeldLock]:
     pattern = _escape_glob(prefix) + match
     batch: list[bytes] = []
-    seen = 0
     for key in server.scan_iter(match=pattern.encode(), count=SCAN_COUNT):
-        if limit is not None and seen >= limit:
-            break
+        if _own_key(key):
+            continue
         batch.append(key)
-        seen += 1
         if len(batch) == SCAN_COUNT:
             yield from _with_ttls(server, prefix, batch)
             batch = []
@@ -94,7 +116,10 @@ def _escape_glob(text: str) -> str:
 
 
 def inspect(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> HeldLock | None:
-    """The lock ``name`` if anyone holds it, else None (a key without a ttl is no lock: ``NO_TTL``)."""
+    """The lock ``name`` if anyone holds it, else None (a key without a ttl, or a lock's own key,
+    is no lock: ``NO_TTL``)."""
+    if _own_key((prefix + name).encode()):
+        return None
     pttl = server.pttl(prefix + name)
     if pttl < 0:
         return None
@@ -104,8 +129,8 @@ def inspect(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> HeldLoc
 def force_release(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> bool:
     """Delete the lock ``name`` whoever holds it; whether there was one to delete. Its holder is
     not told: it finds the lock gone at its next renewal, extend or check. A key without a ttl
-    is never deleted (``NO_TTL``)."""
-    if server.pttl(prefix + name) < 0:
+    is never deleted, nor a lock's own key (``NO_TTL``)."""
+    if _own_key((prefix + name).encode()) or server.pttl(prefix + name) < 0:
         return False
     return bool(server.delete(prefix + name))
 

@@ -123,6 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         said = str(ReplyError(str(exc)))
         print(f"turbolock {args.command}: {type(exc).__name__}: {said}", file=sys.stderr)
         return 1
+    except EOFError:  # a question (release --force) with no terminal to answer it
+        print(f"turbolock {args.command}: no answer (standard input is closed); pass --yes to go on "
+              "without asking", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"turbolock {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 import redis
 
 from turbolock.errors import LockError
-from turbolock.options import options_from_url
+from turbolock.options import options_from_url, redis_py_url
 
 OK, NOTE, PROBLEM = "ok", "note", "problem"
 DOCTOR_LOCK = "turbolock-doctor"
@@ -138,13 +138,13 @@ def _lock_cycle(url: str, cluster: bool) -> Finding:
 def _waking(url: str, cluster: bool) -> Finding:
     """Whether this user may subscribe to lock releases (``SSUBSCRIBE``): without it, blocking
     acquires still work, polling instead of being woken."""
-    listener = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+    listener = redis.Redis.from_url(redis_py_url(url), socket_timeout=5.0, socket_connect_timeout=5.0)
     subscriber = listener.pubsub()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     try:
         subscriber.ssubscribe(DOCTOR_LOCK)
         confirmed = subscriber.get_sharded_message(timeout=5.0)
     except redis.ResponseError as exc:
-        if cluster and str(exc).startswith(("MOVED", "ASK")):  # permitted, and sent to the channel's shard
+        if cluster and isinstance(exc, redis.exceptions.AskError):  # permitted (a MovedError is one too)
             return Finding(OK, "waking", "blocking acquires are woken by releases (SSUBSCRIBE allowed)")
         return Finding(NOTE, "waking", f"SSUBSCRIBE refused ({exc}): blocking acquires poll instead of being "
                                        "woken by releases; grant channels (&*) to wake them")
@@ -161,7 +161,7 @@ def _waking(url: str, cluster: bool) -> Finding:
 def diagnose(url: str) -> list[Finding]:
     """Every finding about the server at ``url`` (``InvalidArgumentError`` for a bad URL)."""
     options = options_from_url(url)
-    server = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+    server = redis.Redis.from_url(redis_py_url(url), socket_timeout=5.0, socket_connect_timeout=5.0)
     try:
         try:
             info = _info(server)

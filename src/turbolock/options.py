@@ -11,7 +11,7 @@ import os
 import ssl as _ssl
 from dataclasses import dataclass, field, fields
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from turbolock._wire.validate import positive_seconds
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
@@ -247,6 +247,20 @@ _URL_KEYS = {
     "replicas_timeout": "replicas_timeout",
     "wake_waiters": "wake_waiters",
 }
+
+
+CLIENT_URL_OPTIONS = ("replicas_ack", "replicas_timeout", "wake_waiters")
+"""Query options of a turbolock URL that are the client's, unknown to redis-py's connections."""
+
+
+def redis_py_url(url: str) -> str:
+    """``url`` for redis-py itself (the operator tools' own connections): without the client's
+    query options (``CLIENT_URL_OPTIONS``), which redis-py would hand its connections as keywords."""
+    parts = urlsplit(url)
+    if not parts.query:
+        return url
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in CLIENT_URL_OPTIONS]
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:

@@ -9,6 +9,7 @@ import math
 import time
 from typing import Any
 
+from turbolock import _metrics
 from turbolock._flows.bulk_plan import script_encoders
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.single import acquire_result
@@ -54,7 +55,10 @@ def fair_attempt_flow(client: Any, name: str | bytes, ttl: Seconds, waiter: byte
         if queue and isinstance(exc.cause, Exception):
             return REPLY_LOST
         raise client._acquire_lost([(name, key, token, time.monotonic() + ms / 1000.0)], exc.cause) from None
-    if type(reply) is int and reply < 0:
+    if type(reply) is int and reply < 0:  # held, or others ahead: a place in the queue
+        sink = _metrics.sink
+        if sink is not None:  # a contended attempt, as acquire_result counts a plain one
+            sink.acquired(0, 1, time.monotonic() - sent_at, "acquire", name)
         return -reply
     return acquire_result(client, reply, name, key, token, ms, sent_at, policy, on_lost)
 
