@@ -106,3 +106,13 @@ class Fronts:
     def close(self) -> None:
         for client in self.made:
             client.close()
+
+
+def close_only(client: Any) -> None:
+    """Close ``client``, a blocking one or an asyncio one through ``Blocking`` (whose loop keeps
+    running, so a test may still call the closed client)."""
+    target = getattr(client, "_target", None)
+    if target is None:
+        client.close()
+    else:
+        client._runner.run(target.close())

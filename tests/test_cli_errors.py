@@ -6,36 +6,22 @@ for good). Found in review: each of these ended in a traceback, or hung."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 
 import pytest
 
+from _cli import assert_clean_failure, run_cli
 from turbolock.redis_server import RedisServer
 
 PASSWORD = "Rv-Secret-Pa55word"
 
 
-def _cli(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    process = subprocess.Popen([sys.executable, "-m", "turbolock", *argv], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)  # the command and the workers it started
-        out, err = process.communicate()
-        return subprocess.CompletedProcess(process.args, -9, out, err + "\n<hung: killed>")
-    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+def _cli(*argv: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return run_cli(*argv, stdin=stdin, timeout=timeout)
 
 
 def _assert_clean_failure(done: subprocess.CompletedProcess[str], code: int) -> None:
-    text = done.stdout + done.stderr
-    assert PASSWORD not in text
-    assert "Traceback" not in text, text[-800:]
-    assert done.returncode == code, text[-800:]
-    assert done.stderr.strip().splitlines()[-1].startswith("turbolock "), done.stderr[-800:]
+    assert_clean_failure(done, code, PASSWORD)
 
 
 def test_locks_with_refused_credentials_or_no_server_fails_cleanly() -> None:

@@ -5,16 +5,14 @@ are neither listed nor released; `--limit` counts locks, not the counters scanne
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 import redis
 
+from _cli import assert_clean_failure, run_cli
 from turbolock import LockClient, admin
 from turbolock.cli import main
 from turbolock.errors import LockNotAcquiredError
@@ -24,25 +22,11 @@ PASSWORD = "Rv6-Secret-Pa55word"
 
 
 def _cli(*argv: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    process = subprocess.Popen([sys.executable, "-m", "turbolock", *argv], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, stdin=subprocess.PIPE if stdin is not None
-                               else subprocess.DEVNULL, text=True, start_new_session=True, env=env)
-    try:
-        out, err = process.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        return subprocess.CompletedProcess(process.args, -9, out, err + "\n<hung: killed>")
-    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+    return run_cli(*argv, stdin=stdin, timeout=timeout)
 
 
 def _assert_clean_failure(done: subprocess.CompletedProcess[str], code: int) -> None:
-    text = done.stdout + done.stderr
-    assert PASSWORD not in text
-    assert "Traceback" not in text, text[-1200:]
-    assert done.returncode == code, text[-1200:]
-    assert done.stderr.strip().splitlines()[-1].startswith("turbolock "), done.stderr[-800:]
+    assert_clean_failure(done, code, PASSWORD)
 
 
 def test_release_without_yes_and_no_terminal_fails_cleanly(redis_server: RedisServer,

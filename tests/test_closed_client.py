@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 
+from _blocking_async import close_only
 from turbolock import AcquireOutcomeUnknownError, ClientClosedError, LockClient
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
@@ -25,13 +26,6 @@ WAIT = 1.5
 TTL = 1
 
 
-def _close_only(client: Any) -> None:
-    """Close the client (an asyncio one through ``Blocking``: its loop keeps running)."""
-    target = getattr(client, "_target", None)
-    if target is None:
-        client.close()
-    else:
-        client._runner.run(target.close())
 
 
 @pytest.mark.parametrize("fair", [False, True], ids=["plain", "fair"])
@@ -39,7 +33,7 @@ def test_a_blocking_acquire_on_a_closed_client_fails_at_once(make_client: Callab
                                                              fair: bool) -> None:
     client = make_client()
     assert client.query("free").held is False
-    _close_only(client)
+    close_only(client)
     with pytest.raises(ClientClosedError, match="closed"):
         client.lock("free", 5, fair=fair).acquire(timeout=0)
     started = time.monotonic()

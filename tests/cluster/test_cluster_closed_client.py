@@ -11,15 +11,8 @@ from typing import Any
 
 import pytest
 
+from _blocking_async import close_only
 from turbolock import ClientClosedError
-
-
-def _close_only(client: Any) -> None:
-    target = getattr(client, "_target", None)
-    if target is None:
-        client.close()
-    else:
-        client._runner.run(target.close())
 
 
 @pytest.mark.parametrize("fair", [False, True], ids=["plain", "fair"])
@@ -27,7 +20,7 @@ def test_a_blocking_acquire_on_a_closed_cluster_client_fails_at_once(make_client
                                                                      fair: bool) -> None:
     client = make_client()
     assert client.query("free").held is False
-    _close_only(client)
+    close_only(client)
     started = time.monotonic()
     try:
         result: object = client.lock("free", 5, fair=fair).acquire(timeout=2.0)
@@ -40,7 +33,7 @@ def test_a_blocking_acquire_on_a_closed_cluster_client_fails_at_once(make_client
 def test_a_closed_cluster_client_takes_no_lock(make_client: Callable[..., Any]) -> None:
     client = make_client()
     assert client.query("free").held is False
-    _close_only(client)
+    close_only(client)
     try:
         result: object = client.try_acquire("taken-after-close", 30)
     except BaseException as exc:
