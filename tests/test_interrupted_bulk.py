@@ -29,24 +29,38 @@ def _locks_left(raw: redis.Redis, prefix: str) -> int:
                if not key.endswith(b":fence"))
 
 
-def _interrupt_at(monkeypatch: pytest.MonkeyPatch, method: str, call: int) -> list[int]:
+def _interrupt_at(monkeypatch: pytest.MonkeyPatch, method: str, call: int, raw: redis.Redis) -> list[int]:
     """``AcquirePlan.<method>`` raises KeyboardInterrupt at its ``call``-th call; the count so far.
 
-    It first gives the server time to run what is in flight: closing a connection with replies
-    unread resets it, and the server drops what it had not read yet (the controls' counts would
-    vary)."""
+    It first lets the server run what is in flight, until its key count stops changing: closing
+    a connection with replies unread resets it, and the server drops what it had not read yet
+    (the controls' counts would vary); and a write still running when the cleanup's releases
+    come would take its locks after them (a busy host: 6,150 locks left once in CI)."""
     original: Callable[..., Any] = getattr(AcquirePlan, method)
     calls = [0]
 
     def interrupting(plan: AcquirePlan, *args: Any) -> Any:
         calls[0] += 1
         if calls[0] == call:
-            time.sleep(0.1)
+            _server_settled(raw)
             raise KeyboardInterrupt
         return original(plan, *args)
 
     monkeypatch.setattr(AcquirePlan, method, interrupting)
     return calls
+
+
+def _server_settled(raw: redis.Redis, within: float = 5.0) -> None:
+    """Once the server's key count has stayed the same for 0.1 s (or ``within`` has passed)."""
+    time.sleep(0.1)
+    deadline = time.monotonic() + within
+    count = raw.dbsize()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = raw.dbsize()
+        if now == count:
+            return
+        count = now
 
 
 def _run_interrupted(url: str, core: str, prefix: str, raw: redis.Redis, control: bool,
@@ -78,7 +92,7 @@ def test_chunks_the_interrupt_leaves_unsettled_are_released(
         redis_server: RedisServer, core_name: str, key_prefix: str, raw: redis.Redis,
         monkeypatch: pytest.MonkeyPatch, control: bool, where: str) -> None:
     method, call, held_in_control = WHERE[where]
-    calls = _interrupt_at(monkeypatch, method, call)
+    calls = _interrupt_at(monkeypatch, method, call, raw)
     names = [f"{where}:{i}" for i in range(5 * CHUNK)]
     left = _run_interrupted(redis_server.url, core_name, key_prefix, raw, control,
                             lambda client: client.acquire_many(names, 30))
@@ -97,7 +111,7 @@ def test_an_interrupt_in_the_noscript_retry_releases_what_the_retry_took(
     # (scripts flushed), then sent again. The retry's third write is encoded once its first one
     # has answered: the interrupt there leaves that write's 8,000 locks taken, the second write
     # in flight.
-    calls = _interrupt_at(monkeypatch, "reencode_calls", 6)
+    calls = _interrupt_at(monkeypatch, "reencode_calls", 6, raw)
     names = [f"retry:{i}" for i in range(17 * CHUNK)]
 
     def acquire(client: LockClient) -> object:
