@@ -235,6 +235,10 @@ def options_from_keywords(**keywords: Any) -> ConnectionOptions:
     return _build({}, keywords)
 
 
+CLIENT_URL_OPTIONS = ("replicas_ack", "replicas_timeout", "wake_waiters")
+"""Query options of a turbolock URL that are the client's, unknown to redis-py's connections."""
+
+
 _URL_KEYS = {
     "socket_timeout": "timeout",
     "socket_connect_timeout": "connect_timeout",
@@ -243,14 +247,8 @@ _URL_KEYS = {
     "ssl_keyfile": "ssl_keyfile",
     "ssl_cert_reqs": "ssl_cert_reqs",
     "ssl_check_hostname": "ssl_check_hostname",
-    "replicas_ack": "replicas_ack",
-    "replicas_timeout": "replicas_timeout",
-    "wake_waiters": "wake_waiters",
+    **{name: name for name in CLIENT_URL_OPTIONS},
 }
-
-
-CLIENT_URL_OPTIONS = ("replicas_ack", "replicas_timeout", "wake_waiters")
-"""Query options of a turbolock URL that are the client's, unknown to redis-py's connections."""
 
 
 def redis_py_url(url: str) -> str:

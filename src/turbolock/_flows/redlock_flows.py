@@ -55,9 +55,6 @@ from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_flag, check_tok
 from turbolock.errors import ClientClosedError, ExtensionLimitError, InvalidArgumentError, QuorumError
 from turbolock.lease import FREE, LockInfo, commands_ran, commands_sent, commands_unknown, info_from_pttl
 
-OWED_RELEASE_POLL = 0.005
-"""How often an attempt looks again whether a release with its token is still on its way."""
-
 Attempt = tuple[bytes, bytes, int, float, float, "int | None", "AutoRenew | None", bool]
 """What an attempt needs, checked before anything is sent: (key, token, ttl in ms, drift in ms,
 per-node timeout, max_extensions, renewal policy, fenced)."""
@@ -187,16 +184,13 @@ class RedlockFlows(RedlockRules):
         if self._closed:
             raise ClientClosedError("the client is closed")
         started = time.monotonic()
-        if any(len(client._cleanup) for client in self.masters):
+        if any(client._cleanup.on_its_way(key, token) for client in self.masters if len(client._cleanup)):
             # A release some master's cleanup sends with this token (a Lock given one, whose
-            # earlier attempt got no answer) must end before this attempt may take the lock
+            # earlier attempt got no answer) must end before an attempt may take the lock: this
+            # one is "not acquired yet", nothing sent, and a wait tries again after its delay
             # (what is owed and not on its way goes out ahead of the attempt, on its connection).
-            while any(client._cleanup.on_its_way(key, token) for client in self.masters):
-                if time.monotonic() - started >= node_timeout:  # not acquired yet: nothing sent
-                    none: list[object] = [None] * len(self.masters)
-                    return self._attempted(name, attempt, started, none, [None] * len(none), attempts)[0]
-                yield Sleep(OWED_RELEASE_POLL)
-            started = time.monotonic()
+            none: list[object] = [None] * len(self.masters)
+            return self._attempted(name, attempt, started, none, [None] * len(none), attempts)[0]
         try:
             replies, failures = yield Call(self._fan_one, self._attempt_call(attempt))
         except BaseException:  # interrupted or cancelled: it may have taken the lock anywhere

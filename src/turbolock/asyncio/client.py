@@ -217,8 +217,10 @@ class AsyncLockClient(ClientRules[AsyncLock]):
                  fenced: bool = False) -> Awaitable[Lease | None]:
         """One attempt of a Lock object, by ``deadline`` (None: the call's own); one cut short
         is None, and a lock it may have taken is released in the background."""
-        if token is not None and len(self._cleanup):
-            return self._attempt_owing(name, ttl, token, auto_renew, on_lost, deadline, fenced)
+        if token is not None and len(self._cleanup):  # the owed release and the attempt, by one deadline
+            end = time.monotonic() + self.options.timeout if deadline is None else deadline
+            owing = self._attempt_owing(name, ttl, token, auto_renew, on_lost, fenced, end)
+            return self._attempt_by(owing, end)
         attempt = self.try_acquire(name, ttl, token=token, auto_renew=auto_renew, on_lost=on_lost,
                                    fenced=fenced)
         if deadline is None:
@@ -226,15 +228,13 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         return self._attempt_by(attempt, deadline)
 
     async def _attempt_owing(self, name: str | bytes, ttl: Seconds, token: bytes,
-                             auto_renew: bool | AutoRenew, on_lost: OnLost | None, deadline: float | None,
-                             fenced: bool) -> Lease | None:
-        """``_attempt`` with a token this client owes a release with (see ``owed_release_flow``)."""
-        end = time.monotonic() + self.options.timeout if deadline is None else deadline
-        if not await run(owed_release_flow(self, encode_name(name), check_token(token), end)):
+                             auto_renew: bool | AutoRenew, on_lost: OnLost | None, fenced: bool,
+                             deadline: float) -> Lease | None:
+        """``_attempt`` with a token this client may owe a release with (``owed_release_flow``)."""
+        if not await run(owed_release_flow(self, encode_name(name), check_token(token), deadline)):
             return None
-        attempt = self.try_acquire(name, ttl, token=token, auto_renew=auto_renew, on_lost=on_lost,
-                                   fenced=fenced)
-        return await (attempt if deadline is None else self._attempt_by(attempt, deadline))
+        return await self.try_acquire(name, ttl, token=token, auto_renew=auto_renew, on_lost=on_lost,
+                                      fenced=fenced)
 
     async def _attempt_by(self, attempt: Awaitable[T], deadline: float) -> T | None:
         if deadline <= time.monotonic():  # its wait is over before it began: nothing is sent
