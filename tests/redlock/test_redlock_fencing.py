@@ -120,6 +120,35 @@ def test_a_fenced_bulk_acquire_gives_every_lease_its_fences(make_client: Callabl
     held = client.acquire_many(names[:5], 10, fenced=True)  # held by the leases above: none granted
     assert held.acquired == [] and len(held.not_acquired) == 5
     assert all(client.release_many(second.acquired))
-    with pytest.raises(InvalidArgumentError) as claim:
-        client.acquire_many(names, 10, fenced=True, limit=3)
-    assert claim.value.argument == "fenced"
+
+
+def test_a_fenced_claim_gives_each_lease_taken_its_fences(
+        make_client: Callable[[list[RedisServer]], Any], masters: list[RedisServer], key_prefix: str) -> None:
+    client = make_client(masters)
+    names = [f"shard:{i}" for i in range(40)]
+    held = client.acquire_many(names[:30], 10)  # plain locks: a claim can only take the last 10
+    assert len(held.acquired) == 30
+    claim = client.acquire_many(names, 10, fenced=True, limit=4)
+    assert len(claim.acquired) == 4
+    assert all(isinstance(lease, FencedRedlockLease) for lease in claim.acquired)
+    assert {lease.name for lease in claim.acquired} <= set(names[30:])
+    assert {lease.fences for lease in claim.acquired} == {(1,) * len(masters)}
+    assert all(client.release_many(claim.acquired))
+    again = client.acquire_many(names[30:], 10, fenced=True, limit=10)
+    assert len(again.acquired) == 10
+    taken_before = {lease.name for lease in claim.acquired}
+    assert {lease.name: lease.fences[0] for lease in again.acquired} == {
+        name: 2 if name in taken_before else 1 for name in names[30:]}
+    for server in masters:  # only names granted count a fence: the held ones' counters are untouched
+        with redis.Redis(port=server.port) as raw:
+            assert raw.get(b"{" + key_prefix.encode() + b"shard:0}:fence") is None
+    assert all(client.release_many(again.acquired + held.acquired))
+    with pytest.raises(InvalidArgumentError) as bad:  # every name checked before anything is sent
+        client.acquire_many(["fine", "a}b"], 10, fenced=True, limit=1)
+    assert bad.value.argument == "name"
+    with pytest.raises(InvalidArgumentTypeError) as flag:
+        client.acquire_many(["fine"], 10, fenced="yes", limit=1)
+    assert flag.value.argument == "fenced"
+    for server in masters:
+        with redis.Redis(port=server.port) as raw:
+            assert raw.keys(f"*{key_prefix}fine*") == []

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from turbolock._flows.bulk_plan import check_tokens, encode_unique_names
 from turbolock._flows.claim import check_claim, check_limit, random_start, window
+from turbolock._flows.client_settings import check_fenced_keys
 from turbolock._flows.redlock_bulk import acquire_many_flow
 from turbolock._flows.redlock_result import RedlockLease, RedlockManyResult, RedlockStatus
 from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules, remember
@@ -33,11 +34,13 @@ from turbolock._wire.validate import TOKEN_BYTES
 
 def claim_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: int, drift: float, limit: object,
                     all_or_nothing: bool, tokens: Sequence[bytes] | None,
-                    max_extensions: int | None) -> Flow[RedlockManyResult]:
+                    max_extensions: int | None, fenced: bool = False) -> Flow[RedlockManyResult]:
     """At most ``limit`` free names, each on a quorum of masters; a result for every name in
-    input order. Everything is checked before anything is sent."""
+    input order. Everything is checked before anything is sent. ``fenced``: each lease taken
+    comes with its fences, as in a fenced bulk acquire."""
     check_claim(limit, all_or_nothing)
     keys = encode_unique_names(names)
+    fenced = check_fenced_keys(fenced, client.key_prefix, keys, 0)
     wanted = check_limit(limit)
     names = list(names)
     count = len(keys)
@@ -61,7 +64,7 @@ def claim_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: int,
             chunk_tokens = [given[i] for i in chunk]
         try:
             sub = yield from acquire_many_flow(client, [names[i] for i in chunk], ms, drift, False,
-                                               chunk_tokens, max_extensions)
+                                               chunk_tokens, max_extensions, fenced)
         except BaseException:
             _give_back(client, [(lease.key, lease.token) for lease in mine]
                        + [(keys[i], token) for i, token in zip(chunk, chunk_tokens, strict=True)], ms)

@@ -52,7 +52,7 @@ from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, extended
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_flag, check_token, encode_name
-from turbolock.errors import ClientClosedError, ExtensionLimitError, InvalidArgumentError, QuorumError
+from turbolock.errors import ClientClosedError, ExtensionLimitError, QuorumError
 from turbolock.lease import FREE, LockInfo, commands_ran, commands_sent, commands_unknown, info_from_pttl
 
 Attempt = tuple[bytes, bytes, int, float, float, "int | None", "AutoRenew | None", bool]
@@ -368,10 +368,8 @@ class RedlockFlows(RedlockRules):
             result = yield from acquire_many_flow(self, names, ms, drift, all_or_nothing, tokens, max_ext,
                                                   fenced)
         else:
-            if fenced is not False:
-                raise InvalidArgumentError("fenced", "Redlock claims (limit=k) are not fenced yet")
             result = yield from claim_many_flow(self, names, ms, drift, limit, all_or_nothing, tokens,
-                                                max_ext)
+                                                max_ext, fenced)
         if policy is not None:
             self._renewer().add(result.acquired, policy, on_lost)
         return result
