@@ -2,7 +2,9 @@
 already written on them, and write nothing more: a call queued but not yet written when the drop
 came was written anyway, after it, to the server the client was just told is no longer the
 master. Cut off only (a partition, here SIGSTOP), that old master took the locks, the calls
-returned leases, and the master the Sentinels name held none of them (found by review)."""
+returned leases, and the master the Sentinels name held none of them (found by review). Refused
+before their write, the calls then go to the master the Sentinels name, as a write refused with
+READONLY does, instead of failing with ConnectionError (found by the next review)."""
 
 from __future__ import annotations
 
@@ -53,5 +55,7 @@ def test_calls_queued_but_unwritten_at_the_drop_are_not_written_to_the_old_maste
             assert granted_not_held == [], (
                 f"{len(granted_not_held)} of {len(leases)} leases were granted by the old master after the "
                 f"drop and are not held on the master the Sentinels name; results: {results[:3]}")
+            assert len(leases) == CALLS, f"calls refused by the dropped connection: {results[:3]}"
+            assert all(info.held for info in infos)
 
     asyncio.run(asyncio.wait_for(body(), 120))

@@ -19,6 +19,7 @@ from typing import Any
 from turbolock._aio.connect import open_connection
 from turbolock._aio.protocol import RedisProtocol
 from turbolock._flows.bulk_plan import OrphanHandler
+from turbolock._wire.outcomes import DroppedConnectionError
 from turbolock.errors import ClientClosedError, ConnectionError, LockUsageError
 from turbolock.options import ConnectionOptions
 
@@ -126,8 +127,9 @@ class ConnectionPool:
         conns, self._open = self._open, []
         self._next = 0
         self._retired += conns
+        why = f"{self.options.address}: the connection was dropped (a failover)"
         for conn in conns:
-            conn.retire(ConnectionError(f"{self.options.address}: the connection was dropped (a failover)"))
+            conn.retire(DroppedConnectionError(why))
 
     def adopt_running_loop(self) -> None:
         """Make the running loop the pool's: another loop's connections are dropped if that loop

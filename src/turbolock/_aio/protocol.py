@@ -29,7 +29,7 @@ from typing import Any
 
 from turbolock._flows.bulk_plan import OrphanHandler
 from turbolock._flows.handshake import refused
-from turbolock._wire.outcomes import UNKNOWN, NotSent
+from turbolock._wire.outcomes import UNKNOWN, DroppedConnectionError, NotSent
 from turbolock.errors import ClientClosedError, ConnectionError, ProtocolError, TimeoutError
 
 # A write is made at once, without waiting for the end of the loop iteration, when this much is queued.
@@ -42,9 +42,12 @@ _Entry = tuple["asyncio.Future[Any]", int, float, Any]
 """A pending request: its future, how many replies it takes, its deadline, its orphan tag."""
 
 
+_COPIED = (ConnectionError, TimeoutError, ProtocolError, ClientClosedError, DroppedConnectionError)
+
+
 def _fresh(error: BaseException) -> BaseException:
     # One exception object raised in many tasks would collect all their tracebacks.
-    if type(error) in (ConnectionError, TimeoutError, ProtocolError, ClientClosedError):
+    if type(error) in _COPIED:
         return type(error)(*error.args)
     return error
 

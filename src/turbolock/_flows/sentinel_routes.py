@@ -17,7 +17,15 @@ from typing import Any
 
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
 from turbolock._flows.steps import Call, CallStep, Flow
-from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, Encoder, Reencoder, Unconfirmed, subset_encoders
+from turbolock._wire.outcomes import (
+    NOT_SENT,
+    UNKNOWN,
+    DroppedConnectionError,
+    Encoder,
+    Reencoder,
+    Unconfirmed,
+    subset_encoders,
+)
 from turbolock._wire.replies import reply_error
 from turbolock._wire.slot_map import Address
 from turbolock.errors import (
@@ -141,11 +149,16 @@ def refused_write(service: str) -> ConnectionError:
 def guarded_flow(pool: Any, step: CallStep, deadline: float) -> Flow[object]:
     """One call to the master (``step``). A failure makes ``pool`` forget the master and drop its
     connections (not one the caller brought on: see ``blames_master``); a write refused with
-    READONLY (it did not run) goes once more, to the master the Sentinels name next."""
-    for _ in range(2):
+    READONLY (it did not run) goes once more, to the master the Sentinels name next, as does
+    one a connection dropped on a master change refused before writing it."""
+    for attempt in range(2):
         started = time.monotonic()
         try:
             reply = yield step
+        except DroppedConnectionError:
+            if attempt or time.monotonic() >= deadline:
+                raise
+            continue  # the pool has moved on: the next connection goes to the master used now
         except BaseException as exc:
             if blames_master(exc, deadline - started, pool.options.timeout):
                 pool.master_failed()

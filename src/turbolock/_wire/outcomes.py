@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from turbolock._wire import scripts as _scripts
-from turbolock.errors import ReplyError, ResponseError
+from turbolock.errors import ConnectionError, ReplyError, ResponseError
 
 Encoder = Callable[[Any, int, int], None]
 """Appends the commands for items ``start``..``stop`` to a core CommandBuffer."""
@@ -26,6 +26,12 @@ normal client without limit, so this cannot deadlock."""
 Reencoder = Callable[[Any, Sequence[int]], None]
 """Appends the commands for the given item indices: again after NOSCRIPT, or a subset of the
 items at once (a Redis Cluster master's share), the same commands ``Encoder`` writes for them."""
+
+
+class DroppedConnectionError(ConnectionError):
+    """A call refused, before anything of it was written, by a connection its pool stopped using
+    because its server no longer is the one to use (a Sentinel client's, on a master change):
+    nothing of it ran, and it may go once more to the server used now (``guarded_flow``)."""
 
 
 class Unconfirmed(Exception):
