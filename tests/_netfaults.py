@@ -187,7 +187,9 @@ class FaultProxy(_Loop):
     each direction on its own; ``blackhole()`` both) or to delay them (``delay()``); ``heal()``
     forwards again. Dropping keeps every connection open and accepts new ones: what arrives in a
     dropped direction is read and thrown away, as a network that lost it would. Delayed bytes
-    keep their order."""
+    keep their order. With ``deliver_after_close``, bytes a client sent and then closed its
+    connection still reach the server (as TCP delivers what was sent before a close), the
+    server's side closing once they have; otherwise they are dropped with the connection."""
 
     name = "fault-proxy"
     kind = "blackhole"
@@ -203,6 +205,9 @@ class FaultProxy(_Loop):
         self._pipes: dict[socket.socket, _Pipe] = {}
         self._lock = threading.Lock()
         self._random = random.Random()
+        self.deliver_after_close = False
+        self._closing: list[_Pipe] = []
+        """Pipes whose client closed with bytes still to go to the server (``deliver_after_close``)."""
 
     def start(self) -> FaultProxy:
         super().start()
@@ -266,13 +271,13 @@ class FaultProxy(_Loop):
         later.append((max(due, later[-1][0]) if later else due, data))
 
     def _timeout(self) -> float:
-        dues = [later[0][0] for pipe in set(self._pipes.values())
+        dues = [later[0][0] for pipe in set(self._pipes.values()) | set(self._closing)
                 for later in (pipe.later_server, pipe.later_client) if later]
         return max(0.0, min(TICK, min(dues) - time.monotonic())) if dues else TICK
 
     def _tick(self) -> None:
         now = time.monotonic()
-        for pipe in list(set(self._pipes.values())):
+        for pipe in list(set(self._pipes.values()) | set(self._closing)):
             moved = False
             for later, out in ((pipe.later_server, pipe.to_server), (pipe.later_client, pipe.to_client)):
                 while later and later[0][0] <= now:
@@ -280,6 +285,11 @@ class FaultProxy(_Loop):
                     moved = True
             if moved:
                 self._flush(pipe)
+        for pipe in list(self._closing):
+            if not pipe.later_server and not pipe.to_server:
+                self._closing.remove(pipe)
+                self._pipes.pop(pipe.server, None)
+                self._close(pipe.server)
 
     def _ready(self, sock: socket.socket, events: int) -> None:
         pipe = self._pipes.get(sock)
@@ -325,6 +335,10 @@ class FaultProxy(_Loop):
         """One side closed. Forwarding: close both, as a real network would tell the other side.
         Dropping: close only that side; the other never hears of it (a partition)."""
         sides = (sock,) if self.holed else (pipe.client, pipe.server)
+        if (self.deliver_after_close and sock is pipe.client and not self.holed
+                and (pipe.later_server or pipe.to_server)):
+            sides = (sock,)  # the server's side closes once what the client sent has gone
+            self._closing.append(pipe)
         for side in sides:
             self._pipes.pop(side, None)
             self._close(side)

@@ -181,7 +181,8 @@ class LockClient(ClientRules[Lock]):
             else:
                 reply = self._exec.set_nx_one(key, tok, ms, deadline)
         except Unconfirmed as exc:
-            raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc.cause) from None
+            raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc.cause,
+                                     token is None) from None
         return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
 
     def release(self, lease: Lease) -> bool:
@@ -244,9 +245,10 @@ class LockClient(ClientRules[Lock]):
 
     # -- maybe-held cleanup ---------------------------------------------------------------------
 
-    def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None:
-        """Release ``key`` with ``token`` in the background, until ``forget_at`` (its key's expiry)."""
-        self._cleanup.remember(key, token, forget_at)
+    def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float, recheck: bool = False) -> None:
+        """Release ``key`` with ``token`` in the background, until ``forget_at`` (its key's expiry);
+        ``recheck``: see ``CleanupBook.remember``."""
+        self._cleanup.remember(key, token, forget_at, recheck)
         self._cleaner.wake()
 
     _abandoned = _remember_cleanup

@@ -29,9 +29,9 @@ def _count_cleanups(client: AsyncLockClient) -> list[bytes]:
     seen: list[bytes] = []
     remember = client._remember_cleanup
 
-    def recording(key: bytes, token: bytes, expires_at: float) -> None:
+    def recording(key: bytes, token: bytes, expires_at: float, recheck: bool = False) -> None:
         seen.append(key)
-        remember(key, token, expires_at)
+        remember(key, token, expires_at, recheck)
 
     client._remember_cleanup = recording  # type: ignore[method-assign]
     return seen

@@ -115,11 +115,7 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
     if fenced is not False:
         plan.fence(client.key_prefix, client.options.replicas_ack, fenced)
 
-    def orphans(start: int, stop: int) -> Any:
-        """What a cancelled task's chunk may take, for the protocol to release when its reply comes."""
-        return plan.keys[start:stop], plan.tokens[start:stop], plan.ttl_ms
-
-    options: dict[str, Any] = {"on_replies": plan.on_replies, "orphans": orphans, "keys": plan.keys}
+    options: dict[str, Any] = {"on_replies": plan.on_replies, "orphans": plan.orphans, "keys": plan.keys}
     if client.options.replicas_ack:
         options["durable"] = True
     batched = plan.script is not None and client._batches_keys
@@ -148,7 +144,7 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
             _forget(client, acquired)
             acquired = []
         cause = ConnectionError("the connection failed mid-batch")
-        error = client._acquire_lost(plan.maybe_held(replies), cause)
+        error = client._acquire_lost(plan.maybe_held(replies), cause, plan.fresh_tokens)
         if isinstance(error, AcquireOutcomeUnknownError):
             error.acquired = acquired
             error.not_sent = plan.not_sent(replies)

@@ -53,7 +53,8 @@ class BulkClient(Protocol):
 
     def _check_lease(self, lease: object, argument: str = "lease") -> None: ...
 
-    def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None: ...
+    def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float,
+                          recheck: bool = False) -> None: ...
 
     def _renewer(self) -> Any: ...
 
@@ -276,7 +277,7 @@ class AcquirePlan:
         self.names = list(names)
         self.ttl_ms = ttl_ms
         self.count = count = len(self.keys)
-        self._fresh_tokens = tokens is None
+        self.fresh_tokens = tokens is None
         self.tokens = [b""] * count if tokens is None else check_tokens(tokens, count)
         self.owner = owner
         self.leases: list[Lease | None] = [None] * count
@@ -325,7 +326,7 @@ class AcquirePlan:
         sha, keys, tokens, ttl_ms = _scripts.FENCED_ACQUIRE_MANY.sha, self.keys, self.tokens, self.ttl_ms
         for call in calls:
             first, last = self._call_range(call)
-            if self._fresh_tokens:
+            if self.fresh_tokens:
                 tokens[first:last] = batch_tokens(last - first)
             buf.append_evalsha_multikey(sha, keys[first:last], tokens[first:last], ttl_ms)
 
@@ -351,11 +352,19 @@ class AcquirePlan:
                 for i in range(first, last):
                     self.give_back(self.keys[i], self.tokens[i], forget_at)
 
-    def call_orphans(self, start: int, stop: int) -> tuple[list[bytes], list[bytes], int, list[int]]:
+    def call_orphans(self, start: int, stop: int) -> tuple[Any, ...]:
         """What calls ``start``..``stop`` may take, for a cancelled caller's protocol to release:
         keys, tokens, ttl and each call's size (``expand_calls`` reads its replies with them)."""
         first, last = self._call_range(start)[0], self._call_range(stop - 1)[1]
-        return self.keys[first:last], self.tokens[first:last], self.ttl_ms, self.call_sizes(start, stop)
+        return self.orphan_tag((self.keys[first:last], self.tokens[first:last], self.ttl_ms,
+                                self.call_sizes(start, stop)))
+
+    def orphans(self, start: int, stop: int) -> tuple[Any, ...]:
+        """What items ``start``..``stop`` may take, for whoever releases it when the caller is gone."""
+        return self.orphan_tag((self.keys[start:stop], self.tokens[start:stop], self.ttl_ms))
+
+    def orphan_tag(self, tag: tuple[Any, ...]) -> tuple[Any, ...]:
+        return OwnTokensTag(tag) if self.fresh_tokens else tag
 
     def expand(self, replies: list[object]) -> list[object]:
         """Every call's final replies (NOSCRIPT retries included), one per lock."""
@@ -366,7 +375,7 @@ class AcquirePlan:
         if self.script is not None:
             self.encode_indices(buf, range(start, stop))
         else:
-            if self._fresh_tokens:
+            if self.fresh_tokens:
                 self.tokens[start:stop] = batch_tokens(stop - start)
             buf.append_set_nx_px_many(self.keys[start:stop], self.tokens[start:stop], self.ttl_ms)
 
@@ -374,7 +383,7 @@ class AcquirePlan:
         """``encode`` for the items ``indices`` (a Redis Cluster master's share), in one call."""
         keys = [self.keys[i] for i in indices]
         tokens = self.tokens
-        if self._fresh_tokens:
+        if self.fresh_tokens:
             token = batch_tokens(1)[0]
             for i in indices:
                 tokens[i] = token
@@ -526,19 +535,27 @@ def subset_orphans(orphans: OrphanTags, indices: Sequence[int]) -> OrphanTags:
     return tags
 
 
-def release_orphan(remember: Callable[[bytes, bytes, float], None], tag: tuple[Any, ...],
+class OwnTokensTag(tuple[Any, ...]):
+    """An orphan tag whose tokens this client made: what its items may have taken is released
+    again when found free (``CleanupBook.remember``'s ``recheck``)."""
+
+    __slots__ = ()
+
+
+def release_orphan(remember: Callable[[bytes, bytes, float, bool], None], tag: tuple[Any, ...],
                    reply: object) -> None:
     """An acquire's reply came (or was lost) after its caller stopped waiting: every lock it
     took, or may have taken, goes to ``remember`` (the client's maybe-held cleanup)."""
     keys, tokens, ttl = tag[:3]
     forget_at = time.monotonic() + ttl / 1000.0
+    recheck = type(tag) is OwnTokensTag
     if type(keys) is bytes:
         if reply is UNKNOWN or reply == b"OK" or type(reply) is int:  # an int: a fenced acquire's fence
-            remember(keys, tokens, forget_at)
+            remember(keys, tokens, forget_at, recheck)
         return
     for key, token, one in zip(keys, tokens, orphan_replies(tag, reply), strict=True):
         if one is UNKNOWN or one == b"OK" or type(one) is int:
-            remember(key, token, forget_at)
+            remember(key, token, forget_at, recheck)
 
 
 def join_orphan_tags(tags: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
@@ -547,8 +564,10 @@ def join_orphan_tags(tags: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
     keys = [key for tag in tags for key in tag[0]]
     tokens = [token for tag in tags for token in tag[1]]
     if len(tags[0]) > 3:
-        return keys, tokens, tags[0][2], [size for tag in tags for size in tag[3]]
-    return keys, tokens, tags[0][2]
+        joined: tuple[Any, ...] = (keys, tokens, tags[0][2], [size for tag in tags for size in tag[3]])
+    else:
+        joined = (keys, tokens, tags[0][2])
+    return OwnTokensTag(joined) if all(type(tag) is OwnTokensTag for tag in tags) else joined
 
 
 def orphan_replies(tag: tuple[Any, ...], reply: object) -> list[object]:

@@ -7,6 +7,13 @@ the key has certainly expired by its ttl: nothing is kept longer than that. A fa
 is kept the same way, its ``fair.Leaving`` in place of a token, until it has left its queue
 (``cleanup_flows``). Sans-IO: the
 threaded and the asyncio clients, and Redlock's masters, each drive it their own way.
+
+A release answered 0 (the lock was not ours) does not prove an acquire whose reply was lost
+will never run: its command may still be on its way to the server on the connection given up
+(a TCP resend, a busy server still reading what that connection sent before it closed), and
+take the lock after the release. Such entries, when their token is one this client made (no
+caller can ever acquire with it, so a later release can only delete what that command took),
+are released once more after each of ``RECHECK_AFTER``, while their key may live.
 """
 
 from __future__ import annotations
@@ -24,9 +31,13 @@ IN_FLIGHT = -1.0
 FIRST_RETRY = 0.05
 LAST_RETRY = 1.0
 
+RECHECK_AFTER = (0.5, 2.0)
+"""Seconds after a release of a maybe-taken lock found it free before it is released again (then
+after the next), for entries remembered with ``recheck``."""
+
 
 class CleanupBook:
-    __slots__ = ("_pending", "_lock", "_in_flight", "_in_flight_count")
+    __slots__ = ("_pending", "_lock", "_in_flight", "_in_flight_count", "_rechecked", "_rechecks")
 
     def __init__(self) -> None:
         # By key and token: two maybe-held attempts at one key with two tokens are both released.
@@ -36,17 +47,27 @@ class CleanupBook:
         """Entries taken and not settled yet, each with how many times (a key and token owed
         again while its release is on its way)."""
         self._in_flight_count = 0  # their sum, read without the lock
+        self._rechecked: dict[tuple[bytes, bytes], int] = {}
+        """Entries to release again after an answer 0 (``recheck``): how many times they were."""
+        self._rechecks: dict[tuple[bytes, bytes], tuple[float, float]] = {}
+        """Entries answered 0 that wait for their next release: (forget_at, when it is due)."""
 
     def __len__(self) -> int:
-        """Entries waiting, and entries being released right now."""
+        """Entries waiting for a definite answer, and entries being released right now (not
+        the ones answered already that only wait to be released again)."""
         return len(self._pending) + self._in_flight_count
 
     def __bool__(self) -> bool:
-        return bool(self._pending)
+        """Whether anything is left to send, now or later."""
+        return bool(self._pending) or bool(self._rechecks)
 
-    def remember(self, key: bytes, token: bytes, forget_at: float) -> None:
+    def remember(self, key: bytes, token: bytes, forget_at: float, recheck: bool = False) -> None:
+        """Release ``key`` with ``token`` until ``forget_at``; ``recheck``: an acquire whose
+        command may still run, with a token this client made (see the module's notes)."""
         with self._lock:
             self._pending[key, token] = forget_at
+            if recheck:
+                self._rechecked.setdefault((key, token), 0)
 
     def take(self, limit: int | None = None) -> list[Entry]:
         """Up to ``limit`` entries to release now (the expired ones are dropped); each must come
@@ -54,9 +75,15 @@ class CleanupBook:
         now = time.monotonic()
         with self._lock:
             pending = self._pending
+            if self._rechecks:
+                self._due_rechecks(now)
             if not pending:
                 return []
             entries = [(key, token, at) for (key, token), at in pending.items() if at > now]
+            if self._rechecked and len(entries) < len(pending):
+                for pair, at in pending.items():
+                    if at <= now:
+                        self._rechecked.pop(pair, None)
             pending.clear()
             if limit is not None and len(entries) > limit:
                 for key, token, at in entries[limit:]:
@@ -68,6 +95,17 @@ class CleanupBook:
             self._in_flight_count += len(entries)
         return entries
 
+    def _due_rechecks(self, now: float) -> None:
+        """Move the rechecks due by ``now`` to the pending entries; drop those past their expiry."""
+        rechecks = self._rechecks
+        for pair, (at, due) in list(rechecks.items()):
+            if at <= now:
+                del rechecks[pair]
+                self._rechecked.pop(pair, None)
+            elif due <= now:
+                del rechecks[pair]
+                self._pending.setdefault(pair, at)
+
     def claim(self, key: bytes, token: bytes) -> float | None:
         """Take the entry of ``key`` and ``token`` for the caller to release itself (its
         expiry; on its way until the caller settles it), None when there is none,
@@ -75,7 +113,9 @@ class CleanupBook:
         with self._lock:
             if (key, token) in self._in_flight:
                 return IN_FLIGHT
-            forget_at = self._pending.pop((key, token), None)
+            self._rechecked.pop((key, token), None)  # the caller settles it: no release comes later
+            recheck = self._rechecks.pop((key, token), None)
+            forget_at = self._pending.pop((key, token), None if recheck is None else recheck[0])
             if forget_at is not None:
                 self._in_flight[key, token] = 1
                 self._in_flight_count += 1
@@ -97,19 +137,42 @@ class CleanupBook:
                     if count > 1:
                         in_flight[key, token] = count - 1
             pending = self._pending
+            rechecked = self._rechecked
             if replies is None:
                 for key, token, at in entries:
                     if at > now:
                         pending.setdefault((key, token), at)
+                    elif rechecked:
+                        rechecked.pop((key, token), None)
                 return
             for (key, token, at), reply in zip(entries, replies, strict=True):
-                if type(reply) is not int and at > now:
-                    pending.setdefault((key, token), at)
+                if type(reply) is not int:
+                    if at > now:
+                        pending.setdefault((key, token), at)
+                    elif rechecked:
+                        rechecked.pop((key, token), None)
+                elif rechecked:
+                    self._settle_recheck((key, token), at, reply, now)
+
+    def _settle_recheck(self, pair: tuple[bytes, bytes], at: float, reply: int, now: float) -> None:
+        """After a definite answer: an entry with ``recheck`` answered 0 waits for its next release."""
+        done = self._rechecked.get(pair)
+        if done is None:
+            return
+        if reply == 0 and done < len(RECHECK_AFTER) and now + RECHECK_AFTER[done] < at:
+            self._rechecked[pair] = done + 1
+            self._rechecks[pair] = (at, now + RECHECK_AFTER[done])
+        else:
+            del self._rechecked[pair]
 
     def next_expiry(self) -> float | None:
-        """When the earliest entry may be dropped (None when there is none)."""
+        """When the earliest entry may be dropped, or a recheck is due (None when there is none)."""
         with self._lock:
-            return min(self._pending.values(), default=None)
+            soonest = min(self._pending.values(), default=None)
+            if self._rechecks:
+                due = min(due for _, due in self._rechecks.values())
+                soonest = due if soonest is None else min(soonest, due)
+            return soonest
 
     def clear(self) -> None:
         """Forget every entry, those on their way too (after a fork: the parent's, which no
@@ -118,6 +181,8 @@ class CleanupBook:
             self._pending.clear()
             self._in_flight.clear()
             self._in_flight_count = 0
+            self._rechecked.clear()
+            self._rechecks.clear()
 
 
 def retry_delay(previous: float | None) -> float:

@@ -184,7 +184,7 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
     def _check_lease(self, lease: object, argument: str = "lease") -> None:
         check_lease(lease, self._owner, Lease, argument, FencedLease)
 
-    def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None:
+    def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float, recheck: bool = False) -> None:
         raise NotImplementedError
 
     def _on_orphan(self, tag: Any, reply: object) -> None:
@@ -193,11 +193,12 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
         release_orphan(self._remember_cleanup, tag, reply)
 
     def _acquire_lost(self, attempts: Iterable[tuple[str | bytes, bytes, bytes, float]],
-                      cause: BaseException) -> BaseException:
-        """Maybe-held locks (name, key, token, forget_at) are released in the background; the error."""
+                      cause: BaseException, own_tokens: bool = False) -> BaseException:
+        """Maybe-held locks (name, key, token, forget_at) are released in the background; the error.
+        ``own_tokens``: tokens this client made, released again when found free (``recheck``)."""
         attempts = list(attempts)
         for _, key, token, forget_at in attempts:
-            self._remember_cleanup(key, token, forget_at)
+            self._remember_cleanup(key, token, forget_at, own_tokens)
         if not isinstance(cause, Exception):
             return cause
         if self._closed:  # closed during the call: no background release will come
@@ -216,7 +217,8 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
     def pending_cleanup(self) -> int:
         """Locks whose acquire or release outcome was lost (or whose acquiring task was
         cancelled) and that still await a release in the background, those being released right
-        now included; each at most until its ttl has passed."""
+        now included; each at most until its ttl has passed. Not counted: a lock already found
+        free that is released once more in case its lost acquire still runs (``CleanupBook``)."""
         return len(self._cleanup)
 
     def _lease_lost(self, lease: Lease, reason: str) -> None:

@@ -58,7 +58,7 @@ class BackgroundCleaner:
         """Release what is pending, before ``deadline``; True when nothing is left."""
         entries = self.book.take()
         if not entries:
-            return True
+            return not self.book  # rechecks not due yet: the thread waits for them
         replies: Sequence[object] | None = None
         try:
             replies = self._release([e[0] for e in entries], [e[1] for e in entries], deadline)

@@ -172,9 +172,9 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         tok = self._tokens.take() if token is None else check_token(token)
         policy = self._renew_policy(auto_renew, on_lost, ms)
         if fenced is not False and check_fenced(fenced, self.key_prefix, key, self.options.replicas_ack):
-            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, fenced=True)
+            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, True, token is None)
         if self._direct.guarded:  # a Sentinel's master: READONLY is resent, a failure asks them again
-            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost)
+            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, False, token is None)
         conn = self._pool.ready() or await self._pool.connect()
         conn.buffer.append_set_nx_px(key, tok, ms)
         sent_at = time.monotonic()
@@ -191,16 +191,18 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             abandon(fut, tag, self._on_orphan)
             raise
         except BaseException as exc:
-            raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc) from None
+            raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc,
+                                     token is None) from None
         if self._direct.wait is not None:
             reply = await self._direct.confirm(conn, reply, tag)
         return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
 
     async def _acquire_by_exec(self, name: str | bytes, key: bytes, token: bytes, ms: int,
                                policy: AutoRenew | None, on_lost: OnLost | None,
-                               fenced: bool = False) -> Lease | None:
+                               fenced: bool, own_token: bool) -> Lease | None:
         """The acquire through the client's executors (the master's they guard: a Sentinel's),
-        ``FENCED_ACQUIRE`` for a ``FencedLease``: a Lease or None."""
+        ``FENCED_ACQUIRE`` for a ``FencedLease``: a Lease or None. ``own_token``: made by this
+        client (see ``_acquire_lost``)."""
         sent_at = time.monotonic()
         try:  # cancelled after it went out: Unconfirmed, and the lock is released in the background
             if fenced:
@@ -209,7 +211,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
                 reply = await self._direct.set_nx_one(key, token, ms)
         except Unconfirmed as exc:
             forget_at = time.monotonic() + ms / 1000.0
-            raise self._acquire_lost([(name, key, token, forget_at)], exc.cause) from None
+            raise self._acquire_lost([(name, key, token, forget_at)], exc.cause, own_token) from None
         return acquire_result(self, reply, name, key, token, ms, sent_at, policy, on_lost)
 
     def _attempt(self, name: str | bytes, ttl: Seconds, token: bytes | None, auto_renew: bool | AutoRenew,
@@ -339,9 +341,10 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         then is owed in the background, or expires by its ttl)."""
         return await done_by(self.release_many(leases), deadline, f"{self.options.address} (close)")
 
-    def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float) -> None:
-        """Release ``key`` with ``token`` in the background, until ``forget_at`` (its key's expiry)."""
-        self._cleanup.remember(key, token, forget_at)
+    def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float, recheck: bool = False) -> None:
+        """Release ``key`` with ``token`` in the background, until ``forget_at`` (its key's expiry);
+        ``recheck``: see ``CleanupBook.remember``."""
+        self._cleanup.remember(key, token, forget_at, recheck)
         if self._closed:
             return
         try:
@@ -373,7 +376,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         """One pipelined release of everything pending; True when nothing is left."""
         entries = self._cleanup.take()
         if not entries:
-            return True
+            return not self._cleanup  # rechecks not due yet: the task waits for them
         replies: list[object] | None = None
         try:
             replies = await run(cleanup_flow(self, [e[0] for e in entries], [e[1] for e in entries]))

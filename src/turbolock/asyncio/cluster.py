@@ -82,12 +82,13 @@ class AsyncClusterLockClient(AsyncLockClient):
         tok = self._tokens.take() if token is None else check_token(token)
         policy = self._renew_policy(auto_renew, on_lost, ms)
         if fenced is not False and check_fenced(fenced, self.key_prefix, key, self.options.replicas_ack):
-            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, fenced=True)
+            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, True, token is None)
         sent_at = time.monotonic()
         try:  # a cancelled caller: the node's executor releases what its command took
             reply = await self._cluster.set_nx_one(key, tok, ms, sent_at + self.options.timeout)
         except Unconfirmed as exc:
-            raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc.cause) from None
+            raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc.cause,
+                                     token is None) from None
         return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
 
     def _claim_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, limit: int,

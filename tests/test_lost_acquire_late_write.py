@@ -1,0 +1,118 @@
+"""An acquire whose reply was lost can still run after the client's background release of it:
+its command was on its way to the server on the connection the client gave up (here a proxy
+holds it back for a second, and delivers it after the client closed that connection, as TCP
+delivers what was sent before a close). The first release answers 0, the command then takes
+the lock, and nobody releases it before its ttl. The cleanup releases such a lock again a
+little later (``CleanupBook``'s ``RECHECK_AFTER``) when its token is one the client made; a
+lock acquired with a token the caller gave is not released again (the caller may acquire
+with it again), and stays until its ttl.
+
+Both fronts, a single acquire and a bulk one. The control turns the second release off and
+must find the lock still held.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from _blocking_async import FRONTS, Fronts
+from _eventually import eventually
+from _netfaults import FaultProxy
+from turbolock import AcquireOutcomeUnknownError
+from turbolock._flows import cleanup_book
+from turbolock.redis_server import RedisServer
+
+HELD_BACK = 1.0  # how long the proxy holds the acquire back: past the first release, and the first recheck
+TTL = 60
+
+
+@pytest.fixture
+def proxy(own_server: RedisServer) -> Iterator[FaultProxy]:
+    with FaultProxy("127.0.0.1", own_server.port) as started:
+        started.deliver_after_close = True
+        yield started
+
+
+def _acquire_late(client: Any, proxy: FaultProxy, bulk: bool, token: bytes | None) -> list[str]:
+    """An acquire the proxy holds back past the client's timeout; the names it tried."""
+    names = [f"seat:{i}" for i in range(50)] if bulk else ["seat"]
+    assert client.query("warm-up").held is False  # the connection the acquire will go out on
+    proxy.delay(HELD_BACK, to_client=False)
+    try:
+        with pytest.raises(AcquireOutcomeUnknownError):
+            if bulk:
+                client.acquire_many(names, TTL, tokens=None if token is None else [token] * len(names))
+            else:
+                client.try_acquire(names[0], TTL, token=token)
+    finally:
+        proxy.heal()  # the cleanup's new connection goes through at once; the held bytes still go
+    return names
+
+
+def _held(raw: redis.Redis, prefix: str, names: list[str]) -> int:
+    return sum(1 for value in raw.mget([prefix + name for name in names]) if value is not None)
+
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["single", "bulk"])
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_lost_acquire_that_runs_after_its_release_is_released_again(
+        proxy: FaultProxy, own_server: RedisServer, core_name: str, key_prefix: str, front: str,
+        bulk: bool) -> None:
+    fronts = Fronts.at(front, proxy.url, core=core_name, key_prefix=key_prefix, timeout=0.3)
+    raw = redis.Redis(port=own_server.port)
+    try:
+        client = fronts.make()
+        started = time.monotonic()
+        names = _acquire_late(client, proxy, bulk, None)
+        assert eventually(lambda: _held(raw, key_prefix, names) == len(names), HELD_BACK + 2), \
+            "the held-back acquire never reached the server"
+        assert eventually(lambda: _held(raw, key_prefix, names) == 0, sum(cleanup_book.RECHECK_AFTER) + 2), \
+            f"{_held(raw, key_prefix, names)} of the late acquire's locks were not released again"
+        assert time.monotonic() - started < TTL / 2  # released, not expired
+    finally:
+        fronts.close()
+        raw.close()
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_without_the_second_release_the_late_acquire_keeps_its_lock(
+        proxy: FaultProxy, own_server: RedisServer, core_name: str, key_prefix: str, front: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control: no release after the first (as before ``RECHECK_AFTER``) leaves the lock held."""
+    monkeypatch.setattr(cleanup_book, "RECHECK_AFTER", ())
+    fronts = Fronts.at(front, proxy.url, core=core_name, key_prefix=key_prefix, timeout=0.3)
+    raw = redis.Redis(port=own_server.port)
+    try:
+        client = fronts.make()
+        names = _acquire_late(client, proxy, False, None)
+        assert eventually(lambda: _held(raw, key_prefix, names) == 1, HELD_BACK + 2)
+        time.sleep(sum((0.5, 2.0)) + 1)
+        assert _held(raw, key_prefix, names) == 1
+        assert client.pending_cleanup == 0
+    finally:
+        fronts.close()
+        raw.close()
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_lock_taken_with_a_given_token_is_not_released_again(
+        proxy: FaultProxy, own_server: RedisServer, core_name: str, key_prefix: str, front: str) -> None:
+    """A caller-given token may be used again (a retry of the same acquire): a later release
+    with it could delete the lock that retry took, so none is made after the first answer."""
+    token = b"caller-token-0001"
+    fronts = Fronts.at(front, proxy.url, core=core_name, key_prefix=key_prefix, timeout=0.3)
+    raw = redis.Redis(port=own_server.port)
+    try:
+        client = fronts.make()
+        names = _acquire_late(client, proxy, False, token)
+        assert eventually(lambda: _held(raw, key_prefix, names) == 1, HELD_BACK + 2)
+        time.sleep(sum(cleanup_book.RECHECK_AFTER) + 1)
+        assert raw.get(key_prefix + names[0]) == token
+    finally:
+        fronts.close()
+        raw.close()
