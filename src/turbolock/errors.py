@@ -75,6 +75,9 @@ class ClientClosedError(ConnectionError):
     a blocking acquire stops waiting at once. Locks an acquire took as the client closed are
     neither renewed nor released by it: they expire by their ttl."""
 
+    def __init__(self, *args: object, names: Names | None = None) -> None:
+        super().__init__(*(args or ("the client is closed",)), names=names)
+
 
 class TimeoutError(ConnectionError, builtins.TimeoutError):  # noqa: A001 - public name by design
     """A call did not complete within its deadline."""

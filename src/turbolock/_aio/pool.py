@@ -81,7 +81,7 @@ class ConnectionPool:
         """Open one more connection (one at a time; concurrent callers share it). While one is
         being opened, callers are served by an open one if there is any."""
         if self._closed:
-            raise ClientClosedError("the client is closed")
+            raise ClientClosedError()
         self.adopt_running_loop()
         task = self._connecting
         if task is None:
@@ -106,8 +106,8 @@ class ConnectionPool:
             conn.close(ConnectionError("the event loop this connection was opened in is gone"))
             raise ConnectionError("the event loop this connection was opened in is gone")
         if self._closed:
-            conn.close(ClientClosedError("the client is closed"))
-            raise ClientClosedError("the client is closed")
+            conn.close(ClientClosedError())
+            raise ClientClosedError()
         conn.on_close = self._dropped
         self._open.append(conn)
         self.set_ifeq = conn.set_ifeq
@@ -205,4 +205,4 @@ class ConnectionPool:
             await asyncio.wait([task])  # whatever the connect ended with, it is over
         for conn in self._take_all():
             conn.on_close = None
-            conn.close(ClientClosedError("the client is closed"))
+            conn.close(ClientClosedError())

@@ -52,7 +52,7 @@ class AsyncWaker(BookQueries):
         """A ticket for ``key``, once its subscription is confirmed, or the connection failed, or
         ``deadline`` (``time.monotonic()``) passed."""
         if self._closed:
-            raise ClientClosedError("the client is closed")
+            raise ClientClosedError()
         ticket = Ticket(key, (event := asyncio.Event()).set, event, self)
         subscribe, unsubscribe = self.book.join(ticket)
         protocol = self._protocol
@@ -127,7 +127,7 @@ class AsyncWaker(BookQueries):
                     await asyncio.sleep(next(delays, RECONNECT_DELAYS[-1]))
                     continue
                 if self._closed:
-                    protocol.close(ClientClosedError("the client is closed"))
+                    protocol.close(ClientClosedError())
                     return
                 self.connects += 1
                 self._protocol = protocol
@@ -207,6 +207,6 @@ class AsyncWaker(BookQueries):
         protocol, self._protocol = self._protocol, None
         if protocol is not None:
             protocol.on_close = None
-            protocol.close(ClientClosedError("the client is closed"))
+            protocol.close(ClientClosedError())
         self.book.disconnected()
         self._tell_waiters(None)

@@ -202,7 +202,7 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
         if not isinstance(cause, Exception):
             return cause
         if self._closed:  # closed during the call: no background release will come
-            cause = ClientClosedError("the client is closed")
+            cause = ClientClosedError()
         return acquire_lost_error([name for name, _, _, _ in attempts], cause)
 
     def _not_durable(self, locks: Iterable[tuple[str | bytes, bytes, bytes, float]]) -> LockError:

@@ -41,7 +41,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
     """Every name on every master at once, the quorum decided per name. ``fenced``: the fenced
     acquire script instead of ``SET NX``, each lease a ``FencedRedlockLease``."""
     if client._closed:
-        raise ClientClosedError("the client is closed")
+        raise ClientClosedError()
     keys = encode_unique_names(names)
     names = list(names)
     count = len(keys)

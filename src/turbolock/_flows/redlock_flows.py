@@ -182,7 +182,7 @@ class RedlockFlows(RedlockRules):
     def _attempt_flow(self, name: str | bytes, attempt: Attempt, attempts: int) -> Flow[RedlockResult]:
         key, token, ms, _, node_timeout, _, _, _ = attempt
         if self._closed:
-            raise ClientClosedError("the client is closed")
+            raise ClientClosedError()
         started = time.monotonic()
         if any(client._cleanup.on_its_way(key, token) for client in self.masters if len(client._cleanup)):
             # A release some master's cleanup sends with this token (a Lock given one, whose

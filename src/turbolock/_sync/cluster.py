@@ -61,7 +61,7 @@ class ClusterExecutor:
                 executor = self._nodes.get(address)
                 if executor is None:
                     if self._closed:  # no pool of a closed client comes back
-                        raise ClientClosedError("the client is closed")
+                        raise ClientClosedError()
                     options = dataclasses.replace(self._options, host=address[0], port=address[1])
                     pool = ConnectionPool(options, self._core, self._key_prefix, self._max_connections)
                     executor = self._nodes[address] = Executor(pool, self.timeout, self.chunk_size,

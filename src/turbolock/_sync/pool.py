@@ -87,7 +87,7 @@ class ConnectionPool:
         conn: Connection | None = None
         with self._lock:
             if self._closed:
-                raise ClientClosedError("the client is closed")
+                raise ClientClosedError()
             if self._idle:
                 conn = self._idle.pop()
                 self._in_use += 1
@@ -130,7 +130,7 @@ class ConnectionPool:
                     raise UnsentTimeoutError(f"all {self.max_connections} connections stayed busy too long")
                 self._cond.wait(remaining)
                 if self._closed:
-                    raise ClientClosedError("the client is closed")
+                    raise ClientClosedError()
                 if self._idle:
                     self._in_use += 1
                     return self._idle.pop()

@@ -72,7 +72,7 @@ class Waker(BookQueries):
         ticket = Ticket(key, event.set, event, self)
         with self._lock:
             if self._closed:
-                raise ClientClosedError("the client is closed")
+                raise ClientClosedError()
             subscribe, unsubscribe = self.book.join(ticket)
             self._last_waiter = time.monotonic()
             self._outbox.extend((b"SSUBSCRIBE", k) for k in subscribe)
