@@ -7,12 +7,14 @@ little later (``CleanupBook``'s ``RECHECK_AFTER``) when its token is one the cli
 lock acquired with a token the caller gave is not released again (the caller may acquire
 with it again), and stays until its ttl.
 
-Both fronts, a single acquire and a bulk one. The control turns the second release off and
-must find the lock still held.
+Both fronts, a single acquire, a bulk one and a claim (``limit=k``), and an asyncio acquire
+cancelled after its write whose connection then failed. The control turns the second release
+off and must find the lock still held.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +27,7 @@ from _eventually import eventually
 from _netfaults import FaultProxy
 from turbolock import AcquireOutcomeUnknownError
 from turbolock._flows import cleanup_book
+from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
 
 HELD_BACK = 1.0  # how long the proxy holds the acquire back: past the first release, and the first recheck
@@ -116,3 +119,67 @@ def test_a_lock_taken_with_a_given_token_is_not_released_again(
     finally:
         fronts.close()
         raw.close()
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_lost_claim_that_runs_after_its_release_is_released_again(
+        proxy: FaultProxy, own_server: RedisServer, core_name: str, key_prefix: str, front: str) -> None:
+    fronts = Fronts.at(front, proxy.url, core=core_name, key_prefix=key_prefix, timeout=0.3)
+    raw = redis.Redis(port=own_server.port)
+    try:
+        client = fronts.make()
+        names = [f"shard:{i}" for i in range(20)]
+        warm = client.acquire_many(["warm:a", "warm:b"], TTL, limit=1)  # loads the claim script
+        assert len(warm.acquired) == 1 and all(client.release_many(warm.acquired))
+        proxy.delay(HELD_BACK, to_client=False)
+        try:
+            with pytest.raises(AcquireOutcomeUnknownError):
+                client.acquire_many(names, TTL, limit=5)
+        finally:
+            proxy.heal()
+        assert eventually(lambda: _held(raw, key_prefix, names) == 5, HELD_BACK + 2), \
+            "the held-back claim never reached the server"
+        assert eventually(lambda: _held(raw, key_prefix, names) == 0, sum(cleanup_book.RECHECK_AFTER) + 2), \
+            f"{_held(raw, key_prefix, names)} locks of the late claim were not released again"
+    finally:
+        fronts.close()
+        raw.close()
+
+
+def test_a_cancelled_acquire_whose_connection_then_failed_is_released_again(
+        proxy: FaultProxy, own_server: RedisServer, core_name: str, key_prefix: str) -> None:
+    """asyncio: an acquire cancelled after its write; the connection then fails at its deadline
+    (the reply lost) and the command reaches the server after the background release."""
+    raw = redis.Redis(port=own_server.port)
+    key = key_prefix + "seat"
+
+    async def scenario() -> tuple[bool, bool]:
+        client = AsyncLockClient.from_url(proxy.url, core=core_name, key_prefix=key_prefix, timeout=0.3)
+        try:
+            assert (await client.query("warm-up")).held is False
+            proxy.delay(HELD_BACK, to_client=False)
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(client.try_acquire("seat", TTL), 0.1)  # cancelled once written
+            await asyncio.sleep(0.4)  # the connection's deadline fails it: the orphan's reply is lost
+            proxy.heal()
+            reached = await _until(lambda: bool(raw.exists(key)), HELD_BACK + 2)
+            released = await _until(lambda: not raw.exists(key), sum(cleanup_book.RECHECK_AFTER) + 2)
+            return reached, released
+        finally:
+            await client.close()
+
+    try:
+        reached, released = asyncio.run(scenario())
+        assert reached, "the held-back acquire never reached the server"
+        assert released, "the late acquire's lock was not released again"
+    finally:
+        raw.close()
+
+
+async def _until(predicate: Any, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > end:
+            return False
+        await asyncio.sleep(0.02)
+    return True

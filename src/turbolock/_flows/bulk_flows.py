@@ -65,9 +65,11 @@ def _forget(client: Any, leases: Sequence[Lease]) -> None:
         client._remember_cleanup(lease.key, lease.token, now + lease.ttl_ms / 1000.0)
 
 
-def _give_back(client: Any, locks: list[MaybeHeld]) -> None:
+def _give_back(client: Any, locks: list[MaybeHeld], own_tokens: bool = False) -> None:
+    """Release ``locks`` in the background; ``own_tokens``: tokens the client made (see
+    ``_acquire_lost``)."""
     for _, key, token, forget_at in locks:
-        client._remember_cleanup(key, token, forget_at)
+        client._remember_cleanup(key, token, forget_at, own_tokens)
 
 
 def _roll_back(client: Any, leases: list[Lease]) -> Flow[None]:
@@ -196,11 +198,12 @@ def claim_plan_flow(client: Any, plan: ClaimPlan, many: Any) -> Flow[ClaimResult
             raise
         except BaseException:  # interrupted or cancelled: nobody reads the chunk's reply
             now = time.monotonic()
-            _give_back(client, plan.held(now) + plan.maybe_held(now))
+            _give_back(client, plan.held(now) + plan.maybe_held(now), plan.tokens is None)
             raise
         if reply is UNKNOWN:
             now = time.monotonic()
-            error = client._acquire_lost(plan.held(now) + plan.maybe_held(now), ConnectionError(CLAIM_LOST))
+            error = client._acquire_lost(plan.held(now) + plan.maybe_held(now), ConnectionError(CLAIM_LOST),
+                                         plan.tokens is None)
             if isinstance(error, AcquireOutcomeUnknownError):
                 error.not_sent = plan.not_sent(chunk_sent=True)
             raise error

@@ -31,6 +31,7 @@ from turbolock._flows.bulk_flows import (
     query_many_flow,
     release_many_flow,
 )
+from turbolock._flows.bulk_plan import OwnTokensTag
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.cleanup_book import retry_delay
 from turbolock._flows.cleanup_flows import cleanup_flow, owed_release_flow
@@ -178,7 +179,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         conn = self._pool.ready() or await self._pool.connect()
         conn.buffer.append_set_nx_px(key, tok, ms)
         sent_at = time.monotonic()
-        tag = (key, tok, ms)
+        tag = (key, tok, ms) if token is not None else OwnTokensTag((key, tok, ms))
         try:
             fut = conn.submit(1, tag)
         except NotSent as exc:
