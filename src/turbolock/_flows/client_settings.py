@@ -128,6 +128,9 @@ def not_durable_error(names: list[str | bytes], replicas: int) -> NotDurableErro
 
 
 def acquire_lost_error(names: list[str | bytes], cause: Exception) -> AcquireOutcomeUnknownError:
+    if not names:  # a bulk acquire whose unanswered locks were all never sent (see ``not_sent``)
+        return AcquireOutcomeUnknownError(
+            f"some locks of the acquire were never sent ({cause}); none of those was taken", names, False)
     if isinstance(cause, ClientClosedError):  # nothing left to release it with
         return AcquireOutcomeUnknownError(
             f"acquire of {describe_names(names)} was sent but the client was closed before its reply "

@@ -264,8 +264,10 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
         if redirect is not None and redirect.ask:
             # The importing node answers TRYAGAIN while it holds only some of a script's keys.
             reply = yield ask(nodes.node(redirect.address), deadline)
-        elif redirect is not None:
-            routes.moved(redirect)
+            redirect = _bounced(routes, reply, redirect.address)
+        if redirect is not None:
+            if not redirect.ask:
+                routes.moved(redirect)
             redirects += 1
             if redirects >= MAX_REDIRECTS:
                 if time.monotonic() + RETRY_PAUSE >= deadline:
@@ -419,6 +421,13 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
                 if redirect is not None:  # the slot is being migrated: this key, once, where it goes
                     reply = yield from _ask_item_flow(nodes, redirect.address, encode, i, script, deadline,
                                                       durable)
+                    bounced = _bounced(routes, reply, redirect.address)
+                    if bounced is not None:  # nothing ran: again, as a MOVED item
+                        if not bounced.ask:
+                            routes.moved(bounced)
+                        moved = True
+                        again.append(i)
+                        continue
                 if retry_later(reply):  # nothing ran: again after a pause, or this refusal stands
                     routes.stale = True
                     again.append(i)
@@ -502,6 +511,17 @@ def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
             for position, i in enumerate(indices):
                 results[i] = value[position]
     raise failure
+
+
+def _bounced(routes: ClusterRoutes, reply: object, asked: Address) -> Redirect | None:
+    """A redirect in answer to ``ASKING`` + the command (the target of a migration that is not
+    importing the slot, as a reshard undone half-way leaves it, answers MOVED back to the source):
+    nothing ran, the command goes again as after a MOVED. Asked on once more, the map is read
+    again before that."""
+    redirect = redirect_of(reply, asked[0])
+    if redirect is not None and redirect.ask:
+        routes.stale = True
+    return redirect
 
 
 def _ask_item_flow(nodes: Any, address: Address, encode: Encoder, i: int, script: _scripts.Script | None,
