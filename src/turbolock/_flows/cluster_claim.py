@@ -5,7 +5,10 @@ local to the node that runs it, and declared keys of several slots fail with CRO
 names are grouped by master, and the masters are claimed from in turn, from a random one (as a
 claim on one server starts at a random name), each with the standard claim plan over its own
 names, keys in ARGV, for the number still wanted. A claim that fails part-way gives back what
-every master gave it, as on one server; one that meets a slot moving mid-chunk fails with the
+every master gave it, as on one server. A master that no longer serves some of its names (the
+map changed: a slot moved, a failover made it a replica) refuses with an error, having given
+back what that master's part took: the map is read again and those names are claimed from
+their masters now, at most ``REMAPS`` times; a slot still moving mid-chunk fails with the
 node's error (the caller claims again).
 """
 
@@ -23,8 +26,11 @@ from turbolock._flows.client_settings import acquire_lost_error, check_fenced_ke
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire.scripts import NEXT_FENCE, Script
 from turbolock._wire.validate import Seconds, ttl_ms
-from turbolock.errors import AcquireOutcomeUnknownError, ClusterError, ConnectionError
+from turbolock.errors import AcquireOutcomeUnknownError, ClusterError, ConnectionError, ResponseError
 from turbolock.lease import Lease
+
+REMAPS = 3
+"""How many times one claim reads the map again after a master refused names it no longer serves."""
 
 # CLAIM with keys in ARGV: ARGV[1] = ttl in ms, ARGV[2] = how many to take at most, ARGV[3] = '1'
 # for fenced, ARGV[2 + 2i] = a key, ARGV[3 + 2i] its token. Replies the 0-based indices of the
@@ -105,23 +111,34 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
             raise ClusterError("some slots have no master: the cluster is down or being changed")
     order = list(groups)
     first = secrets.randbelow(len(order)) if order else 0
-    order = order[first:] + order[:first]
+    queue = [(address, groups[address]) for address in order[first:] + order[:first]]
     leases: list[Lease | None] = [None] * len(keys)
     acquired: list[Lease] = []
     not_acquired: list[int] = []
     not_tried: list[int] = []
-    reached = 0  # masters asked so far, the one asked now included
+    remaps = 0
     try:
-        for address in order:
-            reached += 1
-            indices = groups[address]
+        while queue:
+            address, indices = queue.pop(0)
             if len(acquired) >= wanted:
                 not_tried.extend(indices)
                 continue
             plan = NodeClaimPlan([names[i] for i in indices], ms, wanted - len(acquired),
                                  None if checked is None else [checked[i] for i in indices], client._owner,
                                  client.chunk_size, fenced=fenced)
-            part = yield from claim_plan_flow(client, plan, cluster.node(address).many)
+            try:
+                part = yield from claim_plan_flow(client, plan, cluster.node(address).many)
+            except ResponseError as error:
+                if not _not_served(error) or remaps >= REMAPS:
+                    raise
+                remaps += 1
+                routes.stale = True
+                yield Call(cluster.refresh, (time.monotonic() + cluster.timeout,))
+                regrouped = routes.groups(indices, keys)
+                if regrouped is None:
+                    raise ClusterError("some slots have no master: the cluster is being changed") from None
+                queue[:0] = list(regrouped.items())
+                continue
             for position, lease in enumerate(part.leases):
                 if lease is not None:
                     leases[indices[position]] = lease
@@ -138,12 +155,18 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
         for lease in acquired:
             client._remember_cleanup(lease.key, lease.token, forget_at)
         if isinstance(error, AcquireOutcomeUnknownError):  # named with them, as on one server
-            unasked = [names[i] for address in order[reached:] for i in groups[address]]
+            unasked = [names[i] for _, indices in queue for i in indices]
             raise _with_given_back(error, [lease.name for lease in acquired], unasked) from error.__cause__
         raise
     names_list = list(names)
     return ClusterClaimResult(names_list, leases, [names_list[i] for i in sorted(not_acquired)], acquired,
                               not_tried)
+
+
+def _not_served(error: ResponseError) -> bool:
+    """Whether a master refused a claim because it no longer serves some of its names: a
+    replica now (READONLY), or a key of a slot it lost ("non local key", keys in ARGV)."""
+    return error.code == "READONLY" or (error.code == "ERR" and "non local key" in str(error))
 
 
 def _with_given_back(error: AcquireOutcomeUnknownError, given_back: list[str | bytes],

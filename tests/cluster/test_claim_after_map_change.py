@@ -1,0 +1,75 @@
+"""Claims (``acquire_many(limit=k)``) after the slot map changed under the client (a slot moved,
+a coordinated failover): every other call follows the MOVED reply, and a claim failed with a
+ResponseError ("Script attempted to access a non local key", READONLY) until some other call
+refreshed the map (found by review). The claim now reads the map again and claims those names
+from the masters that serve them now."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import redis
+
+from _blocking_async import FRONTS
+from turbolock._wire.slots import key_slot
+from turbolock.redis_cluster import RedisCluster
+from turbolock.redis_server import RedisServer
+
+from ._helpers import cluster_fronts, fail_over, finish_slot_move, other_master, replica_of, start_slot_move
+
+TTL = 30
+Raws = Callable[[RedisServer], redis.Redis]
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_claim_after_a_slot_move_the_client_did_not_see(
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: Raws,
+        front: str) -> None:
+    cluster = own_cluster(masters=3, replicas=0)
+    fronts = cluster_fronts(front, cluster.url, core_name, key_prefix, timeout=2.0)
+    try:
+        client = fronts.make()
+        names = [f"{{claimmove}}:{i}" for i in range(5)]
+        slot = key_slot((key_prefix + names[0]).encode())
+        first = client.acquire_many(names, TTL, limit=1)  # the client reads the slot map
+        assert len(first.acquired) == 1
+        assert client.release_many(first.acquired) == [True]
+        source = cluster.master_of(slot)
+        target = other_master(cluster, source)
+        src, dst = raws(source), raws(target)
+        finish_slot_move(src, dst, target, slot, [], start_slot_move(src, dst, slot))
+        # A try_acquire here would follow MOVED and succeed; so must a claim.
+        result = client.acquire_many(names, TTL, limit=2)
+        assert len(result.acquired) == 2
+        assert all(dst.get(key_prefix.encode() + lease.key) == lease.token for lease in result.acquired)
+        assert client.release_many(result.acquired) == [True, True]
+    finally:
+        fronts.close()
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_claim_after_a_coordinated_failover(
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, front: str) -> None:
+    cluster = own_cluster(masters=3, replicas=1)
+    fronts = cluster_fronts(front, cluster.url, core_name, key_prefix, timeout=2.0)
+    try:
+        client = fronts.make()
+        old = cluster.nodes[0]
+        names = [f"{{claimfo}}:{i}" for i in range(5)]
+        slot = key_slot((key_prefix + names[0]).encode())
+        tag = 0
+        while cluster.master_of(slot).port != old.port:  # a tag served by the master that steps down
+            tag += 1
+            names = [f"{{claimfo{tag}}}:{i}" for i in range(5)]
+            slot = key_slot((key_prefix + names[0]).encode())
+        first = client.acquire_many(names, TTL, limit=1)
+        assert len(first.acquired) == 1
+        assert client.release_many(first.acquired) == [True]
+        fail_over(cluster, replica_of(cluster, old))
+        cluster.wait_ok()
+        result = client.acquire_many(names, TTL, limit=2)
+        assert len(result.acquired) == 2
+        assert client.release_many(result.acquired) == [True, True]
+    finally:
+        fronts.close()
