@@ -24,6 +24,7 @@ from turbolock._flows.cluster_routes import (
     many_flow,
     pttl_flow,
     refresh_flow,
+    refresh_waited_too_long,
     script_flow,
     set_nx_flow,
     settle_answered,
@@ -75,8 +76,16 @@ class ClusterExecutor:
         if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
             task = asyncio.get_running_loop().create_task(run(refresh_flow(self.routes, self, deadline)))
             self._refreshing = task
-        # Shielded: a caller cancelled while waiting must not cancel the refresh others wait on.
-        return await asyncio.shield(task)
+        # Shielded: a caller cancelled while waiting must not cancel the refresh others wait on;
+        # a caller waits for it no later than its own deadline.
+        if task.done():
+            return task.result()
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:  # builtins.TimeoutError from 3.11; its own class before
+            if task.done():  # the refresh's own timeout error
+                raise
+            raise refresh_waited_too_long() from None
 
     def _deadline(self) -> float:
         return time.monotonic() + self.timeout

@@ -171,6 +171,12 @@ class ClusterRoutes:
         return groups
 
 
+def refresh_waited_too_long() -> ClusterError:
+    """A call that waited for another call's read of the map (one at a time) until its own
+    deadline: it ends there, whatever that read still takes."""
+    return ClusterError("no slot map within the call's deadline: another call's read of it is still going on")
+
+
 def refresh_flow(routes: ClusterRoutes, nodes: Any, deadline: float) -> Flow[SlotMap]:
     """Read the map from the first node that gives one (the first time, check that the other
     start-up nodes belong to that cluster)."""

@@ -19,6 +19,7 @@ from turbolock._flows.cluster_routes import (
     many_flow,
     pttl_flow,
     refresh_flow,
+    refresh_waited_too_long,
     script_flow,
     set_nx_flow,
     settle_answered,
@@ -69,13 +70,18 @@ class ClusterExecutor:
         return executor
 
     def refresh(self, deadline: float) -> SlotMap:
-        """Read the slot map; a thread that waited for another's refresh uses its map."""
+        """Read the slot map; a thread that waited for another's refresh uses its map, and
+        waits for it no later than its own ``deadline``."""
         seen = self.routes.map
-        with self._refresh_lock:
+        if not self._refresh_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise refresh_waited_too_long()
+        try:
             routes = self.routes
             if routes.map is not None and routes.map is not seen and not routes.stale:
                 return routes.map
             return run(refresh_flow(routes, self, deadline))
+        finally:
+            self._refresh_lock.release()
 
     def offers_set_ifeq(self) -> bool:
         """False: a bulk extend's keys are spread over the masters, and go as EXTEND scripts."""

@@ -1,0 +1,96 @@
+"""The slot map is read by one call at a time; a call that finds a read under way waits for it.
+It waited for that read to end whatever its own deadline (found by review): a blocking acquire
+whose wait was cut short, waiting behind a read with a whole call timeout on a cluster that
+does not answer, ran that whole timeout. Now it waits no later than its own deadline and ends
+with ``ClusterError``, on both fronts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from turbolock import ClusterError
+from turbolock.asyncio import AsyncClusterLockClient
+from turbolock.cluster import ClusterLockClient
+from turbolock.redis_cluster import RedisCluster
+
+pytestmark = pytest.mark.timing  # elapsed time against the call's deadline
+
+LONG = 3.0  # the read under way: a whole call timeout
+SHORT = 0.4  # the call waiting behind it
+SLACK = 0.3
+
+
+def _paused(cluster: RedisCluster) -> None:
+    for node in cluster.nodes:
+        node.pause()
+
+
+def _resumed(cluster: RedisCluster) -> None:
+    for node in cluster.nodes:
+        node.resume()
+
+
+def test_a_thread_waits_for_another_threads_map_read_no_later_than_its_deadline(
+        own_cluster: Callable[..., RedisCluster],
+        make_cluster_client: Callable[..., ClusterLockClient]) -> None:
+    cluster = own_cluster(masters=3, replicas=0)
+    client = make_cluster_client(cluster, timeout=LONG)
+    assert client.query("warm-up").held is False
+    nodes = client._cluster
+    _paused(cluster)
+    try:
+        nodes.routes.stale = True
+        reading = threading.Thread(target=lambda: _ignore(lambda: nodes.refresh(time.monotonic() + LONG)))
+        reading.start()
+        time.sleep(0.1)  # the read under way, holding the refresh
+        started = time.monotonic()
+        with pytest.raises(ClusterError, match="deadline"):
+            nodes.refresh(started + SHORT)
+        elapsed = time.monotonic() - started
+    finally:
+        _resumed(cluster)
+    reading.join(LONG + 2)
+    assert elapsed < SHORT + SLACK, f"waited {elapsed:.2f}s with a deadline of {SHORT}s"
+
+
+def test_a_task_waits_for_another_tasks_map_read_no_later_than_its_deadline(
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str) -> None:
+    cluster = own_cluster(masters=3, replicas=0)
+
+    async def scenario() -> float:
+        client = AsyncClusterLockClient.from_url(cluster.url, core=core_name, key_prefix=key_prefix,
+                                                 timeout=LONG)
+        try:
+            assert (await client.query("warm-up")).held is False
+            nodes = client._cluster
+            _paused(cluster)
+            try:
+                nodes.routes.stale = True
+                reading = asyncio.ensure_future(nodes.refresh(time.monotonic() + LONG))
+                await asyncio.sleep(0.1)
+                started = time.monotonic()
+                with pytest.raises(ClusterError, match="deadline"):
+                    await nodes.refresh(started + SHORT)
+                elapsed = time.monotonic() - started
+            finally:
+                _resumed(cluster)
+            await asyncio.gather(reading, return_exceptions=True)
+            return elapsed
+        finally:
+            await client.close()
+
+    elapsed = asyncio.run(scenario())
+    assert elapsed < SHORT + SLACK, f"waited {elapsed:.2f}s with a deadline of {SHORT}s"
+
+
+def _ignore(call: Callable[[], object]) -> None:
+    try:
+        call()
+    except Exception:  # the read under way fails at its own deadline: not what is measured
+        pass
