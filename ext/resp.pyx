@@ -15,6 +15,7 @@ cdef extern from "Python.h":
     PyObject* _call_one "PyObject_CallOneArg"(PyObject*, PyObject*)
     int _list_append "PyList_Append"(PyObject*, PyObject*)
     void _list_set_item "PyList_SET_ITEM"(PyObject*, Py_ssize_t, PyObject*)
+    PyObject* _list_get_item "PyList_GET_ITEM"(PyObject*, Py_ssize_t)
     Py_ssize_t _list_size "PyList_GET_SIZE"(PyObject*)
     void _incref "Py_INCREF"(PyObject*)
     void _decref "Py_DECREF"(PyObject*)
@@ -43,12 +44,15 @@ cdef inline void* _attach(const redisReadTask* task, PyObject* obj) noexcept:
     A root object's reference goes to hiredis, which hands it back from GetReply (or frees
     it on error), so partly built arrays are released on every path."""
     cdef PyObject* parent
+    cdef PyObject* old
     if obj is NULL:
         return NULL
     if task.parent is not NULL:
         parent = <PyObject*>task.parent.obj
         if task.idx < _list_size(parent):
+            old = _list_get_item(parent, task.idx)  # the None _new_array put there
             _list_set_item(parent, task.idx, obj)
+            _decref(old)
         else:
             if _list_append(parent, obj) < 0:
                 _decref(obj)
@@ -104,7 +108,21 @@ cdef void* _create_array(const redisReadTask* task, tl_array_len count) noexcept
         return _refuse_resp3(task)
     if _too_deep(task):
         return _refuse(task, _TOO_DEEP)
-    return _attach(task, _new_list(size if size <= _PREALLOCATE_MAX else 0))
+    return _attach(task, _new_array(size if size <= _PREALLOCATE_MAX else 0))
+
+
+cdef PyObject* _new_array(Py_ssize_t size) noexcept:
+    """A list of ``size`` Nones, each replaced as its element arrives: a half-built array is a
+    list the garbage collector tracks, and code walking its objects (gc.get_objects, memory
+    profilers) would read its empty slots as NULL pointers and crash."""
+    cdef PyObject* array = _new_list(size)
+    cdef Py_ssize_t i
+    if array is NULL:
+        return NULL
+    for i in range(size):
+        _incref(_None)
+        _list_set_item(array, i, _None)
+    return array
 
 
 cdef void* _create_integer(const redisReadTask* task, long long value) noexcept:

@@ -94,3 +94,9 @@ def test_ascii_names_get_no_cached_copy_and_every_reference_is_counted(core: Mod
     assert declined is None
     gc.collect()
     assert [sys.getrefcount(item) for item in raw] == raw_counts, "a list given up on lets go of its keys"
+
+
+@pytest.mark.parametrize("items", [[b"a", b"b"], ["a", "b"]], ids=["bytes", "str"])
+def test_names_read_once_from_an_iterator_as_from_a_list(core: ModuleType, items: list[object]) -> None:
+    # The pure core read an iterator twice (its types, then its names) and failed on the second.
+    assert core.names_as_keys(iter(items), MAX_NAME_BYTES) == [b"a", b"b"]

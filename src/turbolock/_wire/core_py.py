@@ -456,12 +456,14 @@ def names_as_keys(names: Sequence[object], max_bytes: int) -> list[bytes] | None
     must check the names one by one: one is not exactly a str or bytes, is empty, is longer than
     ``max_bytes`` encoded, or cannot be encoded (here also when str and bytes are mixed). A list
     of keys means every name is fine."""
+    if type(names) is not list:  # read once below, as the compiled core does (an iterator too)
+        names = list(names)
     types = set(map(type, names))
     if not types:
         return []
     if types == {str}:
         try:
-            keys = list(map(str.encode, names))  # type: ignore[arg-type]
+            keys = list(map(str.encode, names))
         except UnicodeEncodeError:
             return None
     elif types == {bytes}:
