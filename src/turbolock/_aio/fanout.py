@@ -64,20 +64,25 @@ def _start_connections(masters: Sequence[Any], targets: Sequence[int]) -> tuple[
 
 
 async def _wait(masters: Sequence[Any], opening: Opening, futs: dict[int, asyncio.Future[Any]],
-                timeout: float, joined: Joined, errors: list[str | None]) -> None:
+                timeout: float, joined: Joined, errors: list[str | None], until: float | None = None) -> None:
     """Wait for ``futs`` and for the connections being opened, together, for ``timeout``: a
     master whose connection opens in time is handed to ``joined`` (which sends it what the others
     got, adding to ``futs``) and has ``timeout`` from then to answer. Masters that cannot be
     reached and masters that do not answer cost one timeout together."""
     deadline = time.monotonic() + timeout
-    # A cold client (too few masters connected to decide anything) gives the connections it is
-    # opening their own connect timeout: a first call must not fail for the time a connect takes.
+    # A cold client (too few masters connected to decide anything) gives the first connections
+    # it opens their own connect timeout, no later than ``until`` (a blocking acquire's wait): a
+    # first call must not fail for the time a connect takes. Not a connection opened again: a
+    # master that dropped it (paused, partitioned) would cost every call a connect timeout.
     need = len(masters) // 2 + 1
-    cold_deadline = time.monotonic() + max((masters[m].options.connect_timeout for m in opening), default=0.0)
+    first = [m for m in opening if not masters[m]._pool.connected_once]
+    cold_deadline = time.monotonic() + max((masters[m].options.connect_timeout for m in first), default=0.0)
+    if until is not None:
+        cold_deadline = min(cold_deadline, until)
     try:
         while True:
             waiting = [*opening.values(), *(fut for fut in futs.values() if not fut.done())]
-            cold = bool(opening) and len(futs) < need
+            cold = any(m in opening for m in first) and len(futs) < need
             left = (max(deadline, cold_deadline) if cold else deadline) - time.monotonic()
             if not waiting or left <= 0:
                 break
@@ -154,10 +159,11 @@ def _submit(conns: list[RedisProtocol | None], targets: Sequence[int], data: byt
 
 
 async def fan_out_one(masters: Sequence[Any], buffer: Any, encode: Callable[[Any], None], timeout: float,
-                      script: Script | None = None,
-                      only: Sequence[int] | None = None) -> tuple[list[object], list[str | None]]:
+                      script: Script | None = None, only: Sequence[int] | None = None,
+                      until: float | None = None) -> tuple[list[object], list[str | None]]:
     """One command to every master (or those in ``only``); each master's reply (``UNKNOWN`` or
-    ``NOT_SENT`` where there is none) and why a master failed."""
+    ``NOT_SENT`` where there is none) and why a master failed. ``until``: the caller's deadline
+    (a blocking acquire's), which a first connection's grace does not pass."""
     count = len(masters)
     replies: list[object] = [NOT_SENT] * count
     errors: list[str | None] = [None] * count
@@ -171,7 +177,7 @@ async def fan_out_one(masters: Sequence[Any], buffer: Any, encode: Callable[[Any
         conns[m] = conn
         futs.update(_submit(conns, (m,), data, 1, errors))
 
-    await _wait(masters, opening, futs, timeout, joined, errors)
+    await _wait(masters, opening, futs, timeout, joined, errors, until)
     _collect(masters, futs, timeout, replies, errors)
     if script is None:
         return replies, errors

@@ -155,7 +155,7 @@ class RedlockFlows(RedlockRules):
         node_timeout = attempt[4]
         deadline = None if wait is None else time.monotonic() + wait
         attempts = 1
-        result = yield from self._attempt_flow(name, attempt, attempts)
+        result = yield from self._attempt_flow(name, attempt, attempts, deadline)
         while True:
             if result.lease is not None:
                 self._taken(result, attempt[6], on_lost)
@@ -177,9 +177,10 @@ class RedlockFlows(RedlockRules):
             attempts += 1
             if token is None:
                 attempt = (attempt[0], secrets.token_bytes(TOKEN_BYTES), *attempt[2:])
-            result = yield from self._attempt_flow(name, attempt, attempts)
+            result = yield from self._attempt_flow(name, attempt, attempts, deadline)
 
-    def _attempt_flow(self, name: str | bytes, attempt: Attempt, attempts: int) -> Flow[RedlockResult]:
+    def _attempt_flow(self, name: str | bytes, attempt: Attempt, attempts: int,
+                      until: float | None = None) -> Flow[RedlockResult]:
         key, token, ms, _, node_timeout, _, _, _ = attempt
         if self._closed:
             raise ClientClosedError()
@@ -192,7 +193,8 @@ class RedlockFlows(RedlockRules):
             none: list[object] = [None] * len(self.masters)
             return self._attempted(name, attempt, started, none, [None] * len(none), attempts)[0]
         try:
-            replies, failures = yield Call(self._fan_one, self._attempt_call(attempt))
+            replies, failures = yield Call(self._fan_one, self._attempt_call(attempt),
+                                           None if until is None else {"until": until})
         except BaseException:  # interrupted or cancelled: it may have taken the lock anywhere
             self._abandoned(key, token, started + ms / 1000.0 + CLEANUP_GRACE)
             raise

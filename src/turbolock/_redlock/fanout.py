@@ -84,12 +84,13 @@ def _noscript(reply: object) -> bool:
 
 
 def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
-                script: _scripts.Script | None = None,
-                only: Sequence[int] | None = None) -> tuple[list[object], list[str | None]]:
+                script: _scripts.Script | None = None, only: Sequence[int] | None = None,
+                until: float | None = None) -> tuple[list[object], list[str | None]]:
     """One command to every master (or those in ``only``): ``encode(buf)`` appends it. Returns
     each master's reply (``UNKNOWN``, ``NOT_SENT`` where there is none) and why a master failed.
 
     The hot path of single locks, so kept lean: ``fan_out`` with one item, without chunks.
+    ``until`` is the asyncio twin's (every handshake here is bounded by ``timeout``).
     """
     clients = links.clients
     masters = len(clients)
