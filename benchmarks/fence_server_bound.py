@@ -1,0 +1,170 @@
+"""What bounds a fenced bulk acquire: the server's CPU per lock for each way to take a lock and
+its name's next fence atomically, against a plain ``SET NX PX``.
+
+    python -m benchmarks.fence_server_bound [--quick] [--json PATH]
+
+Starts its own redis-server. Each repeat runs every shape once on the same 100k names (the
+server flushed before each, the counters made by a first pass so every shape increments
+existing ones), the order rotating from repeat to repeat, all sent by redis-py with hiredis in
+pipelines of 1000 locks so the client is never the bound:
+
+- plain: ``SET key token NX PX ttl`` per lock (no fence: the unfenced acquire's commands);
+- script: turbolock's ``FENCED_ACQUIRE_MANY``, one call per 1000 locks (what turbolock sends);
+- script, SET only: the same loop without the counter (the floor of any script taking locks);
+- MULTI/EXEC: ``SET NX PX`` and ``INCR`` of the name's counter per lock, 1000 locks per
+  transaction (atomic as the script is; nothing else would keep fences in grant order).
+
+The server's CPU is read from ``INFO cpu`` (user + system) around each shape. A fenced shape
+can reach at most plain/shape of the plain acquire's rate when the server is the bound, which
+the "bound" column gives. Progress goes to stderr, the table to stdout, samples to JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from redis._parsers import _HiredisParser, _RESP2Parser
+from redis.utils import HIREDIS_AVAILABLE
+
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.slots import slot_base
+from turbolock.bench.workload import KEY_PREFIX, TTL_MS, names
+from turbolock.redis_server import RedisServer
+
+DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "fence_server_bound.json")
+BATCH = 1000
+
+SET_ONLY = b"""\
+local ttl = ARGV[1]
+local out = {}
+for i = 1, #KEYS do
+  out[i] = redis.pcall('set', KEYS[i], ARGV[i + 1], 'NX', 'PX', ttl) and 1 or false
+end
+return out
+"""
+
+PLAIN = "plain SET NX PX per lock"
+SCRIPT = "fenced script, one call per 1000 locks (turbolock's)"
+SET_ONLY_SCRIPT = "script of SET NX PX only, one call per 1000 locks"
+MULTI = "MULTI/EXEC of SET NX PX + INCR per lock, 1000 locks per transaction"
+SHAPES = (PLAIN, SCRIPT, SET_ONLY_SCRIPT, MULTI)
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _server_cpu(admin: redis.Redis) -> float:
+    info = admin.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _shapes(client: redis.Redis, keys: list[bytes]) -> dict[str, Callable[[], int]]:
+    """Each shape: sends every lock, returns how many were taken."""
+    counters = [slot_base(key) + _scripts.FENCE_SUFFIX for key in keys]
+    tokens = [os.urandom(16) for _ in keys]
+
+    def plain() -> int:
+        pipe = client.pipeline(transaction=False)
+        taken = 0
+        for start in range(0, len(keys), BATCH):
+            for key, token in zip(keys[start:start + BATCH], tokens[start:start + BATCH], strict=True):
+                pipe.execute_command("SET", key, token, "NX", "PX", TTL_MS)
+            taken += sum(1 for reply in pipe.execute() if reply)
+        return taken
+
+    def script(source: bytes) -> Callable[[], int]:
+        def run() -> int:
+            sha = client.script_load(source)
+            pipe = client.pipeline(transaction=False)
+            taken = 0
+            for start in range(0, len(keys), BATCH * 8):
+                for first in range(start, min(len(keys), start + BATCH * 8), BATCH):
+                    chunk = slice(first, first + BATCH)
+                    pipe.evalsha(sha, len(keys[chunk]), *keys[chunk], TTL_MS, *tokens[chunk])
+                taken += sum(1 for reply in pipe.execute() for one in reply if one)
+            return taken
+        return run
+
+    def multi() -> int:
+        taken = 0
+        for start in range(0, len(keys), BATCH):
+            pipe = client.pipeline(transaction=True)
+            chunk = slice(start, start + BATCH)
+            for key, counter, token in zip(keys[chunk], counters[chunk], tokens[chunk], strict=True):
+                pipe.execute_command("SET", key, token, "NX", "PX", TTL_MS)
+                pipe.execute_command("INCR", counter)
+            replies = pipe.execute()
+            taken += sum(1 for reply in replies[0::2] if reply)
+        return taken
+
+    return {PLAIN: plain, SCRIPT: script(_scripts.FENCED_ACQUIRE_MANY.source),
+            SET_ONLY_SCRIPT: script(SET_ONLY), MULTI: multi}
+
+
+def _table(samples: dict[str, list[float]], count: int, repeats: int) -> str:
+    plain = statistics.median(samples[PLAIN])
+    lines = [f"The server's CPU per lock ({count:,} locks, {repeats} repeats, medians with min-max):", "",
+             "| shape | server CPU per lock | bound: at most this share of the plain acquire's rate |",
+             "|---|---:|---:|"]
+    for shape in SHAPES:
+        values = samples[shape]
+        median = statistics.median(values)
+        bound = "" if shape == PLAIN else f"{plain / median:.2f}x"
+        lines.append(f"| {shape} | {median:.2f} us ({min(values):.2f}-{max(values):.2f}) | {bound} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.fence_server_bound",
+                                     description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="20k locks, 3 repeats")
+    parser.add_argument("--json", default=DEFAULT_JSON, metavar="PATH", help=f"default: {DEFAULT_JSON}")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    count, repeats = (20_000, 3) if args.quick else (100_000, 7)
+    keys = [(KEY_PREFIX + name).encode() for name in names("bound", count)]
+    samples: dict[str, list[float]] = defaultdict(list)
+    started = time.monotonic()
+    with RedisServer() as server:
+        admin = redis.Redis.from_url(server.url)
+        client = redis.Redis.from_url(server.url, parser_class=_HiredisParser if HIREDIS_AVAILABLE
+                                      else _RESP2Parser)
+        shapes = _shapes(client, keys)
+        shapes[MULTI]()  # the counters exist from here on, as for names locked before
+        order = list(SHAPES)
+        for repeat in range(repeats):
+            shift = repeat % len(order)
+            for shape in order[shift:] + order[:shift]:
+                admin.delete(*keys[:count // 2])
+                admin.delete(*keys[count // 2:])
+                before = _server_cpu(admin)
+                taken = shapes[shape]()
+                used = _server_cpu(admin) - before
+                if taken != count:
+                    raise SystemExit(f"{shape}: {count - taken} locks not taken")
+                samples[shape].append(used * 1e6 / count)
+                progress(f"[{repeat + 1}/{repeats}] {shape:70s} {used * 1e6 / count:.2f} us/lock")
+        version = str(admin.info("server")["redis_version"])
+        admin.close()
+        client.close()
+    print(_table(samples, count, repeats))
+    meta: dict[str, Any] = {"command": "python -m benchmarks.fence_server_bound", "locks": count,
+                            "repeats": repeats, "redis_server": version, "hiredis": HIREDIS_AVAILABLE,
+                            "seconds": round(time.monotonic() - started, 1), "load_average": os.getloadavg()}
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as out:
+        json.dump({"meta": meta, "samples_us_per_lock": samples}, out, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
