@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from turbolock import ClusterError
+from turbolock import ClusterError, LockError
 from turbolock.asyncio import AsyncClusterLockClient
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
@@ -94,3 +94,33 @@ def _ignore(call: Callable[[], object]) -> None:
         call()
     except Exception:  # the read under way fails at its own deadline: not what is measured
         pass
+
+
+def test_a_new_asyncio_clients_own_read_ends_in_its_own_typed_error(
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str) -> None:
+    """The caller that starts the read waits for it with the same deadline: it raised the wait's
+    bare TimeoutError, or "another call's read", instead of the read's own ClusterError (found
+    by review)."""
+    cluster = own_cluster(masters=3, replicas=0)
+
+    async def scenario() -> list[BaseException]:
+        errors: list[BaseException] = []
+        for _ in range(3):
+            client = AsyncClusterLockClient.from_url(cluster.url, core=core_name, key_prefix=key_prefix,
+                                                     timeout=0.3)
+            try:
+                await client.try_acquire("fresh", 10)
+            except BaseException as exc:  # what is raised is what is checked
+                errors.append(exc)
+            finally:
+                await client.close()
+        return errors
+
+    _paused(cluster)
+    try:
+        errors = asyncio.run(scenario())
+    finally:
+        _resumed(cluster)
+    assert len(errors) == 3
+    assert all(isinstance(error, LockError) for error in errors), errors
+    assert not any("still going on" in str(error) for error in errors), errors

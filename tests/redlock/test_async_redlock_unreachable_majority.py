@@ -102,3 +102,33 @@ def test_calls_cost_one_node_timeout_after_the_connections_dropped(
 
     took = asyncio.run(scenario())
     assert took < NODE_TIMEOUT + SLACK, f"{call} took {took:.2f}s, the node timeout is {NODE_TIMEOUT}s"
+
+
+@pytest.mark.parametrize("how", ["try_acquire", "acquire(blocking=False)",
+                                 "lock(...).acquire(blocking=False)"])
+def test_a_new_clients_single_try_still_waits_for_its_first_connections(
+        own_masters: Callable[[int], list[RedisServer]], core_name: str, key_prefix: str, how: str) -> None:
+    """The other side: masters slow to connect (paused 0.2 s: connects accepted, handshakes
+    wait) and a 50 ms node timeout. A new client's single try waits for its first connections
+    (a wait of 0 must not cut that grace, as it did once, found by review)."""
+    servers = own_masters(3)
+    slow = 0.2
+
+    async def scenario() -> object:
+        client = AsyncRedlockClient([s.url for s in servers], core=core_name, key_prefix=key_prefix,
+                                    timeout=2.0, node_timeout=NODE_TIMEOUT)
+        try:
+            _paused(servers)
+            asyncio.get_running_loop().call_later(slow, _resumed, servers)
+            if how == "try_acquire":
+                return await client.try_acquire("first", 10)
+            if how == "acquire(blocking=False)":
+                return (await client.acquire("first", 10, blocking=False)).lease
+            return await client.lock("first", 10).acquire(blocking=False)
+        finally:
+            await asyncio.sleep(slow)
+            _resumed(servers)
+            await client.close()
+
+    got = asyncio.run(scenario())
+    assert got not in (None, False), got

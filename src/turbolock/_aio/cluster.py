@@ -76,15 +76,15 @@ class ClusterExecutor:
         if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
             task = asyncio.get_running_loop().create_task(run(refresh_flow(self.routes, self, deadline)))
             self._refreshing = task
-        # Shielded: a caller cancelled while waiting must not cancel the refresh others wait on;
-        # a caller waits for it no later than its own deadline.
-        if task.done():
-            return task.result()
+            # Shielded: a caller cancelled while waiting must not cancel the refresh others wait
+            # on. The read is bounded by this caller's deadline already.
+            return await asyncio.shield(task)
+        # Another call's read: waited for no later than this caller's own deadline.
         try:
             return await asyncio.wait_for(asyncio.shield(task), max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:  # builtins.TimeoutError from 3.11; its own class before
-            if task.done():  # the refresh's own timeout error
-                raise
+            if task.done():  # it ended as the wait did: its own result, or its own error
+                return task.result()
             raise refresh_waited_too_long() from None
 
     def _deadline(self) -> float:

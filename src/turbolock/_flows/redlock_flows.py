@@ -154,8 +154,9 @@ class RedlockFlows(RedlockRules):
         attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions, fenced)
         node_timeout = attempt[4]
         deadline = None if wait is None else time.monotonic() + wait
+        until = deadline if wait else None  # a single try (no wait) keeps a first connect's grace
         attempts = 1
-        result = yield from self._attempt_flow(name, attempt, attempts, deadline)
+        result = yield from self._attempt_flow(name, attempt, attempts, until)
         while True:
             if result.lease is not None:
                 self._taken(result, attempt[6], on_lost)
@@ -177,7 +178,7 @@ class RedlockFlows(RedlockRules):
             attempts += 1
             if token is None:
                 attempt = (attempt[0], secrets.token_bytes(TOKEN_BYTES), *attempt[2:])
-            result = yield from self._attempt_flow(name, attempt, attempts, deadline)
+            result = yield from self._attempt_flow(name, attempt, attempts, until)
 
     def _attempt_flow(self, name: str | bytes, attempt: Attempt, attempts: int,
                       until: float | None = None) -> Flow[RedlockResult]:
