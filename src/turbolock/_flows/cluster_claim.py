@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from turbolock._flows.bulk_flows import CLAIM_LOST, claim_plan_flow
+from turbolock._flows.bulk_flows import CLAIM_LOST, claim_plan_flow, run_release_flow
 from turbolock._flows.bulk_plan import check_tokens, encode_unique_names
 from turbolock._flows.claim import ClaimPlan, ClaimResult, check_limit
 from turbolock._flows.client_settings import acquire_lost_error, check_fenced_keys
@@ -134,6 +134,7 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
                 remaps += 1
                 routes.stale = True
                 yield Call(cluster.refresh, (time.monotonic() + cluster.timeout,))
+                yield from _release_given_back(client, plan, time.monotonic() + cluster.timeout)
                 regrouped = routes.groups(indices, keys)
                 if regrouped is None:
                     raise ClusterError("some slots have no master: the cluster is being changed") from None
@@ -161,6 +162,22 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
     names_list = list(names)
     return ClusterClaimResult(names_list, leases, [names_list[i] for i in sorted(not_acquired)], acquired,
                               not_tried)
+
+
+def _release_given_back(client: Any, plan: NodeClaimPlan, deadline: float) -> Flow[None]:
+    """Release now what a master's refused part took (given back in the background already):
+    claimed again at once, those names would count as held by others. A release that fails
+    stays owed in the background."""
+    now = time.monotonic()
+    locks = plan.held(now) + plan.maybe_held(now)
+    if not locks:
+        return
+    keys = [key for _, key, _, _ in locks]
+    tokens = [token for _, _, token, _ in locks]
+    try:
+        yield from run_release_flow(client, keys, tokens, deadline)
+    except Exception:  # the background release goes on
+        pass
 
 
 def _not_served(error: ResponseError) -> bool:
