@@ -130,3 +130,33 @@ def test_close_during_an_asyncio_bulk_acquire_promises_no_release(own_server: Re
         assert "in the background" not in str(error) and "expires by its ttl" in str(error)
     finally:
         own_server.resume()
+
+
+@pytest.mark.parametrize("call", ["try_acquire", "acquire_many", "release_many"])
+def test_close_while_an_asyncio_call_waits_for_a_connection_raises_client_closed(
+        own_server: RedisServer, core_name: str, key_prefix: str, call: str) -> None:
+    """close() cancels the connect under way; a call waiting for it got that CancelledError, as
+    if its own task had been cancelled (found by review)."""
+    async def scenario() -> BaseException | object:
+        client = AsyncLockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix,
+                                          timeout=3.0, connect_timeout=3.0)
+        own_server.pause()  # the kernel accepts the connect; the handshake waits
+        try:
+            if call == "try_acquire":
+                task = asyncio.ensure_future(client.try_acquire("x", 10))
+            elif call == "acquire_many":
+                task = asyncio.ensure_future(client.acquire_many(["a", "b"], 10))
+            else:
+                task = asyncio.ensure_future(client.release_many([client.lease("a", b"0123456789abcdef")]))
+            await asyncio.sleep(0.3)
+            assert not task.done()
+            await client.close()
+            try:
+                return await asyncio.wait_for(task, 5)
+            except BaseException as exc:  # what the call ended with is what is checked
+                return exc
+        finally:
+            own_server.resume()
+
+    outcome = asyncio.run(scenario())
+    assert isinstance(outcome, ClientClosedError), repr(outcome)

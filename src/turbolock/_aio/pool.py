@@ -28,6 +28,13 @@ from turbolock.options import ConnectionOptions
 STALE_CHECK_AFTER = 0.001
 
 
+def _cancelling() -> bool:
+    """Whether the running task is being cancelled (unknown before Python 3.11: taken as not)."""
+    current = asyncio.current_task()
+    cancelling = getattr(current, "cancelling", None)
+    return bool(cancelling()) if cancelling is not None else False
+
+
 class ConnectionPool:
     __slots__ = ("options", "core", "key_prefix", "size", "on_orphan", "_open", "_next", "_connecting",
                  "_closed", "_loop", "_thread", "set_ifeq", "_parents", "_retired", "connected_once")
@@ -98,6 +105,10 @@ class ConnectionPool:
         try:
             # Shielded: a caller cancelled while waiting must not cancel the connect others wait on.
             return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if self._closed and task.cancelled() and not _cancelling():
+                raise ClientClosedError() from None  # close() cancelled the connect, not the caller
+            raise
         except Exception:
             if self._open and not self._closed:  # one more connection could not be opened: make do
                 return self._open[0]
