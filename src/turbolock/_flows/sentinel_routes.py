@@ -1,11 +1,12 @@
 """Redis Sentinel, written once for threads and asyncio: which server is the master of a service
 now, as the Sentinels say, and when to ask them again.
 
-The master's address is asked of the Sentinels in turn (``SENTINEL get-master-addr-by-name``;
-the one that answered last is asked first) when a connection is to be opened and none is known,
-and forgotten when a call to it fails or it answers ``READONLY`` (a failover demoted it). A new
-connection asks ``ROLE`` before it is used, so a Sentinel that has not yet seen a failover
-cannot send the client to a replica.
+The master's address is asked of the Sentinels in turn (``SENTINEL get-master-addr-by-name``)
+when a connection is to be opened and none is known, and forgotten when a call to it fails or it
+answers ``READONLY`` (a failover demoted it). A new connection asks ``ROLE`` before it is used,
+so a Sentinel that has not yet seen a failover cannot send the client to a replica: the
+Sentinel whose answer passed that check is asked first from then on, and one whose answer
+failed it is asked last (a stale Sentinel listed first would otherwise be believed for ever).
 """
 
 from __future__ import annotations
@@ -73,23 +74,40 @@ class SentinelRoutes:
         self.service = service
         self.sentinels = list(sentinels)
         self.master: Address | None = None
+        self.named_by: tuple[Address, Address] | None = None
+        """The last answer taken: (the Sentinel, the master it named)."""
 
     def forget(self) -> None:
         """The master failed or refused a write: ask the Sentinels before the next connection."""
         self.master = None
 
     def answered(self, sentinel: Address, reply: object) -> Address | None:
-        """The master from one Sentinel's reply (None when it does not know the service); that
-        Sentinel is asked first next time."""
+        """The master from one Sentinel's reply (None when it does not know the service)."""
         if type(reply) is not list or len(reply) != 2:
             return None
         host, port = reply
         if type(host) is not bytes or type(port) is not bytes or not port.isdigit():
             return None
-        self.sentinels.remove(sentinel)
-        self.sentinels.insert(0, sentinel)
         self.master = (host.decode(), int(port))
+        self.named_by = (sentinel, self.master)
         return self.master
+
+    def confirmed(self, address: Address) -> None:
+        """A connection to ``address`` passed the ``ROLE`` check: the Sentinel that named it is
+        asked first from now on."""
+        self._move(address, 0)
+
+    def refused(self, address: Address) -> None:
+        """A connection to ``address`` failed, or it is not the master: the Sentinel that named
+        it is asked last from now on."""
+        self._move(address, len(self.sentinels))
+
+    def _move(self, address: Address, position: int) -> None:
+        named_by = self.named_by
+        if named_by is None or named_by[1] != address or named_by[0] not in self.sentinels:
+            return
+        self.sentinels.remove(named_by[0])
+        self.sentinels.insert(position, named_by[0])
 
 
 def master_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Address]:
@@ -106,21 +124,24 @@ def open_master_flow(routes: SentinelRoutes, ask: Callable[[float], Any],
     or else to the one ``ask(deadline)`` gets from the Sentinels. When the master believed
     refuses (a failover this client has not seen yet: it is down, or a replica now), the
     Sentinels are asked again within the same deadline, and a master they name instead is tried:
-    the call goes on there rather than failing while they already know the new one."""
+    the call goes on there rather than failing while they already know the new one. So does a
+    master a Sentinel named just now that refuses (a stale Sentinel, asked last from then on)."""
     believed = routes.master
     address = believed if believed is not None else (yield Call(ask, (deadline,)))
     try:
-        return (yield Call(open_checked, (address, deadline)))
+        conn = yield Call(open_checked, (address, deadline))
     except Exception as refused:
-        if believed is None:
-            raise
+        routes.refused(address)
         try:
             named = yield Call(ask, (deadline,))
         except Exception:
             raise refused from None
         if named == address:
             raise refused from None
-    return (yield Call(open_checked, (named, deadline)))
+        conn = yield Call(open_checked, (named, deadline))
+        address = named
+    routes.confirmed(address)
+    return conn
 
 
 def ask_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Address]:
