@@ -6,12 +6,14 @@ from the masters that serve them now."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
 import redis
 
 from _blocking_async import FRONTS
+from turbolock import ResponseError
 from turbolock._wire.slots import key_slot
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
@@ -52,6 +54,38 @@ def test_claim_after_a_slot_move_the_client_did_not_see(
         assert len(result.acquired) == 2
         assert all(dst.get(key_prefix.encode() + lease.key) == lease.token for lease in result.acquired)
         assert client.release_many(result.acquired) == [True, True]
+    finally:
+        fronts.close()
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_claim_with_given_tokens_is_not_claimed_again_after_a_slot_move(
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: Raws,
+        front: str) -> None:
+    """With caller-given tokens the node's refusal stands (the caller claims again): the part's
+    locks are released in the background with those tokens, and could delete a lock claimed
+    again with the same token. Nothing is left held once that release is made."""
+    cluster = own_cluster(masters=3, replicas=0)
+    fronts = cluster_fronts(front, cluster.url, core_name, key_prefix, timeout=2.0)
+    try:
+        client = fronts.make()
+        names = [f"{{claimgiven}}:{i}" for i in range(5)]
+        tokens = [f"token-of-shard-{i}".encode() for i in range(5)]
+        slot = key_slot((key_prefix + names[0]).encode())
+        first = client.acquire_many(names, TTL, limit=1, tokens=tokens)  # the client reads the map
+        assert client.release_many(first.acquired) == [True]
+        source = cluster.master_of(slot)
+        target = other_master(cluster, source)
+        src, dst = raws(source), raws(target)
+        finish_slot_move(src, dst, target, slot, [], start_slot_move(src, dst, slot))
+        with pytest.raises(ResponseError, match="non local key"):
+            client.acquire_many(names, TTL, limit=2, tokens=tokens)
+        deadline = time.monotonic() + 5
+        while any(client.query(name).held for name in names):
+            assert time.monotonic() < deadline, "a lock of the refused claim was left held"
+            time.sleep(0.05)
+        again = client.acquire_many(names, TTL, limit=2, tokens=tokens)  # the map is fresh now
+        assert len(again.acquired) == 2 and client.release_many(again.acquired) == [True, True]
     finally:
         fronts.close()
 

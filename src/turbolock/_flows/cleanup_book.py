@@ -121,6 +121,16 @@ class CleanupBook:
                 self._in_flight_count += 1
             return forget_at
 
+    def drop(self, key: bytes, token: bytes) -> None:
+        """The caller released ``key`` with ``token`` itself: no release is owed for it any more
+        (one on its way already is settled as usual)."""
+        pair = (key, token)
+        with self._lock:
+            if pair not in self._in_flight:
+                self._pending.pop(pair, None)
+                self._rechecks.pop(pair, None)
+                self._rechecked.pop(pair, None)
+
     def on_its_way(self, key: bytes, token: bytes) -> bool:
         """Whether the release of ``key`` with ``token`` is being sent right now."""
         return (key, token) in self._in_flight

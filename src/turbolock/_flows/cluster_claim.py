@@ -129,12 +129,15 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
             try:
                 part = yield from claim_plan_flow(client, plan, cluster.node(address).many)
             except ResponseError as error:
-                if not _not_served(error) or remaps >= REMAPS:
+                # Caller-given tokens are not claimed again: the part's locks, given back in the
+                # background with them, could then delete a lock claimed again with the same token.
+                if not _not_served(error) or remaps >= REMAPS or checked is not None:
                     raise
                 remaps += 1
                 routes.stale = True
                 yield Call(cluster.refresh, (time.monotonic() + cluster.timeout,))
-                yield from _release_given_back(client, plan, time.monotonic() + cluster.timeout)
+                if not (yield from _released(client, plan, time.monotonic() + cluster.timeout)):
+                    raise error
                 regrouped = routes.groups(indices, keys)
                 if regrouped is None:
                     raise ClusterError("some slots have no master: the cluster is being changed") from None
@@ -164,20 +167,22 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
                               not_tried)
 
 
-def _release_given_back(client: Any, plan: NodeClaimPlan, deadline: float) -> Flow[None]:
-    """Release now what a master's refused part took (given back in the background already):
-    claimed again at once, those names would count as held by others. A release that fails
-    stays owed in the background."""
+def _released(client: Any, plan: NodeClaimPlan, deadline: float) -> Flow[bool]:
+    """Release now what a refused part took, given back in the background (claimed again at
+    once, those names would count as held by others); True when every release was answered,
+    and those are no longer owed."""
     now = time.monotonic()
     locks = plan.held(now) + plan.maybe_held(now)
-    if not locks:
-        return
-    keys = [key for _, key, _, _ in locks]
-    tokens = [token for _, _, token, _ in locks]
+    keys, tokens = [lock[1] for lock in locks], [lock[2] for lock in locks]
     try:
-        yield from run_release_flow(client, keys, tokens, deadline)
-    except Exception:  # the background release goes on
-        pass
+        replies = yield from run_release_flow(client, keys, tokens, deadline)
+    except Exception:  # owed still, in the background
+        return False
+    if not all(type(reply) is int for reply in replies):
+        return False
+    for key, token in zip(keys, tokens, strict=True):
+        client._cleanup.drop(key, token)
+    return True
 
 
 def _not_served(error: ResponseError) -> bool:

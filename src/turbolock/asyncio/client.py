@@ -173,9 +173,11 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         tok = self._tokens.take() if token is None else check_token(token)
         policy = self._renew_policy(auto_renew, on_lost, ms)
         if fenced is not False and check_fenced(fenced, self.key_prefix, key, self.options.replicas_ack):
-            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, True, token is None)
+            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, fenced=True,
+                                               own_token=token is None)
         if self._direct.guarded:  # a Sentinel's master: READONLY is resent, a failure asks them again
-            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, False, token is None)
+            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, fenced=False,
+                                               own_token=token is None)
         conn = self._pool.ready() or await self._pool.connect()
         conn.buffer.append_set_nx_px(key, tok, ms)
         sent_at = time.monotonic()
@@ -200,7 +202,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
 
     async def _acquire_by_exec(self, name: str | bytes, key: bytes, token: bytes, ms: int,
                                policy: AutoRenew | None, on_lost: OnLost | None,
-                               fenced: bool, own_token: bool) -> Lease | None:
+                               *, fenced: bool, own_token: bool) -> Lease | None:
         """The acquire through the client's executors (the master's they guard: a Sentinel's),
         ``FENCED_ACQUIRE`` for a ``FencedLease``: a Lease or None. ``own_token``: made by this
         client (see ``_acquire_lost``)."""

@@ -82,7 +82,8 @@ class AsyncClusterLockClient(AsyncLockClient):
         tok = self._tokens.take() if token is None else check_token(token)
         policy = self._renew_policy(auto_renew, on_lost, ms)
         if fenced is not False and check_fenced(fenced, self.key_prefix, key, self.options.replicas_ack):
-            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, True, token is None)
+            return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, fenced=True,
+                                               own_token=token is None)
         sent_at = time.monotonic()
         try:  # a cancelled caller: the node's executor releases what its command took
             reply = await self._cluster.set_nx_one(key, tok, ms, sent_at + self.options.timeout)
