@@ -15,6 +15,7 @@ from functools import partial
 import pytest
 
 from _blocking_async import FRONTS
+from turbolock import LockError
 from turbolock.asyncio import AsyncSentinelLockClient
 from turbolock.redis_sentinel import RedisSentinel
 from turbolock.redis_server import RedisServer
@@ -55,5 +56,35 @@ def test_a_stale_sentinel_listed_first_is_asked_last_once_refused(
         time.sleep(2.5)  # the watcher asks the Sentinels twice meanwhile: it must not drop the master
         assert client.release(lease)
         assert client.try_acquire("again", 10) is not None
+    finally:
+        fronts.close()
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_refused_answer_asks_the_others_within_the_calls_deadline(
+        sentinel_group: RedisSentinel, stale: RedisServer, core_name: str, key_prefix: str,
+        front: str) -> None:
+    """The stale Sentinel's answer is refused and the others, asked again, do not answer (paused):
+    the call still ends by its deadline, with a typed error."""
+    timeout = 0.5
+    urls = [f"redis://{stale.host}:{stale.port}", *sentinel_group.sentinel_urls]
+    fronts = sentinel_fronts(front, sentinel_group, core_name, key_prefix, timeout=timeout,
+                             connect_timeout=timeout)
+    fronts.make_blocking = partial(SentinelLockClient, urls, sentinel_group.service)
+    fronts.make_async = partial(AsyncSentinelLockClient, urls, sentinel_group.service)
+    try:
+        client = fronts.make()
+        for sentinel in sentinel_group.sentinels:
+            sentinel.pause()
+        try:
+            started = time.monotonic()
+            with pytest.raises(LockError):
+                client.try_acquire("stale", 10)
+            elapsed = time.monotonic() - started
+        finally:
+            for sentinel in sentinel_group.sentinels:
+                sentinel.resume()
+        assert elapsed < timeout + 0.3, f"took {elapsed:.2f}s with a {timeout}s timeout"
     finally:
         fronts.close()
