@@ -61,96 +61,78 @@ def _held(raw: redis.Redis, prefix: str, names: list[str]) -> int:
     return sum(1 for value in raw.mget([prefix + name for name in names]) if value is not None)
 
 
+@pytest.fixture
+def raw(own_server: RedisServer) -> Iterator[redis.Redis]:
+    with redis.Redis(port=own_server.port) as made:
+        yield made
+
+
+@pytest.fixture(params=FRONTS)
+def client(request: pytest.FixtureRequest, proxy: FaultProxy, core_name: str,
+           key_prefix: str) -> Iterator[Any]:
+    """A client (threads or asyncio) through the proxy, with a call timeout well under ``HELD_BACK``."""
+    fronts = Fronts.at(request.param, proxy.url, core=core_name, key_prefix=key_prefix, timeout=0.3)
+    yield fronts.make()
+    fronts.close()
+
+
 @pytest.mark.parametrize("bulk", [False, True], ids=["single", "bulk"])
-@pytest.mark.parametrize("front", FRONTS)
 def test_a_lost_acquire_that_runs_after_its_release_is_released_again(
-        proxy: FaultProxy, own_server: RedisServer, core_name: str, key_prefix: str, front: str,
-        bulk: bool) -> None:
-    fronts = Fronts.at(front, proxy.url, core=core_name, key_prefix=key_prefix, timeout=0.3)
-    raw = redis.Redis(port=own_server.port)
-    try:
-        client = fronts.make()
-        started = time.monotonic()
-        names = _acquire_late(client, proxy, bulk, None)
-        assert eventually(lambda: _held(raw, key_prefix, names) == len(names), HELD_BACK + 2), \
-            "the held-back acquire never reached the server"
-        assert eventually(lambda: _held(raw, key_prefix, names) == 0, sum(cleanup_book.RECHECK_AFTER) + 2), \
-            f"{_held(raw, key_prefix, names)} of the late acquire's locks were not released again"
-        assert time.monotonic() - started < TTL / 2  # released, not expired
-    finally:
-        fronts.close()
-        raw.close()
+        client: Any, proxy: FaultProxy, raw: redis.Redis, key_prefix: str, bulk: bool) -> None:
+    started = time.monotonic()
+    names = _acquire_late(client, proxy, bulk, None)
+    assert eventually(lambda: _held(raw, key_prefix, names) == len(names), HELD_BACK + 2), \
+        "the held-back acquire never reached the server"
+    assert eventually(lambda: _held(raw, key_prefix, names) == 0, sum(cleanup_book.RECHECK_AFTER) + 2), \
+        f"{_held(raw, key_prefix, names)} of the late acquire's locks were not released again"
+    assert time.monotonic() - started < TTL / 2  # released, not expired
 
 
-@pytest.mark.parametrize("front", FRONTS)
 def test_without_the_second_release_the_late_acquire_keeps_its_lock(
-        proxy: FaultProxy, own_server: RedisServer, core_name: str, key_prefix: str, front: str,
+        client: Any, proxy: FaultProxy, raw: redis.Redis, key_prefix: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The control: no release after the first (as before ``RECHECK_AFTER``) leaves the lock held."""
+    rechecks_over = sum(cleanup_book.RECHECK_AFTER) + 1
     monkeypatch.setattr(cleanup_book, "RECHECK_AFTER", ())
-    fronts = Fronts.at(front, proxy.url, core=core_name, key_prefix=key_prefix, timeout=0.3)
-    raw = redis.Redis(port=own_server.port)
-    try:
-        client = fronts.make()
-        names = _acquire_late(client, proxy, False, None)
-        assert eventually(lambda: _held(raw, key_prefix, names) == 1, HELD_BACK + 2)
-        time.sleep(sum((0.5, 2.0)) + 1)
-        assert _held(raw, key_prefix, names) == 1
-        assert client.pending_cleanup == 0
-    finally:
-        fronts.close()
-        raw.close()
+    names = _acquire_late(client, proxy, False, None)
+    assert eventually(lambda: _held(raw, key_prefix, names) == 1, HELD_BACK + 2)
+    time.sleep(rechecks_over)
+    assert _held(raw, key_prefix, names) == 1
+    assert client.pending_cleanup == 0
 
 
-@pytest.mark.parametrize("front", FRONTS)
 def test_a_lock_taken_with_a_given_token_is_not_released_again(
-        proxy: FaultProxy, own_server: RedisServer, core_name: str, key_prefix: str, front: str) -> None:
+        client: Any, proxy: FaultProxy, raw: redis.Redis, key_prefix: str) -> None:
     """A caller-given token may be used again (a retry of the same acquire): a later release
     with it could delete the lock that retry took, so none is made after the first answer."""
     token = b"caller-token-0001"
-    fronts = Fronts.at(front, proxy.url, core=core_name, key_prefix=key_prefix, timeout=0.3)
-    raw = redis.Redis(port=own_server.port)
-    try:
-        client = fronts.make()
-        names = _acquire_late(client, proxy, False, token)
-        assert eventually(lambda: _held(raw, key_prefix, names) == 1, HELD_BACK + 2)
-        time.sleep(sum(cleanup_book.RECHECK_AFTER) + 1)
-        assert raw.get(key_prefix + names[0]) == token
-    finally:
-        fronts.close()
-        raw.close()
+    names = _acquire_late(client, proxy, False, token)
+    assert eventually(lambda: _held(raw, key_prefix, names) == 1, HELD_BACK + 2)
+    time.sleep(sum(cleanup_book.RECHECK_AFTER) + 1)
+    assert raw.get(key_prefix + names[0]) == token
 
 
-@pytest.mark.parametrize("front", FRONTS)
 def test_a_lost_claim_that_runs_after_its_release_is_released_again(
-        proxy: FaultProxy, own_server: RedisServer, core_name: str, key_prefix: str, front: str) -> None:
-    fronts = Fronts.at(front, proxy.url, core=core_name, key_prefix=key_prefix, timeout=0.3)
-    raw = redis.Redis(port=own_server.port)
+        client: Any, proxy: FaultProxy, raw: redis.Redis, key_prefix: str) -> None:
+    names = [f"shard:{i}" for i in range(20)]
+    warm = client.acquire_many(["warm:a", "warm:b"], TTL, limit=1)  # loads the claim script
+    assert len(warm.acquired) == 1 and all(client.release_many(warm.acquired))
+    proxy.delay(HELD_BACK, to_client=False)
     try:
-        client = fronts.make()
-        names = [f"shard:{i}" for i in range(20)]
-        warm = client.acquire_many(["warm:a", "warm:b"], TTL, limit=1)  # loads the claim script
-        assert len(warm.acquired) == 1 and all(client.release_many(warm.acquired))
-        proxy.delay(HELD_BACK, to_client=False)
-        try:
-            with pytest.raises(AcquireOutcomeUnknownError):
-                client.acquire_many(names, TTL, limit=5)
-        finally:
-            proxy.heal()
-        assert eventually(lambda: _held(raw, key_prefix, names) == 5, HELD_BACK + 2), \
-            "the held-back claim never reached the server"
-        assert eventually(lambda: _held(raw, key_prefix, names) == 0, sum(cleanup_book.RECHECK_AFTER) + 2), \
-            f"{_held(raw, key_prefix, names)} locks of the late claim were not released again"
+        with pytest.raises(AcquireOutcomeUnknownError):
+            client.acquire_many(names, TTL, limit=5)
     finally:
-        fronts.close()
-        raw.close()
+        proxy.heal()
+    assert eventually(lambda: _held(raw, key_prefix, names) == 5, HELD_BACK + 2), \
+        "the held-back claim never reached the server"
+    assert eventually(lambda: _held(raw, key_prefix, names) == 0, sum(cleanup_book.RECHECK_AFTER) + 2), \
+        f"{_held(raw, key_prefix, names)} locks of the late claim were not released again"
 
 
 def test_a_cancelled_acquire_whose_connection_then_failed_is_released_again(
-        proxy: FaultProxy, own_server: RedisServer, core_name: str, key_prefix: str) -> None:
+        proxy: FaultProxy, raw: redis.Redis, core_name: str, key_prefix: str) -> None:
     """asyncio: an acquire cancelled after its write; the connection then fails at its deadline
     (the reply lost) and the command reaches the server after the background release."""
-    raw = redis.Redis(port=own_server.port)
     key = key_prefix + "seat"
 
     async def scenario() -> tuple[bool, bool]:
@@ -168,12 +150,9 @@ def test_a_cancelled_acquire_whose_connection_then_failed_is_released_again(
         finally:
             await client.close()
 
-    try:
-        reached, released = asyncio.run(scenario())
-        assert reached, "the held-back acquire never reached the server"
-        assert released, "the late acquire's lock was not released again"
-    finally:
-        raw.close()
+    reached, released = asyncio.run(scenario())
+    assert reached, "the held-back acquire never reached the server"
+    assert released, "the late acquire's lock was not released again"
 
 
 async def _until(predicate: Any, seconds: float) -> bool:

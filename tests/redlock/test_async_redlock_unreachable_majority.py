@@ -10,8 +10,9 @@ blocking acquire's wait.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
@@ -37,6 +38,23 @@ def _resumed(servers: list[RedisServer]) -> None:
         server.resume()
 
 
+@contextlib.contextmanager
+def _majority_paused(servers: list[RedisServer]) -> Iterator[None]:
+    _paused(servers[1:])
+    try:
+        yield
+    finally:
+        _resumed(servers[1:])
+
+
+async def _connections_dropped(failing: Awaitable[object]) -> None:
+    """A call the paused majority fails; then, after the masters' call deadline, their connections
+    have been dropped (its replies abandoned)."""
+    with pytest.raises(QuorumError):
+        await failing
+    await asyncio.sleep(CALL_TIMEOUT + 0.5)
+
+
 @pytest.mark.parametrize("connected", ["never", "once, then dropped"])
 def test_a_locks_wait_ends_by_its_timeout(own_masters: Callable[[int], list[RedisServer]], core_name: str,
                                           key_prefix: str, connected: str) -> None:
@@ -49,20 +67,15 @@ def test_a_locks_wait_ends_by_its_timeout(own_masters: Callable[[int], list[Redi
             if connected != "never":
                 lease = await client.try_acquire("warm-up", 2)
                 assert lease is not None and await client.release(lease)
-            _paused(servers[1:])
-            try:
+            with _majority_paused(servers):
                 if connected != "never":
-                    with pytest.raises(QuorumError):
-                        await client.try_acquire("x", 2)
-                    await asyncio.sleep(CALL_TIMEOUT + 0.5)  # the paused masters' connections dropped
+                    await _connections_dropped(client.try_acquire("x", 2))
                 started = time.monotonic()
                 try:
                     assert await client.lock("job", 5, timeout=WAIT).acquire() is False
                 except LockError:
                     pass
                 return time.monotonic() - started
-            finally:
-                _resumed(servers[1:])
         finally:
             await client.close()
 
@@ -81,11 +94,8 @@ def test_calls_cost_one_node_timeout_after_the_connections_dropped(
         try:
             lease = await client.try_acquire("held", 30)
             assert lease is not None
-            _paused(servers[1:])
-            try:
-                with pytest.raises(QuorumError):
-                    await client.extend(lease, 30)
-                await asyncio.sleep(CALL_TIMEOUT + 0.5)  # the paused masters' connections dropped
+            with _majority_paused(servers):
+                await _connections_dropped(client.extend(lease, 30))
                 started = time.monotonic()
                 with pytest.raises(QuorumError):
                     if call == "try_acquire":
@@ -95,8 +105,6 @@ def test_calls_cost_one_node_timeout_after_the_connections_dropped(
                     else:
                         await client.release(lease)
                 return time.monotonic() - started
-            finally:
-                _resumed(servers[1:])
         finally:
             await client.close()
 
