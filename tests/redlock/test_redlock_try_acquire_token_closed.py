@@ -10,6 +10,7 @@ import asyncio
 import os
 import time
 
+import pytest
 import redis
 
 from turbolock import ClientClosedError, LockClient, RedlockClient
@@ -33,15 +34,19 @@ def test_try_acquire_on_a_closed_redlock_client_raises_client_closed(
     assert isinstance(result, ClientClosedError), result
 
 
+@pytest.mark.parametrize("call", ["try_acquire", "acquire_many"])
 def test_a_closed_redlock_client_over_open_lockclients_takes_no_lock(
-        three: list[RedisServer], core_name: str, key_prefix: str) -> None:
+        three: list[RedisServer], core_name: str, key_prefix: str, call: str) -> None:
     masters = [LockClient.from_url(s.url, core=core_name, key_prefix=key_prefix) for s in three]
     raws = [redis.Redis(host=s.host, port=s.port) for s in three]
     try:
         client = RedlockClient(masters)
         assert client.query("free") is not None
         client.close()
-        result = _outcome(lambda: client.try_acquire("after-close", 30))
+        if call == "try_acquire":
+            result = _outcome(lambda: client.try_acquire("after-close", 30))
+        else:
+            result = _outcome(lambda: client.acquire_many(["after-close", "other"], 30))
         held = [r.get((key_prefix + "after-close").encode()) for r in raws]
         assert isinstance(result, ClientClosedError) and held == [None] * 3, (result, held)
     finally:
@@ -134,23 +139,5 @@ def test_async_try_acquire_with_a_token_waits_out_a_release_on_its_way(
             f"async try_acquire with token took the lock while a release with that token was on its "
             f"way; the release then deleted it (check: {left!r})")
     finally:
-        for r in raws:
-            r.close()
-
-
-def test_acquire_many_on_a_closed_redlock_client_over_open_lockclients_takes_no_lock(
-        three: list[RedisServer], core_name: str, key_prefix: str) -> None:
-    masters = [LockClient.from_url(s.url, core=core_name, key_prefix=key_prefix) for s in three]
-    raws = [redis.Redis(host=s.host, port=s.port) for s in three]
-    try:
-        client = RedlockClient(masters)
-        assert client.query("free") is not None
-        client.close()
-        result = _outcome(lambda: client.acquire_many(["m1", "m2"], 30))
-        held = [r.get((key_prefix + "m1").encode()) for r in raws]
-        assert isinstance(result, ClientClosedError) and held == [None] * 3, (result, held)
-    finally:
-        for m in masters:
-            m.close()
         for r in raws:
             r.close()
