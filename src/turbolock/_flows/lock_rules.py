@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from turbolock._flows.backoff import Backoff
 from turbolock._wire.validate import Seconds, check_flag, check_token, encode_name, timeout_seconds, ttl_ms
 from turbolock.errors import (
+    ClusterError,
     ConnectionError,
     InvalidArgumentError,
     LockLostError,
@@ -74,12 +75,14 @@ def worth_retrying(error: BaseException, wait: float | None, slot_moving_for: fl
     released in the background) always; a server that cannot be reached or does not answer
     only while the wait has an end, so an endless wait never hides an outage. A Redis Cluster
     slot being moved (``SlotMovingError``, for ``slot_moving_for`` seconds so far) is waited
-    through like a held lock, by an endless wait for ``SLOT_MOVE_PATIENCE``. Refused
-    credentials and a server that is not Redis always end it."""
+    through like a held lock, by an endless wait for ``SLOT_MOVE_PATIENCE``; a cluster being
+    changed (``ClusterError``: a slot with no master during a failover, no slot map yet) as a
+    server that cannot be reached. Refused credentials and a server that is not Redis always
+    end it."""
     if isinstance(error, OutcomeUnknownError) or (
             isinstance(error, SlotMovingError) and slot_moving_for < SLOT_MOVE_PATIENCE):
         return wait != 0.0
-    return bool(wait) and (isinstance(error, TimeoutError) or type(error) is ConnectionError)
+    return bool(wait) and (isinstance(error, TimeoutError | ClusterError) or type(error) is ConnectionError)
 
 
 class Waiting:
