@@ -1,4 +1,5 @@
-"""One comparison run: turbolock (both cores), redis-py and redis-benchmark on one server.
+"""One comparison run: turbolock (both cores), redis-py, a bare Python socket loop and
+redis-benchmark on one server.
 
     python -m benchmarks.compare [--quick] [--json PATH]
 
@@ -30,6 +31,7 @@ from turbolock.bench.contenders import (
     RedisPyLock,
     RedisPyPipeline,
     RedisPyScript,
+    SocketLoop,
     Turbolock,
     core_available,
 )
@@ -43,6 +45,7 @@ from .report import (
     CPU,
     MEMORY,
     PAIRS,
+    PY_LOOP,
     RB_EVALSHA,
     RB_P1_EVALSHA,
     RB_P1_SET,
@@ -95,6 +98,7 @@ class Run:
         contenders: dict[str, Any] = {label: self._turbolock(label) for label in CORES}
         contenders[RP_SCRIPT] = RedisPyScript(self.server.url)
         contenders[RP_LOCK] = RedisPyLock(self.server.url)
+        contenders[PY_LOOP] = SocketLoop([(self.server.host, self.server.port)])
         for label, contender in contenders.items():
             if contender is None:
                 continue

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import socket
 import sys
 import time
 from collections import defaultdict
@@ -27,10 +26,8 @@ from typing import Any
 import redis
 
 from turbolock import RedlockClient
-from turbolock._wire import core as _core
-from turbolock._wire import scripts as _scripts
-from turbolock.bench.contenders import BenchmarkError, Timing, Turbolock, core_available, timed
-from turbolock.bench.workload import CHUNK_SIZE, KEY_PREFIX, TOKEN_BYTES, TTL_MS, TTL_SECONDS, names
+from turbolock.bench.contenders import BenchmarkError, SocketLoop, Timing, Turbolock, core_available, timed
+from turbolock.bench.workload import CHUNK_SIZE, KEY_PREFIX, TTL_SECONDS, names
 from turbolock.redis_server import RedisServer
 
 from .publish import publish, run_meta
@@ -155,53 +152,6 @@ class PotteryRedlock:
             master.close()
 
 
-class SocketFloor:
-    """The same commands as a Redlock pair over plain blocking sockets, with no client at all."""
-
-    def __init__(self, servers: list[RedisServer]) -> None:
-        self.socks = []
-        for server in servers:
-            sock = socket.create_connection((server.host, server.port))
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.socks.append(sock)
-        self.buffer = _core.default_core.CommandBuffer(KEY_PREFIX.encode())
-
-    def pairs(self, pair_names: list[str]) -> Timing:
-        socks, buf = self.socks, self.buffer
-        sha = _scripts.RELEASE.sha
-        scratch = bytearray(4096)
-        keys = [name.encode() for name in pair_names]
-        buf.append_command((b"SCRIPT", b"LOAD", _scripts.RELEASE.source))
-        load = buf.take()
-        for sock in socks:
-            sock.sendall(load)
-            sock.recv_into(scratch)
-
-        def run() -> None:
-            for key_name in keys:
-                token = os.urandom(TOKEN_BYTES)
-                buf.append_set_nx_px(key_name, token, TTL_MS)
-                data = buf.take()
-                for sock in socks:
-                    sock.sendall(data)
-                for sock in socks:
-                    if sock.recv_into(scratch) != 5:  # +OK\r\n
-                        raise BenchmarkError("socket floor: a lock was not taken")
-                buf.append_evalsha(sha, key_name, token, None)
-                data = buf.take()
-                for sock in socks:
-                    sock.sendall(data)
-                for sock in socks:
-                    sock.recv_into(scratch)
-
-        _, wall, cpu = timed(run)
-        return Timing(len(pair_names), wall, cpu)
-
-    def close(self) -> None:
-        for sock in self.socks:
-            sock.close()
-
-
 class Run:
     def __init__(self, servers: list[RedisServer], workload: Workload) -> None:
         self.servers = servers
@@ -225,7 +175,7 @@ class Run:
         contenders: dict[str, Any] = {label: self._keep(TurbolockRedlock(self.urls, core))
                                       for label, core in CORES.items() if core_available(core)}
         contenders[POTTERY] = self._keep(PotteryRedlock(self.urls))
-        contenders[FLOOR] = self._keep(SocketFloor(self.servers))
+        contenders[FLOOR] = self._keep(SocketLoop([(server.host, server.port) for server in self.servers]))
         steps: list[Step] = []
         for label, contender in contenders.items():
             contender.pairs(["warm:0", "warm:1"])

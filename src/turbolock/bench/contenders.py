@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
@@ -77,6 +78,58 @@ def _tokens(count: int) -> list[bytes]:
 
 def core_available(core: str) -> bool:
     return core == "py" or _core.core_c is not None
+
+
+class SocketLoop:
+    """A pair's commands over plain blocking sockets with no client at all: ``SET NX PX`` to
+    every server, then the ``RELEASE`` script's ``EVALSHA`` to every server, each reply read
+    before going on, every command's bytes made before the clock starts. The Python floor for
+    sequential pairs (one server) and Redlock pairs (several): what no Python client sending
+    these bytes can beat."""
+
+    def __init__(self, addresses: list[tuple[str, int]]) -> None:
+        self.socks = []
+        for address in addresses:
+            sock = socket.create_connection(address)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.socks.append(sock)
+        self.buffer = _core.default_core.CommandBuffer(KEY_PREFIX.encode())
+
+    def pairs(self, names: list[str]) -> Timing:
+        socks, buf = self.socks, self.buffer
+        scratch = bytearray(4096)
+        buf.append_command((b"SCRIPT", b"LOAD", _scripts.RELEASE.source))
+        load = buf.take()
+        for sock in socks:
+            sock.sendall(load)
+            sock.recv_into(scratch)
+        pairs = []  # every command made before the clock starts: the loop is the sockets alone
+        for name in names:
+            token = os.urandom(TOKEN_BYTES)
+            buf.append_set_nx_px(name.encode(), token, TTL_MS)
+            acquire = buf.take()
+            buf.append_evalsha(_scripts.RELEASE.sha, name.encode(), token, None)
+            pairs.append((acquire, buf.take()))
+
+        def run() -> None:
+            for acquire, release in pairs:
+                for sock in socks:
+                    sock.sendall(acquire)
+                for sock in socks:
+                    if sock.recv_into(scratch) != 5:  # +OK\r\n
+                        raise BenchmarkError("socket loop: a lock was not taken")
+                for sock in socks:
+                    sock.sendall(release)
+                for sock in socks:
+                    if sock.recv_into(scratch) != 4:  # :1\r\n (deleted, no waiter told)
+                        raise BenchmarkError("socket loop: a lock was not released")
+
+        _, wall, cpu = timed(run)
+        return Timing(len(names), wall, cpu)
+
+    def close(self) -> None:
+        for sock in self.socks:
+            sock.close()
 
 
 class Turbolock:
