@@ -215,6 +215,21 @@ def test_from_redis_works_against_the_server(redis_server: RedisServer, core_nam
         assert client.release(lease)
 
 
+@pytest.mark.parametrize("username", [None, "default"])
+def test_from_redis_takes_over_a_credential_provider(core_name: str, key_prefix: str, username: str | None) -> None:
+    """redis-py's provider answers ``(password,)`` without a username and ``(username,
+    password)`` with one; either way the password reaches the server."""
+    from redis.credentials import UsernamePasswordCredentialProvider
+
+    with RedisServer(extra_config=["requirepass provider-pw"]) as server:
+        provider = UsernamePasswordCredentialProvider(username=username, password="provider-pw")
+        with redis.Redis(port=server.port, credential_provider=provider) as source:
+            assert source.ping()
+            with LockClient.from_redis(source, core=core_name, key_prefix=key_prefix) as client:
+                lease = client.try_acquire("via-provider", 5)
+                assert lease is not None and client.release(lease)
+
+
 def test_from_redis_refuses_other_objects() -> None:
     with pytest.raises(InvalidArgumentTypeError) as raised:
         LockClient.from_redis(object())

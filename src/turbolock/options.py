@@ -90,6 +90,8 @@ class ConnectionOptions:
                 raise InvalidArgumentTypeError(flag, f"must be a bool, not {type(value).__name__}")
         for path in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile"):
             object.__setattr__(self, path, _optional_path(getattr(self, path), path))
+            if getattr(self, path) is not None and not self.ssl:  # never plain text believed TLS
+                raise InvalidArgumentError(path, "is a TLS option, and TLS is off (rediss://, or ssl=True)")
         object.__setattr__(self, "ssl_cert_reqs", _cert_reqs_name(self.ssl_cert_reqs))
         object.__setattr__(self, "connect_timeout", positive_seconds(self.connect_timeout, "connect_timeout"))
         object.__setattr__(self, "timeout", positive_seconds(self.timeout, "timeout"))
@@ -242,6 +244,8 @@ CLIENT_URL_OPTIONS = ("replicas_ack", "replicas_timeout", "wake_waiters")
 _URL_KEYS = {
     "socket_timeout": "timeout",
     "socket_connect_timeout": "connect_timeout",
+    "timeout": "timeout",
+    "connect_timeout": "connect_timeout",
     "ssl_ca_certs": "ssl_ca_certs",
     "ssl_certfile": "ssl_certfile",
     "ssl_keyfile": "ssl_keyfile",
@@ -249,23 +253,36 @@ _URL_KEYS = {
     "ssl_check_hostname": "ssl_check_hostname",
     **{name: name for name in CLIENT_URL_OPTIONS},
 }
+"""A URL's query options turbolock applies, under redis-py's names or its own: what each sets."""
+
+REDIS_PY_TUNING = frozenset(("socket_keepalive", "socket_read_size", "retry_on_timeout", "retry_on_error",
+                             "health_check_interval", "max_connections", "protocol", "legacy_responses"))
+"""redis-py's own query options that tune redis-py's connections: accepted in a URL shared with
+redis-py, and without effect here (turbolock keeps its connections its own way)."""
+
+_TLS_URL_KEYS = frozenset(name for name in _URL_KEYS if name.startswith("ssl_"))
+
+_TURBOLOCK_URL_NAMES = {"timeout": "socket_timeout", "connect_timeout": "socket_connect_timeout"}
+"""Query options redis-py knows under another name (``redis_py_url`` renames them)."""
 
 
 def redis_py_url(url: str) -> str:
     """``url`` for redis-py itself (the operator tools' own connections): without the client's
-    query options (``CLIENT_URL_OPTIONS``), which redis-py would hand its connections as keywords."""
+    query options (``CLIENT_URL_OPTIONS``), which redis-py would hand its connections as keywords,
+    and with turbolock's names of the timeouts made redis-py's."""
     parts = urlsplit(url)
     if not parts.query:
         return url
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in CLIENT_URL_OPTIONS]
+    query = [(_TURBOLOCK_URL_NAMES.get(k, k), v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+             if k not in CLIENT_URL_OPTIONS]
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:
     """``redis://``, ``rediss://`` or ``unix://`` URL, as redis-py reads it; keywords win.
 
-    Unlike redis-py, a path that is not a db number (``redis://host/abc``) is refused, not read
-    as db 0.
+    Unlike redis-py, a path that is not a db number (``redis://host/abc``), an empty host, an
+    unknown query option and a TLS option on a URL without TLS are refused, not passed over.
     """
     if not isinstance(url, str):
         raise InvalidArgumentTypeError("url", f"must be str, not {type(url).__name__}")
@@ -274,15 +291,18 @@ def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:
         scheme = parts.scheme
         port = parts.port if scheme != "unix" else None
     except ValueError as exc:
-        raise InvalidArgumentError("url", _without_secrets(str(exc), url)) from None
+        raise InvalidArgumentError("url", _unparsable(str(exc), url)) from None
     if scheme not in ("redis", "rediss", "unix"):
         raise InvalidArgumentError("url", f"unknown scheme {scheme!r}; use redis://, rediss:// or unix://")
+    if scheme != "unix" and not parts.hostname:
+        raise InvalidArgumentError("host", f"the URL names no host ({scheme}://host:port/db)")
+    _check_query(parts.query, url, scheme)
     from redis.connection import parse_url
 
     try:
         parsed: dict[str, Any] = parse_url(url)  # type: ignore[no-untyped-call]
     except ValueError as exc:
-        raise InvalidArgumentError("url", _without_secrets(str(exc), url)) from None
+        raise InvalidArgumentError("url", _unparsable(str(exc), url)) from None
     kwargs: dict[str, Any] = {}
     for key in ("host", "port", "db", "username", "password"):
         if parsed.get(key) is not None:
@@ -290,7 +310,7 @@ def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:
     if port is not None:
         kwargs["port"] = port  # redis-py reads port 0 as "no port" and goes to 6379
     if scheme != "unix":
-        path_db = _db_from_path(parts.path)
+        path_db = _db_from_path(parts.path, url)
         if "db" not in parse_qs(parts.query):  # db=N in the query wins over the path, as in redis-py
             kwargs.pop("db", None)
             if path_db is not None:
@@ -302,48 +322,78 @@ def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:
     for source, target in _URL_KEYS.items():
         if parsed.get(source) is not None:
             kwargs[target] = parsed[source]
-    for name, read in (("replicas_ack", int), ("replicas_timeout", float)):
+    for name, read in (("replicas_ack", int), ("replicas_timeout", float), ("connect_timeout", float)):
         if isinstance(kwargs.get(name), str):
-            kwargs[name] = _number_in_url(kwargs[name], name, read)
+            kwargs[name] = _number_in_url(kwargs[name], name, read, url)
     if isinstance(kwargs.get("wake_waiters"), str):
-        kwargs["wake_waiters"] = _flag_in_url(kwargs["wake_waiters"], "wake_waiters")
+        kwargs["wake_waiters"] = _flag_in_url(kwargs["wake_waiters"], "wake_waiters", url)
     return _build(kwargs, overrides)
 
 
-def _number_in_url(text: str, name: str, read: Any) -> Any:
+def _check_query(query: str, url: str, scheme: str) -> None:
+    """Every query option is one turbolock applies or one of redis-py's tuning options; TLS
+    options only on a ``rediss://`` URL."""
+    given: dict[str, str] = {}
+    for name, _ in parse_qsl(query, keep_blank_values=True):
+        target = _URL_KEYS.get(name)
+        if target is not None and given.setdefault(target, name) != name:
+            raise InvalidArgumentError(name, f"{given[target]} and {name} are the same option; give only one")
+        if name in _TLS_URL_KEYS and scheme != "rediss":
+            raise InvalidArgumentError(name, "is a TLS option, and this URL is not rediss://")
+        if name in _URL_KEYS or name in REDIS_PY_TUNING or name == "db":
+            continue
+        known = sorted({*_URL_KEYS, "db"})
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"the options are {', '.join(known)}"
+        raise InvalidArgumentError("url", f"unknown query option {_shown(name, url)}; {hint}")
+
+
+def _shown(text: str, url: str) -> str:
+    """``text`` taken from ``url``, quoted for a message, unless the URL holds credentials: a
+    password that holds ``/``, ``#``, ``?`` or ``@`` unencoded spills into the parts after it
+    (the port, the path, the query), so nothing from such a URL is quoted back."""
+    if "@" in url:
+        return "(not shown: the URL holds credentials)"
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    return repr(shown)
+
+
+def _number_in_url(text: str, name: str, read: Any, url: str) -> Any:
     try:
         return read(text)
     except ValueError:
-        raise InvalidArgumentError(name, f"the URL's {name} must be a number, not {text[:20]!r}") from None
+        shown = _shown(text, url)
+        raise InvalidArgumentError(name, f"the URL's {name} must be a number, not {shown}") from None
 
 
-def _flag_in_url(text: str, name: str) -> bool:
+def _flag_in_url(text: str, name: str, url: str) -> bool:
     word = text.strip().lower()
     if word in ("1", "true", "yes", "on"):
         return True
     if word in ("0", "false", "no", "off"):
         return False
-    raise InvalidArgumentError(name, f"the URL's {name} must be true or false, not {text[:20]!r}")
+    raise InvalidArgumentError(name, f"the URL's {name} must be true or false, not {_shown(text, url)}")
 
 
-def _db_from_path(path: str) -> int | None:
+def _db_from_path(path: str, url: str) -> int | None:
     """The db number of a ``redis://`` URL's path (``/3``), or None for no path (``/`` or none)."""
     text = unquote(path).removeprefix("/")
     if not text:
         return None
     if not (text.isascii() and text.isdigit()):
-        shown = text if len(text) <= 40 else text[:40] + "..."
         raise InvalidArgumentError("db", f"the URL's path must be a db number (redis://host:port/3), "
-                                         f"not {shown!r}")
+                                         f"not {_shown(text, url)}{_ENCODE_HINT if '@' in url else ''}")
     return int(text)
 
 
-def _without_secrets(message: str, url: str) -> str:
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        return "the URL cannot be parsed"
-    return message.replace(password, "***") if password else message
+_ENCODE_HINT = "; percent-encode '/', '#', '?' and '@' in a password"
+
+
+def _unparsable(message: str, url: str) -> str:
+    """The URL parser's ``message``, unless the URL holds credentials (see ``_shown``)."""
+    if "@" in url:
+        return f"the URL cannot be read{_ENCODE_HINT}"
+    return message
 
 
 def options_from_redis(client: Any, **overrides: Any) -> ConnectionOptions:
@@ -354,8 +404,12 @@ def options_from_redis(client: Any, **overrides: Any) -> ConnectionOptions:
         raise InvalidArgumentTypeError("client", f"must be a redis.Redis, not {type(client).__name__}")
     source = dict(pool.connection_kwargs)
     if source.get("credential_provider") is not None:
-        username, password = source["credential_provider"].get_credentials()
-        source["username"], source["password"] = (username, password) if password else (None, username)
+        credentials = tuple(source["credential_provider"].get_credentials())
+        if len(credentials) == 1:  # redis-py's (password,) when there is no username
+            source["username"], source["password"] = None, credentials[0]
+        else:
+            username, password = credentials
+            source["username"], source["password"] = (username, password) if password else (None, username)
     kwargs: dict[str, Any] = {"db": source.get("db") or 0}
     if source.get("path"):
         kwargs["unix_socket_path"] = source["path"]
@@ -378,11 +432,25 @@ def options_from_redis(client: Any, **overrides: Any) -> ConnectionOptions:
     return _build(kwargs, overrides)
 
 
+_NODE_SETTINGS = {
+    "sentinels": "the Sentinels' credentials are sentinel_username= and sentinel_password=, TLS and the "
+                 "rest the client's keywords",
+    "startup_nodes": "credentials, TLS and the rest come from the client's own URL or keywords",
+}
+
+
 def node_address(node: object, argument: str) -> tuple[str, int]:
     """(host, port) of one node given as a URL or a (host, port) pair (cluster start-up nodes,
     Sentinels); ``argument`` names the list in the error."""
     if isinstance(node, str):
         options = options_from_url(node)
+        if options.unix_socket_path is not None:
+            raise InvalidArgumentError(argument, "items are reached over TCP: redis:// URLs or (host, port)")
+        if (options.username, options.password, options.db, options.ssl) != (None, None, 0, False) \
+                or urlsplit(node).query:
+            # Dropped here, they would be believed used: credentials and TLS are the client's keywords.
+            raise InvalidArgumentError(argument, "a URL here gives a host and port only (redis://host:port); "
+                                                 + _NODE_SETTINGS.get(argument, "the rest goes in keywords"))
         return options.host, options.port
     if (isinstance(node, tuple) and len(node) == 2 and isinstance(node[0], str)
             and type(node[1]) is int and 0 < node[1] < 65536):
