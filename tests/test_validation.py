@@ -72,6 +72,8 @@ BAD_TTLS = [
     (0.0005, InvalidArgumentError),
     (1.0005, InvalidArgumentError),
     (MAX_TTL_MS // 1000 + 1, InvalidArgumentError),
+    (1e306, InvalidArgumentError),  # finite seconds, infinite milliseconds
+    (10**400, InvalidArgumentError),
     (timedelta(microseconds=1500), InvalidArgumentError),
     (timedelta(seconds=-1), InvalidArgumentError),
     ("5", InvalidArgumentTypeError),
@@ -220,6 +222,8 @@ def test_bad_urls_and_options() -> None:
     _raises(InvalidArgumentError, "max_connections", lambda: LockClient(max_connections=0))
     _raises(InvalidArgumentError, "core", lambda: LockClient(core="fortran"))
     _raises(InvalidArgumentTypeError, "key_prefix", lambda: LockClient(key_prefix=5))  # type: ignore[arg-type]
+    _raises(InvalidArgumentError, "key_prefix", lambda: LockClient(key_prefix="jobs\ud800:"))
+    _raises(InvalidArgumentError, "timeout", lambda: LockClient.from_url("redis://localhost:6380", timeout=10**400))
     _raises(InvalidArgumentTypeError, "client", lambda: LockClient.from_redis(object()))
 
 
@@ -237,3 +241,12 @@ def test_longest_name_is_accepted(client: LockClient) -> None:
     lease = client.try_acquire("n" * MAX_NAME_BYTES, 5)
     assert lease is not None
     assert client.release(lease)
+
+
+def test_a_wait_longer_than_a_float_waits_without_end(client: LockClient) -> None:
+    """A whole number of seconds past a float's range is a wait without end, as infinity is (not
+    an OverflowError): the free lock is taken at once."""
+    lock = client.lock("n", 5, timeout=10**400)
+    assert lock.acquire() is True
+    lock.release()
+    _raises(InvalidArgumentError, "timeout", lambda: client.lock("n", 5, timeout=-(10**400)))

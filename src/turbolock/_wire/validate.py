@@ -80,7 +80,10 @@ def _seconds(value: object, argument: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgumentTypeError(
             argument, f"must be seconds as int or float, or a timedelta, not {type(value).__name__}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int past float's range: longer than any wait, ttl or timeout allows
+        return math.inf if value > 0 else -math.inf
 
 
 def ttl_ms(ttl: object, argument: str = "ttl") -> int:
@@ -99,6 +102,8 @@ def ttl_ms(ttl: object, argument: str = "ttl") -> int:
         if math.isnan(seconds) or math.isinf(seconds):
             raise InvalidArgumentError(argument, f"must be a finite number of seconds, not {seconds}")
         exact = seconds * 1000.0
+        if math.isinf(exact):  # finite seconds whose milliseconds are not
+            raise InvalidArgumentError(argument, f"must be at most {MAX_TTL_MS // 1000} seconds (30 days)")
         ms = round(exact)
         if abs(exact - ms) > _MS_TOLERANCE:
             raise InvalidArgumentError(argument, "must be a whole number of milliseconds")
@@ -144,7 +149,10 @@ def check_token(token: object, argument: str = "token") -> bytes:
 
 def check_key_prefix(prefix: object) -> bytes:
     if isinstance(prefix, str):
-        prefix = prefix.encode("utf-8")
+        try:
+            prefix = prefix.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgumentError("key_prefix", "cannot be encoded as UTF-8 (pass bytes)") from None
     if type(prefix) is not bytes:
         raise InvalidArgumentTypeError("key_prefix", f"must be str or bytes, not {type(prefix).__name__}")
     if len(prefix) > MAX_NAME_BYTES:
