@@ -17,6 +17,7 @@ from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX
 from turbolock._wire.fair_scripts import QUEUE_KEYS
 from turbolock._wire.scripts import FENCE_SUFFIX
 from turbolock._wire.slots import slot_base
+from turbolock.errors import InvalidArgumentError
 from turbolock.options import options_from_url, redis_py_url
 
 SCAN_COUNT = 1000
@@ -33,7 +34,25 @@ class HeldLock:
         return f"{self.remaining:.3f} s"
 
     def line(self) -> str:
-        return f"{self.name}\t{self.left}"
+        return f"{shown(self.name)}\t{self.left}"
+
+
+def shown(name: str) -> str:
+    """``name`` for one line of output: a character that is not printable (a tab, a newline, a
+    byte that is not UTF-8) escaped, so a name cannot pass for another line or another lock."""
+    name = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if name.isprintable():
+        return name
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in name)
+
+
+def raw(text: str, argument: str) -> bytes:
+    """A name or pattern from the command line as the bytes it was given (a name that is not
+    UTF-8 arrives as surrogate escapes)."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(argument, "cannot be encoded as bytes") from None
 
 
 def connect(url: str) -> Any:
@@ -86,19 +105,20 @@ def held_locks(server: Any, prefix: str = DEFAULT_KEY_PREFIX, match: str = "*",
 
 
 def _held_locks(server: Any, prefix: str, match: str) -> Iterator[HeldLock]:
-    pattern = _escape_glob(prefix) + match
+    pattern = _escape_glob(raw(prefix, "--prefix")) + raw(match, "--match")
+    start = len(raw(prefix, "--prefix"))
     batch: list[bytes] = []
-    for key in server.scan_iter(match=pattern.encode(), count=SCAN_COUNT):
+    for key in server.scan_iter(match=pattern, count=SCAN_COUNT):
         if _own_key(key):
             continue
         batch.append(key)
         if len(batch) == SCAN_COUNT:
-            yield from _with_ttls(server, prefix, batch)
+            yield from _with_ttls(server, start, batch)
             batch = []
-    yield from _with_ttls(server, prefix, batch)
+    yield from _with_ttls(server, start, batch)
 
 
-def _with_ttls(server: Any, prefix: str, keys: list[bytes]) -> Iterator[HeldLock]:
+def _with_ttls(server: Any, start: int, keys: list[bytes]) -> Iterator[HeldLock]:
     if not keys:
         return
     pipe = server.pipeline(transaction=False)
@@ -107,20 +127,25 @@ def _with_ttls(server: Any, prefix: str, keys: list[bytes]) -> Iterator[HeldLock
     for key, pttl in zip(keys, pipe.execute(), strict=True):
         if pttl < 0:  # expired or released since the scan saw it, or no lock (NO_TTL)
             continue
-        yield HeldLock(_decode(key)[len(prefix):], pttl / 1000.0)
+        yield HeldLock(_decode(key[start:]), pttl / 1000.0)
 
 
-def _escape_glob(text: str) -> str:
+def _escape_glob(text: bytes) -> bytes:
     """``text`` as a literal in a Redis glob (a prefix may hold ``*``, ``?``, ``[`` or ``\\``)."""
-    return "".join("\\" + char if char in "*?[]\\" else char for char in text)
+    return b"".join(b"\\" + bytes((byte,)) if byte in b"*?[]\\" else bytes((byte,)) for byte in text)
+
+
+def _key(prefix: str, name: str) -> bytes:
+    return raw(prefix, "--prefix") + raw(name, "name")
 
 
 def inspect(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> HeldLock | None:
     """The lock ``name`` if anyone holds it, else None (a key without a ttl, or a lock's own key,
     is no lock: ``NO_TTL``)."""
-    if _own_key((prefix + name).encode()):
+    key = _key(prefix, name)
+    if _own_key(key):
         return None
-    pttl = server.pttl(prefix + name)
+    pttl = server.pttl(key)
     if pttl < 0:
         return None
     return HeldLock(name, pttl / 1000.0)
@@ -128,11 +153,18 @@ def inspect(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> HeldLoc
 
 def force_release(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> bool:
     """Delete the lock ``name`` whoever holds it; whether there was one to delete. Its holder is
-    not told: it finds the lock gone at its next renewal, extend or check. A key without a ttl
-    is never deleted, nor a lock's own key (``NO_TTL``)."""
-    if _own_key((prefix + name).encode()) or server.pttl(prefix + name) < 0:
+    not told: it finds the lock gone at its next renewal, extend or check; its waiters are. A key
+    without a ttl is never deleted, nor a lock's own key (``NO_TTL``)."""
+    key = _key(prefix, name)
+    if _own_key(key) or server.pttl(key) < 0:
         return False
-    return bool(server.delete(prefix + name))
+    if not server.delete(key):
+        return False
+    try:  # its waiters hear it as they hear a release (the release script's SPUBLISH)
+        server.execute_command("SPUBLISH", key, b"")
+    except redis.ResponseError:  # a server before 7.0: its waiters find the lock free by polling
+        pass
+    return True
 
 
 def confirm_release(server: Any, name: str, prefix: str, yes: bool, ask: Callable[[str], str],
@@ -140,17 +172,17 @@ def confirm_release(server: Any, name: str, prefix: str, yes: bool, ask: Callabl
     """The CLI's ``release --force``: the exit code (0 released, 1 nothing held or not confirmed)."""
     held = inspect(server, name, prefix)
     if held is None:
-        say(f"{name}: not held")
+        say(f"{shown(name)}: not held")
         return 1
     if not yes:
-        answer = ask(f"Release {name!r} ({held.left} left) by force? Its holder is not told and may still "
-                     "be working under it. [y/N] ")
+        answer = ask(f"Release {shown(name)!r} ({held.left} left) by force? Its holder is not told and may "
+                     "still be working under it. [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             say("not released")
             return 1
     if not force_release(server, name, prefix):
-        say(f"{name}: gone before it could be released")
+        say(f"{shown(name)}: gone before it could be released")
         return 1
-    say(f"{name}: released")
+    say(f"{shown(name)}: released")
     return 0
 

@@ -15,7 +15,7 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+    return min(value, sys.maxsize)  # more than could ever be listed or started
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,7 +98,8 @@ def _run_locks(args: argparse.Namespace) -> int:
             return 0
         if args.action == "inspect":
             found = admin.inspect(server, args.name, args.prefix)
-            print(f"{args.name}: not held" if found is None else f"{args.name}: held, {found.left} left")
+            name = admin.shown(args.name)
+            print(f"{name}: not held" if found is None else f"{name}: held, {found.left} left")
             return 0 if found is not None else 1
         return admin.confirm_release(server, args.name, args.prefix, args.yes, input, print)
     finally:
