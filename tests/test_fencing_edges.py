@@ -30,6 +30,23 @@ def test_a_fenced_acquire_whose_counter_fails_leaves_no_lock(make_client: Callab
         f"an errored fenced acquire left the lock held for {raw.pttl(key_prefix + 'x')} ms more")
 
 
+@pytest.mark.parametrize("how", [{"blocking": False}, {"timeout": 0}, {"timeout": 1}],
+                         ids=["blocking-False", "timeout-0", "waiting"])
+def test_a_fair_fenced_attempt_whose_counter_fails_leaves_no_lock(make_client: Callable[..., Any],
+                                                                  raw: redis.Redis, key_prefix: str,
+                                                                  how: dict[str, Any]) -> None:
+    """The fair scripts take the lock, then draw its fence: a counter that fails deletes the lock
+    in the same script. A lone try (nothing queued to give back) used to leave it held for its
+    whole ttl under a token nobody had."""
+    client, other = make_client(), make_client()
+    raw.set("{" + key_prefix + "x}:fence", b"not a number")
+    with pytest.raises(ResponseError, match="not an integer"):
+        client.lock("x", 30, fair=True, fenced=True).acquire(**how)
+    assert not raw.exists(key_prefix + "x"), f"left held for {raw.pttl(key_prefix + 'x')} ms more"
+    lease = other.try_acquire("x", 1)
+    assert lease is not None and other.release(lease)
+
+
 @pytest.mark.parametrize(("call", "argument"), [
     (lambda store, key: store.write(key, None, 1), "value"),
     (lambda store, key: store.write(key, True, 1), "value"),

@@ -112,13 +112,26 @@ return -tonumber(place)
 """
 
 
+# A fenced take draws the fence after the SET; a counter that fails (not a number) deletes the
+# lock just set, and the script answers that error: an error never leaves a lock behind.
+_FENCE = b"""\
+local function take_fence()
+  local fence = redis.pcall('incr', KEYS[4])
+  if type(fence) == 'table' and fence.err then
+    redis.call('del', KEYS[1])
+  end
+  return fence
+end
+"""
+
+
 def _source(queue: bool, fenced: bool) -> bytes:
-    taken = b"redis.call('incr', KEYS[4])" if fenced else b"{ok = 'OK'}"
+    taken = b"take_fence()" if fenced else b"{ok = 'OK'}"
     # Its own lock again: the fence its lost take was given is the counter's value still.
     again = b"tonumber(redis.call('get', KEYS[4]))" if fenced else b"{ok = 'OK'}"
     values = {b"waiter": WAITER_BYTES, b"patience": PATIENCE_MS, b"stall": STALL_MS, b"expire": EXPIRE_MS,
               b"taken": taken, b"again": again}
-    body = _QUEUE + _TAKE + (_JOIN if queue else b"return false\n")
+    body = (_FENCE if fenced else b"") + _QUEUE + _TAKE + (_JOIN if queue else b"return false\n")
     return body % values
 
 
