@@ -63,7 +63,8 @@ def test_a_limit_past_any_count_lists_everything(redis_server: RedisServer, clie
 
 
 @pytest.mark.parametrize("command", [["doctor"], ["locks", "list"]], ids=["doctor", "locks-list"])
-def test_url_options_are_applied_or_refused_in_one_line(redis_server: RedisServer, command: list[str]) -> None:
+def test_url_options_are_applied_or_refused_in_one_line(redis_server: RedisServer,
+                                                        command: list[str]) -> None:
     for query in ("socket_timout=0.5", "foo=bar", "ssl_certfile=/etc/hostname"):
         done = run_cli(*command, f"{redis_server.url}?{query}")
         assert_clean_failure(done, 2, "Traceback")

@@ -216,7 +216,8 @@ def test_from_redis_works_against_the_server(redis_server: RedisServer, core_nam
 
 
 @pytest.mark.parametrize("username", [None, "default"])
-def test_from_redis_takes_over_a_credential_provider(core_name: str, key_prefix: str, username: str | None) -> None:
+def test_from_redis_takes_over_a_credential_provider(core_name: str, key_prefix: str,
+                                                     username: str | None) -> None:
     """redis-py's provider answers ``(password,)`` without a username and ``(username,
     password)`` with one; either way the password reaches the server."""
     from redis.credentials import UsernamePasswordCredentialProvider

@@ -78,7 +78,8 @@ def test_the_timeouts_in_a_url_under_turbolocks_names() -> None:
 
 
 @pytest.mark.timing
-def test_a_timeout_in_the_url_bounds_a_call_to_a_paused_server(own_server: RedisServer, core_name: str) -> None:
+def test_a_timeout_in_the_url_bounds_a_call_to_a_paused_server(own_server: RedisServer,
+                                                                core_name: str) -> None:
     with LockClient.from_url(f"{own_server.url}?timeout=0.3", core=core_name) as client:
         assert client.try_acquire("warm", 5) is not None  # connected before the pause
         own_server.pause()

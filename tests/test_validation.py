@@ -223,7 +223,8 @@ def test_bad_urls_and_options() -> None:
     _raises(InvalidArgumentError, "core", lambda: LockClient(core="fortran"))
     _raises(InvalidArgumentTypeError, "key_prefix", lambda: LockClient(key_prefix=5))  # type: ignore[arg-type]
     _raises(InvalidArgumentError, "key_prefix", lambda: LockClient(key_prefix="jobs\ud800:"))
-    _raises(InvalidArgumentError, "timeout", lambda: LockClient.from_url("redis://localhost:6380", timeout=10**400))
+    _raises(InvalidArgumentError, "timeout",
+            lambda: LockClient.from_url("redis://localhost:6380", timeout=10**400))
     _raises(InvalidArgumentTypeError, "client", lambda: LockClient.from_redis(object()))
 
 
@@ -250,3 +251,12 @@ def test_a_wait_longer_than_a_float_waits_without_end(client: LockClient) -> Non
     assert lock.acquire() is True
     lock.release()
     _raises(InvalidArgumentError, "timeout", lambda: client.lock("n", 5, timeout=-(10**400)))
+
+
+@pytest.mark.parametrize("wrong", [True, 1.0, "2"])
+def test_a_count_of_the_wrong_type_is_a_type_error(client: LockClient, nothing_sent: None,
+                                                   wrong: object) -> None:
+    _raises(InvalidArgumentTypeError, "max_connections",
+            lambda: LockClient.from_url("redis://localhost:6380", max_connections=wrong))
+    _raises(InvalidArgumentTypeError, "max_renewals",
+            lambda: client.lock("n", 5, auto_renew=turbolock.AutoRenew(max_renewals=wrong)))  # type: ignore[arg-type]

@@ -50,7 +50,10 @@ def check_chunk_size(chunk_size: object) -> int:
 
 
 def check_max_connections(max_connections: object) -> int:
-    if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+    if isinstance(max_connections, bool) or not isinstance(max_connections, int):
+        kind = type(max_connections).__name__
+        raise InvalidArgumentTypeError("max_connections", f"must be an int, not {kind}")
+    if max_connections < 1:
         raise InvalidArgumentError("max_connections", "must be a positive int")
     return max_connections
 

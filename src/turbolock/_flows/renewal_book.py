@@ -109,9 +109,11 @@ def check_policy(policy: object, ttl_ms: int) -> AutoRenew:
         raise InvalidArgumentError(
             "renew_before", f"renewing {before:g}s before expiry is too late: auto-renewal needs at least "
                             f"{MIN_RENEW_BEFORE:g}s of margin{hint}")
-    if policy.max_renewals is not None and (
-            isinstance(policy.max_renewals, bool) or not isinstance(policy.max_renewals, int)
-            or policy.max_renewals < 0):
+    renewals = policy.max_renewals
+    if renewals is not None and (isinstance(renewals, bool) or not isinstance(renewals, int)):
+        kind = type(renewals).__name__
+        raise InvalidArgumentTypeError("max_renewals", f"must be an int or None, not {kind}")
+    if renewals is not None and renewals < 0:
         raise InvalidArgumentError("max_renewals", "must be a non-negative int")
     if policy.max_hold is not None:
         hold = timeout_seconds(policy.max_hold, "max_hold")
