@@ -137,9 +137,9 @@ class RedlockClient(RedlockFlows):
         try:
             replies, failures = self._fan_one(*self._attempt_call(attempt))
         except BaseException:  # interrupted: it may have taken the lock anywhere
-            self._abandoned(key, tok, started + ms / 1000.0 + CLEANUP_GRACE)
+            self._abandoned(key, tok, started + ms / 1000.0 + CLEANUP_GRACE, True)
             raise
-        result, granted = self._attempted(name, attempt, started, replies, failures, 1)
+        result, granted = self._attempted(name, attempt, started, replies, failures, 1, True)
         if granted:
             run(self._release_keys_flow(granted, key, tok, started + ms / 1000.0 + CLEANUP_GRACE,
                                         node_timeout))

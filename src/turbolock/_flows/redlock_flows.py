@@ -94,11 +94,14 @@ class RedlockFlows(RedlockRules):
         return encode, node_timeout, None
 
     def _attempted(self, name: str | bytes, attempt: Attempt, started: float, replies: list[object],
-                   failures: list[str | None], attempts: int) -> tuple[RedlockResult, list[int]]:
+                   failures: list[str | None], attempts: int,
+                   own_token: bool = False) -> tuple[RedlockResult, list[int]]:
         """One attempt's result from the masters' replies to its ``SET NX``, and the masters
         that granted a failed attempt (to release there now). Where a failed attempt's reply was
         lost, the release is owed: sent in the background when that master answers again, not
-        waited for on the caller's time (it just failed to answer within a node timeout)."""
+        waited for on the caller's time (it just failed to answer within a node timeout), and
+        with ``own_token`` (a token this client made for this attempt alone) again a little
+        later, should the lost command arrive after that release."""
         key, token, ms, drift, _, limit, _, fenced = attempt
         valid = started + (ms - drift) / 1000.0 > time.monotonic()
         acquired = conflicted = errored = 0
@@ -132,7 +135,7 @@ class RedlockFlows(RedlockRules):
                 lease = RedlockLease(name, token, ms, started, self._owner, drift, summary, limit)
             return RedlockResult(name, status, summary, attempts, lease, self.quorum, errors), []
         if unknown:
-            self._release_owed(unknown, None, key, token, started + ms / 1000.0 + CLEANUP_GRACE)
+            self._release_owed(unknown, None, key, token, started + ms / 1000.0 + CLEANUP_GRACE, own_token)
         return RedlockResult(name, status, summary, attempts, None, self.quorum, errors), granted
 
     def _taken(self, result: RedlockResult, policy: AutoRenew | None, on_lost: OnLost | None) -> None:
@@ -156,7 +159,8 @@ class RedlockFlows(RedlockRules):
         deadline = None if wait is None else time.monotonic() + wait
         until = deadline if wait else None  # a single try (no wait) keeps a first connect's grace
         attempts = 1
-        result = yield from self._attempt_flow(name, attempt, attempts, until)
+        own_token = token is None  # a new one each attempt
+        result = yield from self._attempt_flow(name, attempt, attempts, until, own_token)
         while True:
             if result.lease is not None:
                 self._taken(result, attempt[6], on_lost)
@@ -178,10 +182,10 @@ class RedlockFlows(RedlockRules):
             attempts += 1
             if token is None:
                 attempt = (attempt[0], secrets.token_bytes(TOKEN_BYTES), *attempt[2:])
-            result = yield from self._attempt_flow(name, attempt, attempts, until)
+            result = yield from self._attempt_flow(name, attempt, attempts, until, own_token)
 
-    def _attempt_flow(self, name: str | bytes, attempt: Attempt, attempts: int,
-                      until: float | None = None) -> Flow[RedlockResult]:
+    def _attempt_flow(self, name: str | bytes, attempt: Attempt, attempts: int, until: float | None = None,
+                      own_token: bool = False) -> Flow[RedlockResult]:
         key, token, ms, _, node_timeout, _, _, _ = attempt
         if self._closed:
             raise ClientClosedError()
@@ -197,9 +201,9 @@ class RedlockFlows(RedlockRules):
             replies, failures = yield Call(self._fan_one, self._attempt_call(attempt),
                                            None if until is None else {"until": until})
         except BaseException:  # interrupted or cancelled: it may have taken the lock anywhere
-            self._abandoned(key, token, started + ms / 1000.0 + CLEANUP_GRACE)
+            self._abandoned(key, token, started + ms / 1000.0 + CLEANUP_GRACE, own_token)
             raise
-        result, granted = self._attempted(name, attempt, started, replies, failures, attempts)
+        result, granted = self._attempted(name, attempt, started, replies, failures, attempts, own_token)
         if granted:
             yield from self._release_keys_flow(granted, key, token, started + ms / 1000.0 + CLEANUP_GRACE,
                                                node_timeout)
@@ -227,12 +231,12 @@ class RedlockFlows(RedlockRules):
         return encode
 
     def _release_owed(self, only: Sequence[int] | None, replies: list[object] | None, key: bytes,
-                      token: bytes, expires_at: float) -> None:
+                      token: bytes, expires_at: float, recheck: bool = False) -> None:
         """Where a release got no answer (everywhere when ``replies`` is None: it was
         interrupted), it is sent again when that master answers."""
         for m in range(len(self.masters)) if only is None else only:
             if replies is None or type(replies[m]) is not int:
-                remember(self.masters[m], [key], [token], expires_at)
+                remember(self.masters[m], [key], [token], expires_at, recheck)
 
     def _releasing(self, lease: RedlockLease) -> tuple[RedlockLease, float, float]:
         """A release begins: the lease checked, its renewal stopped; (lease, per-node timeout,

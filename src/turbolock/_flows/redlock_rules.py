@@ -45,11 +45,14 @@ def count_int(value: object, argument: str, allow_none: bool) -> int | None:
     return value
 
 
-def remember(master: Any, keys: Sequence[bytes], tokens: Sequence[bytes], forget_at: float) -> None:
+def remember(master: Any, keys: Sequence[bytes], tokens: Sequence[bytes], forget_at: float,
+             recheck: bool = False) -> None:
     """Release these locks on this master with their tokens as soon as it answers again (its
-    client's maybe-held releases, run in the background or in front of the next write to it)."""
+    client's maybe-held releases, run in the background or in front of the next write to it);
+    ``recheck``: tokens the client made, released again when found free (a lost acquire may
+    still arrive: ``CleanupBook``)."""
     for key, token in zip(keys, tokens, strict=True):
-        master._remember_cleanup(key, token, forget_at)
+        master._remember_cleanup(key, token, forget_at, recheck)
 
 
 class RedlockRules(CodecAndChunks):
@@ -157,11 +160,11 @@ class RedlockRules(CodecAndChunks):
         else:
             lease.mark_lost(reason)
 
-    def _abandoned(self, key: bytes, token: bytes, forget_at: float) -> None:
-        """A lease the program dropped (or keys set on a minority): released on every master in
-        the background."""
+    def _abandoned(self, key: bytes, token: bytes, forget_at: float, recheck: bool = False) -> None:
+        """A lease the program dropped (or keys set on a minority, or an interrupted attempt's):
+        released on every master in the background (``recheck``: see ``remember``)."""
         for master in self.masters:
-            master._remember_cleanup(key, token, forget_at)
+            master._remember_cleanup(key, token, forget_at, recheck)
 
     def _master_errors(self, replies: Sequence[object], errors: Sequence[str | None]) -> tuple[str, ...]:
         out = []

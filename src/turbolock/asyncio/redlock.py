@@ -97,9 +97,9 @@ class AsyncRedlockClient(RedlockFlows):
         try:
             replies, failures = await self._fan_one(*self._attempt_call(attempt))
         except BaseException:  # cancelled: it may have taken the lock anywhere
-            self._abandoned(key, tok, started + ms / 1000.0 + CLEANUP_GRACE)
+            self._abandoned(key, tok, started + ms / 1000.0 + CLEANUP_GRACE, True)
             raise
-        result, granted = self._attempted(name, attempt, started, replies, failures, 1)
+        result, granted = self._attempted(name, attempt, started, replies, failures, 1, True)
         if granted:
             await run(self._release_keys_flow(granted, key, tok, started + ms / 1000.0 + CLEANUP_GRACE,
                                               node_timeout))

@@ -1,0 +1,90 @@
+"""Redlock: an attempt whose reply from one master was lost can still run there after the
+background release of it (the command was on its way on the connection given up: here a proxy
+holds it back past the release, and delivers it after the client closed that connection). A
+lock whose token the client made for that attempt is released again a little later
+(``CleanupBook``'s ``RECHECK_AFTER``), as on one server; the control without those releases
+finds the lock still held on that master. The other two masters are held by someone else, so
+the attempt fails (Conflicted) and nothing else releases it. Threads only: the asyncio client's
+attempt ends in the same ``_attempted``, but this proxy's held-back write does not reach the
+server behind its connection there."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from _eventually import eventually
+from _netfaults import FaultProxy
+from turbolock import RedlockClient
+from turbolock._flows import cleanup_book
+from turbolock.redis_server import RedisServer
+
+HELD_BACK = 1.0
+TTL = 60
+
+
+@pytest.fixture
+def proxy(three: list[RedisServer]) -> Iterator[FaultProxy]:
+    with FaultProxy("127.0.0.1", three[2].port) as started:
+        started.deliver_after_close = True
+        yield started
+
+
+@pytest.fixture
+def held_elsewhere(three: list[RedisServer], key_prefix: str) -> Iterator[redis.Redis]:
+    """The first two masters hold "seat" for someone else; the third one's raw client."""
+    others = [redis.Redis(port=server.port) for server in three[:2]]
+    for other in others:
+        other.set(key_prefix + "seat", b"someone-else-token", px=TTL * 1000)
+    with redis.Redis(port=three[2].port) as third:
+        yield third
+    for other in others:
+        other.delete(key_prefix + "seat")
+        other.close()
+
+
+def _urls(three: list[RedisServer], proxy: FaultProxy) -> list[str]:
+    return [three[0].url, three[1].url, proxy.url]
+
+
+def _attempt_held_back(client: RedlockClient, proxy: FaultProxy, held_back: float = HELD_BACK) -> None:
+    assert client.query("warm-up").held is False  # every master's connection is open
+    proxy.delay(held_back, to_client=False)
+    try:
+        assert client.try_acquire("seat", TTL) is None  # Conflicted: two masters hold it
+    finally:
+        proxy.heal()
+
+
+def test_a_lost_redlock_attempt_that_runs_after_its_release_is_released_again(
+        three: list[RedisServer], proxy: FaultProxy, held_elsewhere: redis.Redis, core_name: str,
+        key_prefix: str) -> None:
+    key = key_prefix + "seat"
+    started = time.monotonic()
+    with RedlockClient(_urls(three, proxy), core=core_name, key_prefix=key_prefix,
+                       node_timeout=0.3) as client:
+        _attempt_held_back(client, proxy)
+        assert eventually(lambda: bool(held_elsewhere.exists(key)), HELD_BACK + 2), \
+            "the held-back attempt never reached the third master"
+        assert eventually(lambda: not held_elsewhere.exists(key), sum(cleanup_book.RECHECK_AFTER) + 2), \
+            "the late attempt's lock on the third master was not released again"
+    assert time.monotonic() - started < TTL / 2
+
+
+def test_without_the_second_release_the_late_attempt_keeps_its_lock(
+        three: list[RedisServer], proxy: FaultProxy, held_elsewhere: redis.Redis, core_name: str,
+        key_prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control: with no release after the first, the third master keeps the lock. (Held
+    back longer: a first release slowed past the late write by a busy host would delete it.)"""
+    rechecks_over = sum(cleanup_book.RECHECK_AFTER) + 1
+    monkeypatch.setattr(cleanup_book, "RECHECK_AFTER", ())
+    with RedlockClient(_urls(three, proxy), core=core_name, key_prefix=key_prefix,
+                       node_timeout=0.3) as client:
+        _attempt_held_back(client, proxy, 2 * HELD_BACK)
+        assert eventually(lambda: client.masters[2].pending_cleanup == 0, HELD_BACK)  # first release answered
+        assert eventually(lambda: bool(held_elsewhere.exists(key_prefix + "seat")), 2 * HELD_BACK + 2)
+        time.sleep(rechecks_over)
+        assert held_elsewhere.exists(key_prefix + "seat")
