@@ -129,7 +129,7 @@ def test_bad_connection_keywords(kwargs: dict[str, Any], kind: type[Exception], 
 
 
 def test_paths_may_be_path_objects() -> None:
-    options = options_from_keywords(unix_socket_path=Path("/tmp/redis.sock"),
+    options = options_from_keywords(unix_socket_path=Path("/tmp/redis.sock"), ssl=True,
                                     ssl_ca_certs=Path("/tmp/ca.crt"))
     assert options.unix_socket_path == "/tmp/redis.sock" and options.ssl_ca_certs == "/tmp/ca.crt"
 
