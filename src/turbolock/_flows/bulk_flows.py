@@ -41,6 +41,7 @@ from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
+from turbolock._wire.replies import NOT_RUN
 from turbolock._wire.validate import Seconds, check_flag, ttl_ms
 from turbolock.errors import (
     AcquireOutcomeUnknownError,
@@ -242,8 +243,10 @@ def run_release_flow(client: Any, keys: list[bytes], tokens: list[bytes], deadli
     step = Call(client._many_batched, (len(sizes), encode, _scripts.RELEASE_MANY, reencode), options)
     calls: list[object] = yield step
     # A call that failed whole may have released some of its locks: each one's outcome is unknown
-    # (released again in the background), never "not ours".
-    return expand_calls([UNKNOWN if call_failed(reply) else reply for reply in calls], sizes, 1)
+    # (released again in the background), never "not ours"; one refused before it ran released
+    # none, and its error stands.
+    return expand_calls([UNKNOWN if call_failed(reply) and reply.code not in NOT_RUN  # type: ignore[attr-defined]
+                         else reply for reply in calls], sizes, 1)
 
 
 def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = math.inf) -> Flow[list[bool]]:

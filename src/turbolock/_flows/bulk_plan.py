@@ -23,6 +23,7 @@ from turbolock.errors import (
     ConnectionError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
+    LockError,
     OutcomeUnknownError,
     ReplyError,
 )
@@ -174,12 +175,12 @@ def pttl_encoder(keys: list[bytes]) -> Encoder:
     return encode
 
 
-def flag(reply: object, lease: Lease) -> bool:
-    """A release/extend script's reply: True (1, or more for a release: 1 + the subscribers
-    told) or False (0); an error reply raises."""
-    if type(reply) is int:
-        return reply >= 1
-    raise reply_error(reply, lease.name)
+def item_error(replies: Sequence[object], i: int, names: Sequence[str | bytes]) -> LockError:
+    """The error of item ``i``'s reply; a whole multi-key call's error (``expand_calls`` repeats
+    its one reply for each of the call's locks) names every lock of that call."""
+    reply = replies[i]
+    call = [names[j] for j, other in enumerate(replies) if other is reply]
+    return reply_error(reply, names[i], call)
 
 
 
@@ -197,7 +198,10 @@ def settle_release(client: BulkClient, leases: Sequence[Lease], replies: list[ob
         raise OutcomeUnknownError(
             f"the connection failed mid-batch: the release of {len(names)} locks is unconfirmed "
             "and will be retried", names)
-    return [flag(reply, lease) for reply, lease in zip(replies, leases, strict=True)]
+    for i, reply in enumerate(replies):
+        if type(reply) is not int:
+            raise item_error(replies, i, [lease.name for lease in leases])
+    return [reply >= 1 for reply in replies]  # type: ignore[operator]
 
 
 def extending(leases: Sequence[Lease], ttl_ms: int, sent_at: float) -> None:
@@ -223,7 +227,7 @@ def settle_extend(client: BulkClient, leases: Sequence[Lease], replies: list[obj
     refused: list[Lease] = []
     maybe: list[Lease] = []
     error: Exception | None = None
-    for reply, lease in zip(replies, leases, strict=True):
+    for i, (reply, lease) in enumerate(zip(replies, leases, strict=True)):
         if reply is UNKNOWN or reply is NOT_SENT:
             unknown.append(lease.name)
             (maybe if reply is UNKNOWN else refused).append(lease)
@@ -235,7 +239,7 @@ def settle_extend(client: BulkClient, leases: Sequence[Lease], replies: list[obj
             refused.append(lease)
             results.append(False)
             if error is None:
-                error = reply_error(reply, lease.name)
+                error = item_error(replies, i, [lease.name for lease in leases])
     commands_ran(ran, sent_at, ttl_ms)
     commands_refused(refused, sent_at)
     commands_unknown(maybe, sent_at)
@@ -465,8 +469,7 @@ class AcquirePlan:
         return [self.names[i] for i in range(self.unanswered_from(), self.count) if replies[i] is NOT_SENT]
 
     def first_error(self, replies: list[object]) -> Exception:
-        i = self.errors[0]
-        return reply_error(replies[i], self.names[i])
+        return item_error(replies, self.errors[0], self.names)
 
 
 def _nothing(*_: object) -> None:

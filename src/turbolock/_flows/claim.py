@@ -213,7 +213,7 @@ class ClaimPlan:
 
     def error(self, reply: object) -> LockError:
         """The exception for a reply ``settle`` refused, naming the lock whose counter failed
-        when that was it (``claimed_fence``), else the chunk's first."""
+        when that was it (``claimed_fence``), else every lock of the chunk's call."""
         name = self.names[self._chunk[0]]
         if isinstance(reply, list):
             return ResponseError(f"unexpected reply to the claim of {name!r} and the names after it")
@@ -221,7 +221,7 @@ class ClaimPlan:
             _, at, message = [*str(reply).split(" ", 2), "", ""][:3]
             if at.isdigit() and int(at) < len(self._chunk):
                 return reply_error(ReplyError(message), self.names[self._chunk[int(at)]])
-        return reply_error(reply, name)
+        return reply_error(reply, name, [self.names[i] for i in self._chunk])
 
     def held(self, now: float) -> list[MaybeHeld]:
         """Every lock this claim took so far, to give back when it fails at ``now``."""

@@ -8,6 +8,7 @@ from types import ModuleType
 from typing import Any
 
 from turbolock._flows.renewal_book import AutoRenew, OnLost, check_policy
+from turbolock._wire.replies import describe_names
 from turbolock._wire.validate import check_flag
 from turbolock.errors import (
     AcquireOutcomeUnknownError,
@@ -72,13 +73,6 @@ def renew_policy(auto_renew: bool | AutoRenew, on_lost: OnLost | None, ms: int) 
 def split_keywords(kwargs: dict[str, Any], own: tuple[str, ...] = CLIENT_KEYWORDS) -> dict[str, Any]:
     """Take the client's ``own`` keywords out of ``kwargs`` (the rest are the connection's)."""
     return {k: kwargs.pop(k) for k in own if k in kwargs}
-
-
-def describe_names(names: list[str | bytes]) -> str:
-    if len(names) == 1:
-        return f"lock {names[0]!r}"
-    shown = ", ".join(repr(n) for n in names[:5])
-    return f"{len(names)} locks ({shown}{', ...' if len(names) > 5 else ''})"
 
 
 def check_fenced(fenced: object, key_prefix: bytes, key: bytes, replicas_ack: int) -> bool:
