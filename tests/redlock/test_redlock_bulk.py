@@ -70,6 +70,7 @@ def test_all_or_nothing_releases_everything_when_one_name_fails(
     result = client.acquire_many(["a", "b", "c"], TTL, all_or_nothing=True)
     assert list(result) == [None, None, None] and not result.all_acquired
     assert result.statuses == [RedlockStatus.ACQUIRED, RedlockStatus.CONFLICTED, RedlockStatus.ACQUIRED]
+    assert result.not_acquired == ["b"]  # as on one server: the names given back are not "held by others"
     assert values(connections, f"{key_prefix}a") == [None] * 3
     assert values(connections, f"{key_prefix}c") == [None] * 3
     assert client.acquire_many(["a", "c"], TTL, all_or_nothing=True).all_acquired

@@ -233,10 +233,11 @@ class RedlockManyResult(Sequence[RedlockLease | None]):
 
     @property
     def not_acquired(self) -> list[str | bytes]:
-        """Names held by others on too many masters, or whose attempt ran out of validity."""
+        """Names held by others on too many masters, or whose attempt ran out of validity (not
+        those an all-or-nothing call took and gave back, as on one server)."""
         return [name for name, lease, status in zip(self.names, self.leases, self.statuses, strict=True)
                 if lease is None and status is not RedlockStatus.NO_QUORUM
-                and status is not RedlockStatus.NOT_TRIED]
+                and status is not RedlockStatus.NOT_TRIED and status is not RedlockStatus.ACQUIRED]
 
     @property
     def no_quorum(self) -> list[str | bytes]:
