@@ -16,7 +16,7 @@ cimport cython
 from cpython.object cimport PyTypeObject
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 
 import types
 
@@ -51,6 +51,28 @@ def untrack(list objects not None, Py_ssize_t start, Py_ssize_t stop):
         item = objects[i]
         if item is not None and PyObject_GC_IsTracked(item):
             PyObject_GC_UnTrack(<void *>item)
+
+
+def set_slot(list objects not None, object descriptor, object value):
+    """Write ``value`` into the slot ``descriptor`` (a class's member descriptor, such as
+    ``Lease._expires``) of every object: a bulk release's leases, told they were released. Every
+    object's type is checked before any is written."""
+    if type(descriptor) is not types.MemberDescriptorType:
+        raise TypeError("set_slot takes a slot's member descriptor")
+    cdef type owner = descriptor.__objclass__
+    cdef Py_ssize_t offset = (<PyMemberDescrObject *>descriptor).d_member.offset
+    cdef object item
+    cdef char *base
+    cdef PyObject *old
+    for item in objects:
+        if not isinstance(item, owner):
+            raise TypeError(f"set_slot: {type(item).__name__} has no slot of {owner.__name__}")
+    for item in objects:
+        base = <char *><PyObject *>item
+        old = (<PyObject **>(base + offset))[0]
+        Py_INCREF(value)
+        (<PyObject **>(base + offset))[0] = <PyObject *>value
+        Py_XDECREF(old)
 
 
 def slots_of(type cls not None):

@@ -16,7 +16,7 @@ import math
 import operator
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from turbolock import _metrics
@@ -138,12 +138,15 @@ class Lease:
         return event
 
     def ensure_held(self) -> None:
-        """Raise ``LockLostError`` unless the lock is still ours by the local clock.
+        """Raise ``LockLostError`` unless the lock is still ours by the local clock (not lost,
+        not released, not past its ttl).
 
         Cheap (no round trip): call it right before acting on what the lock protects.
         """
         if self._lost is not None:
             raise LockLostError(f"lock {self.name!r} was lost: {self._lost}", names=[self.name])
+        if self._expires == RELEASED:
+            raise LockLostError(f"lock {self.name!r} was released", names=[self.name])
         if self.expires_at <= time.monotonic():
             raise LockLostError(f"lock {self.name!r} has run past its ttl and may be someone else's",
                                 names=[self.name])
@@ -167,6 +170,33 @@ class Lease:
         fence = f", fence={self.fence}" if self.fence is not None else ""
         return (f"Lease(name={self.name!r}, ttl={self.ttl:g}, valid_for={self.valid_for():.3f}{fence}{renew}"
                 f"{state})")
+
+
+RELEASED = -math.inf
+"""A released lease's belief (``_expires``): no time left, whatever was in flight."""
+
+
+_EXPIRES: Any = Lease.__dict__["_expires"]
+"""The slot a released lease's belief is written to, for the core's one pass over many."""
+
+
+def lease_released(lease: Lease, released: bool) -> None:
+    """A release answered: a lease released has no time left (``valid_for()`` 0,
+    ``ensure_held()`` raises); one the server said was not ours is lost (a lease released
+    before, answered again, stays released)."""
+    if released:
+        lease._expires = RELEASED
+    elif lease._expires != RELEASED:
+        lease.mark_lost("a release found its key gone or held by another token")
+
+
+def leases_released(core: Any, leases: list[Lease], released: Sequence[bool]) -> None:
+    """``lease_released`` for a bulk release's leases (the usual case in one pass of ``core``)."""
+    if all(released):
+        core.set_slot(leases, _EXPIRES, RELEASED)
+        return
+    for lease, done in zip(leases, released, strict=True):
+        lease_released(lease, done)
 
 
 LEASE_VALUES = ("_name", "token", "ttl_ms", "acquired_at", "owner")

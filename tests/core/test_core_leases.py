@@ -1,4 +1,4 @@
-"""The cores' lease makers and ``untrack``: the compiled core writes a lease's slots without
+"""The cores' lease makers, ``untrack`` and ``set_slot``: the compiled core writes a lease's slots without
 running ``Lease.__init__``; the leases must be the same as ``__init__`` makes, slot by slot, with
 every reference counted once (a missing one would free a value still in use, an extra one leak
 it), and both cores refuse the same bad calls."""
@@ -121,6 +121,25 @@ def test_track_undoes_untrack_on_the_c_core(core: ModuleType) -> None:
     core.track(items[0])  # already tracked: nothing happens
     core.track(b"not a container")  # not a type the collector tracks: nothing happens
     assert gc.is_tracked(items[0])
+
+
+def test_set_slot_writes_every_lease_or_none(core: ModuleType) -> None:
+    """A bulk release marks its leases in one pass; each value counted once per lease, and a
+    list with a stranger in it refused before anything is written."""
+    leases: list[object] = [Lease(f"n{i}", b"t" * 16, 1000, 0.0, None) for i in range(3)]
+    value = float("-inf")
+    before = sys.getrefcount(value)
+    core.set_slot(leases, Lease.__dict__["_expires"], value)
+    assert [lease._expires for lease in leases] == [value] * 3  # type: ignore[attr-defined]
+    assert sys.getrefcount(value) == before + 3
+    core.set_slot(leases, Lease.__dict__["_expires"], None)  # the old values let go
+    assert sys.getrefcount(value) == before
+    for bad in ([leases[0], object()], (leases[0],)):
+        with pytest.raises(TypeError):
+            core.set_slot(bad, Lease.__dict__["_expires"], 1.0)
+    assert leases[0]._expires is None  # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        core.set_slot(leases, "_expires", 1.0)
 
 
 def test_untrack_checks_its_range_alike(core: ModuleType) -> None:

@@ -51,7 +51,7 @@ from turbolock.errors import (
     OutcomeUnknownError,
     ReplyError,
 )
-from turbolock.lease import Lease, LockInfo, commands_ran, commands_unknown, keys_of
+from turbolock.lease import Lease, LockInfo, commands_ran, commands_unknown, keys_of, leases_released
 
 
 def as_list(leases: Sequence[Lease]) -> list[Lease]:
@@ -287,6 +287,7 @@ def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = ma
         raise
     try:
         released = settle_release(client, leases, replies)
+        leases_released(client.core, leases, released)
     except OutcomeUnknownError:
         sink = _metrics.sink
         if sink is not None:

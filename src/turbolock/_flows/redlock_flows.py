@@ -53,7 +53,15 @@ from turbolock._wire.outcomes import UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, extended
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_flag, check_token, encode_name
 from turbolock.errors import ClientClosedError, ExtensionLimitError, QuorumError
-from turbolock.lease import FREE, LockInfo, commands_ran, commands_sent, commands_unknown, info_from_pttl
+from turbolock.lease import (
+    FREE,
+    RELEASED,
+    LockInfo,
+    commands_ran,
+    commands_sent,
+    commands_unknown,
+    info_from_pttl,
+)
 
 Attempt = tuple[bytes, bytes, int, float, float, "int | None", "AutoRenew | None", bool]
 """What an attempt needs, checked before anything is sent: (key, token, ttl in ms, drift in ms,
@@ -245,6 +253,7 @@ class RedlockFlows(RedlockRules):
         if lease.renewal is not None:
             self._renewer().remove((lease,))
         lease._released = True
+        lease._expires = RELEASED  # given up from here, as its status says (UNLOCKED)
         forget_at = time.monotonic() + lease.ttl_ms / 1000.0 + CLEANUP_GRACE
         return lease, self.node_timeout_for(lease.ttl_ms), forget_at
 

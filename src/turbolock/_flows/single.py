@@ -24,6 +24,7 @@ from turbolock.lease import (
     commands_sent,
     commands_unknown,
     info_from_pttl,
+    lease_released,
 )
 
 
@@ -58,11 +59,12 @@ def release_result(client: Any, reply: object, lease: Lease, sent_at: float) -> 
     if type(reply) is int:
         if reply > 1:  # 1 + the subscribers told (see ``scripts.RELEASE``)
             client._released(lease.key, reply)
+        ours = reply >= 1
+        lease_released(lease, ours)
         sink = _metrics.sink
         if sink is not None:
-            ours = reply >= 1
             sink.released(int(ours), int(not ours), time.monotonic() - sent_at, "release")
-        return reply >= 1
+        return ours
     raise reply_error(reply, lease.name)
 
 

@@ -7,9 +7,11 @@ so either implementation can sit under it.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Sequence
 from itertools import repeat
 from operator import attrgetter, is_
+from typing import Any
 
 from turbolock._wire.slots import key_slot
 from turbolock._wire.wheel_py import TimerWheel
@@ -385,6 +387,22 @@ def untrack(objects: list[object], start: int, stop: int) -> None:
         raise TypeError("untrack takes a list")
     if start < 0 or stop > len(objects) or start > stop:
         raise IndexError("untrack range out of the list")
+
+
+def set_slot(objects: list[object], descriptor: Any, value: object) -> None:
+    """Write ``value`` into the slot ``descriptor`` (a class's member descriptor, such as
+    ``Lease._expires``) of every object; every object's type is checked before any is written."""
+    if type(objects) is not list:
+        raise TypeError("set_slot takes a list")
+    if type(descriptor) is not types.MemberDescriptorType:
+        raise TypeError("set_slot takes a slot's member descriptor")
+    owner = descriptor.__objclass__
+    for item in objects:
+        if not isinstance(item, owner):
+            raise TypeError(f"set_slot: {type(item).__name__} has no slot of {owner.__name__}")
+    setter = descriptor.__set__
+    for item in objects:
+        setter(item, value)
 
 
 def slots_of(cls: type) -> set[str]:
