@@ -4,6 +4,7 @@ AUTH, SELECT and PING, all within the connect timeout. Errors are the blocking c
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import ssl
 from typing import Any
@@ -24,7 +25,8 @@ async def open_connection(options: ConnectionOptions, core: Any, key_prefix: byt
     limit = min(options.connect_timeout, options.timeout)
     deadline = loop.time() + limit
     try:
-        opened, protocol = await run_within(_open(loop, options, core, key_prefix, on_orphan), limit)
+        opened, protocol = await run_within(_open(loop, options, core, key_prefix, on_orphan), limit,
+                                            functools.partial(_close, options))
     except (TimeoutError, ConnectionError, ResponseError):
         raise
     except ssl.SSLError as exc:
@@ -41,6 +43,11 @@ async def open_connection(options: ConnectionOptions, core: Any, key_prefix: byt
         protocol.close(ConnectionError(f"connection to {options.address} is closed"))
         raise
     return protocol
+
+
+def _close(options: ConnectionOptions, protocol: RedisProtocol) -> None:
+    """A connection opened for a caller gone meanwhile (cancelled, closed, out of time)."""
+    protocol.close(ConnectionError(f"connection to {options.address} is closed"))
 
 
 async def _open(loop: asyncio.AbstractEventLoop, options: ConnectionOptions, core: Any, key_prefix: bytes,

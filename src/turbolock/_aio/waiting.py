@@ -9,8 +9,9 @@ cancelled blocking acquire kept waiting for the lock). ``asyncio.wait`` never sw
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from turbolock.errors import TimeoutError
@@ -37,19 +38,34 @@ async def set_within(event: asyncio.Event, seconds: float) -> bool:
         waiter.cancel()
 
 
-async def run_within(awaitable: Awaitable[T], seconds: float) -> tuple[bool, T | None]:
+async def run_within(awaitable: Awaitable[T], seconds: float,
+                     discard: Callable[[T], object] | None = None) -> tuple[bool, T | None]:
     """``(True, its result)`` when ``awaitable`` finishes within ``seconds`` (its exception
-    raised); otherwise it is cancelled and ``(False, None)``. Cancelled with the caller."""
+    raised); otherwise it is cancelled and ``(False, None)``. Cancelled with the caller.
+    ``discard``: what to do with a result nobody will get (the awaitable finished just as its
+    time ran out or its caller was cancelled, too late to be cancelled itself: a connection
+    opened then must still be closed)."""
     task = asyncio.ensure_future(awaitable)
     try:
         finished = await finished_within(task, seconds)
     except BaseException:
-        task.cancel()
+        _give_up(task, discard)
         raise
     if not finished:
-        task.cancel()
+        _give_up(task, discard)
         return False, None
     return True, task.result()
+
+
+def _give_up(task: asyncio.Future[T], discard: Callable[[T], object] | None) -> None:
+    task.cancel()
+    if discard is not None:
+        task.add_done_callback(functools.partial(_discard_result, discard))
+
+
+def _discard_result(discard: Callable[[T], object], task: asyncio.Future[T]) -> None:
+    if not task.cancelled() and task.exception() is None:
+        discard(task.result())
 
 
 async def done_by(awaitable: Awaitable[T], deadline: float, what: str) -> T:
