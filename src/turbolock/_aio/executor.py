@@ -87,10 +87,12 @@ class Executor:
     async def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
         """PTTL of one lock key. Transport errors propagate. Every call here is bounded by the
         connection's timeout; ``deadline`` is the blocking twin's (a Redis Cluster's flows pass it)."""
-        conn = self.pool.ready() or await self.pool.connect()
+        conn, since = self.pool.ready(), None
+        if conn is None:
+            conn, since = await self.pool.connect_since()
         conn.buffer.append_pttl(key)
         try:
-            return await conn.submit(1)
+            return await conn.submit(1, None, since)
         except NotSent as exc:
             raise exc.cause from None
 
@@ -102,10 +104,12 @@ class Executor:
         return await done_by(self._command_one(args), deadline, self.pool.options.address)
 
     async def _command_one(self, args: tuple[bytes, ...]) -> object:
-        conn = self.pool.ready() or await self.pool.connect()
+        conn, since = self.pool.ready(), None
+        if conn is None:
+            conn, since = await self.pool.connect_since()
         conn.buffer.append_command(args)
         try:
-            return await conn.submit(1)
+            return await conn.submit(1, None, since)
         except NotSent as exc:
             raise exc.cause from None
 
@@ -113,11 +117,13 @@ class Executor:
                          deadline: float | None = None) -> object:
         """``SET key token NX PX ttl_ms``; ``Unconfirmed`` when it was written and no reply came. A
         cancelled caller's lock is released once its reply comes (the pool's ``on_orphan``)."""
-        conn = self.pool.ready() or await self.pool.connect()
+        conn, since = self.pool.ready(), None
+        if conn is None:
+            conn, since = await self.pool.connect_since()
         conn.buffer.append_set_nx_px(key, token, ttl_ms)
         tag = (key, token, ttl_ms)
         try:
-            fut = conn.submit(1, tag)
+            fut = conn.submit(1, tag, since)
         except NotSent as exc:
             raise exc.cause from None
         try:
@@ -150,7 +156,9 @@ class Executor:
         here); a script this node does not know yet is loaded and run again. ``Unconfirmed``
         when the command was written and no reply came. ``durable``: an acquire, followed by
         ``WAIT`` when the client waits for replicas."""
-        conn = self.pool.ready() or await self.pool.connect()
+        conn, since = self.pool.ready(), None
+        if conn is None:
+            conn, since = await self.pool.connect_since()
         buf = conn.buffer
         buf.append_command((b"ASKING",))
         append(buf)
@@ -160,15 +168,15 @@ class Executor:
         loaded: object = None
         try:
             if wait is None:
-                reply = (await conn.submit(2))[1]
+                reply = (await conn.submit(2, None, since))[1]
             else:
-                _, reply, acked = await conn.submit(3)
+                _, reply, acked = await conn.submit(3, None, since)
                 reply = durable_reply(reply, acked, self.replicas)
             if script is not None and type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 _script_load(conn, script)
                 buf.append_command((b"ASKING",))
                 append(buf)
-                loaded, _, reply = await conn.submit(3)
+                loaded, _, reply = await conn.submit(3, None, since)
         except NotSent as exc:
             raise exc.cause from None
         except BaseException as exc:
@@ -185,7 +193,9 @@ class Executor:
         A failure after the command was written (a broken connection, a deadline, a cancelled
         caller) raises ``Unconfirmed``; a failure before anything was sent propagates as it is.
         """
-        conn = self.pool.ready() or await self.pool.connect()
+        conn, since = self.pool.ready(), None
+        if conn is None:
+            conn, since = await self.pool.connect_since()
         buf = conn.buffer
         # Only EXTEND ever goes as SET IFEQ: a release (the hot path) reads one flag, calls nothing.
         as_set = conn.set_ifeq and script is _scripts.EXTEND and ttl_ms is not None
@@ -195,13 +205,13 @@ class Executor:
             script.append(buf, key, token, ttl_ms)
         loaded: object = None
         try:
-            reply = await conn.submit(1)
+            reply = await conn.submit(1, None, since)
             if as_set:
                 reply = set_ifeq.as_script_reply(reply)
             elif type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 _script_load(conn, script)
                 script.append(buf, key, token, ttl_ms)
-                loaded, reply = await conn.submit(2)
+                loaded, reply = await conn.submit(2, None, since)
         except NotSent as exc:
             raise exc.cause from None
         except BaseException as exc:
@@ -227,14 +237,16 @@ class Executor:
         if not count:
             return results
         size = self.chunk_size if chunk_size is None else chunk_size
-        conn = self.pool.ready() or await self.pool.connect()
+        conn, since = self.pool.ready(), None
+        if conn is None:
+            conn, since = await self.pool.connect_since()
 
         def store(start: int, replies: list[object]) -> None:
             results[start:start + len(replies)] = replies
             if on_replies is not None:
                 on_replies(start, replies)
 
-        await _run_chunks(conn, count, size, encode, store, results, orphans)
+        await _run_chunks(conn, count, size, encode, store, results, orphans, since)
         if script is not None and reencode is not None:
             await self._reload_and_retry(script, reencode, results, size, orphans)
         if durable and self.wait is not None:
@@ -289,9 +301,11 @@ class Executor:
 
 
 async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encoder,
-                      on_replies: ReplyHandler, results: list[object], orphans: OrphanTags | None) -> None:
+                      on_replies: ReplyHandler, results: list[object], orphans: OrphanTags | None,
+                      since: float | None = None) -> None:
     """Send items 0..count-1 in chunks of ``size``, two chunks in flight; a broken connection
-    marks items ``UNKNOWN`` (sent) or leaves them ``NOT_SENT`` instead of raising."""
+    marks items ``UNKNOWN`` (sent) or leaves them ``NOT_SENT`` instead of raising. ``since``: the
+    first chunk's deadline counts from then (the call waited for its connection to open)."""
     buf = conn.buffer
     inflight: deque[tuple[int, int, asyncio.Future[Any], Any]] = deque()
     next_start = 0
@@ -302,7 +316,7 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
                 encode(buf, next_start, stop)
                 tag = orphans(next_start, stop) if orphans is not None else None
                 try:
-                    fut = conn.submit(stop - next_start, tag)
+                    fut = conn.submit(stop - next_start, tag, since if next_start == 0 else None)
                 except NotSent:  # broken, or retired: the rest stays NOT_SENT, the chunks sent are answered
                     count = next_start
                     break

@@ -20,7 +20,7 @@ from turbolock._aio.connect import open_connection
 from turbolock._aio.protocol import RedisProtocol
 from turbolock._flows.bulk_plan import OrphanHandler
 from turbolock._wire.outcomes import DroppedConnectionError
-from turbolock.errors import ClientClosedError, ConnectionError, LockUsageError
+from turbolock.errors import ClientClosedError, ConnectionError, LockUsageError, UnsentTimeoutError
 from turbolock.options import ConnectionOptions
 
 # A connection idle longer than this is checked for a close by the server before use (as the
@@ -113,6 +113,18 @@ class ConnectionPool:
             if self._open and not self._closed:  # one more connection could not be opened: make do
                 return self._open[0]
             raise
+
+    async def connect_since(self) -> tuple[RedisProtocol, float]:
+        """``connect()``, and the loop time the caller began waiting: its call's deadline counts
+        from there (``RedisProtocol.submit``), so opening the connection is part of it.
+        ``UnsentTimeoutError`` when the whole of it went on opening the connection."""
+        loop = asyncio.get_running_loop()
+        since = loop.time()
+        conn = await self.connect()
+        if loop.time() >= since + self.options.timeout:
+            raise UnsentTimeoutError(f"the call's deadline passed while a connection to "
+                                     f"{self.options.address} was opened; nothing was sent")
+        return conn, since
 
     async def _connect_one(self) -> RedisProtocol:
         conn = await self._open_connection()

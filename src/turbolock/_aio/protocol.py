@@ -174,22 +174,28 @@ class RedisProtocol(asyncio.Protocol):
         """Requests sent or queued that still wait for replies."""
         return len(self._pending)
 
-    def submit(self, count: int = 1, orphan: Any = None) -> asyncio.Future[Any]:
+    def submit(self, count: int = 1, orphan: Any = None, since: float | None = None) -> asyncio.Future[Any]:
         """A future of the replies to the ``count`` commands just appended to ``buffer``: the reply
         itself for one, a list for more. It fails with ``NotSent`` when the connection broke before
-        the commands were written, with the error itself when it broke after."""
+        the commands were written, with the error itself when it broke after. The reply is due
+        ``timeout`` after now, or after ``since`` (loop time: a call that waited for this
+        connection to open counts its deadline from its start)."""
         if self.error is not None or self._transport is None or self._retiring is not None:
             self.buffer.clear()
             raise NotSent(self._refusal())
         loop = self.loop
         fut = loop.create_future()
-        deadline = loop.time() + self.timeout
+        deadline = (loop.time() if since is None else since) + self.timeout
         self._pending.append((fut, count, deadline, orphan))
         self._unsent += 1
         if not self._flush_pending:
             self._flush_pending = True
             loop.call_soon(self._flush_soon)
-        if self._timer is None:
+        timer = self._timer
+        if timer is None:
+            self._timer = loop.call_at(deadline, self._check_deadline)
+        elif since is not None and deadline < timer.when():  # due before those queued ahead of it
+            timer.cancel()
             self._timer = loop.call_at(deadline, self._check_deadline)
         if len(self.buffer) >= FLUSH_AT:
             self.flush()
@@ -241,7 +247,7 @@ class RedisProtocol(asyncio.Protocol):
         pending = self._pending
         if not pending or self.error is not None:
             return
-        deadline = pending[0][2]
+        deadline = min(entry[2] for entry in pending)  # in order of writing, mostly of deadline too
         if self.loop.time() + _DEADLINE_SLACK >= deadline:
             self.abort(TimeoutError(f"{self.address} did not answer within the call's deadline"))
         else:

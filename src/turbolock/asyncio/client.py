@@ -178,12 +178,14 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         if self._direct.guarded:  # a Sentinel's master: READONLY is resent, a failure asks them again
             return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, fenced=False,
                                                own_token=token is None)
-        conn = self._pool.ready() or await self._pool.connect()
+        conn, since = self._pool.ready(), None
+        if conn is None:
+            conn, since = await self._pool.connect_since()
         conn.buffer.append_set_nx_px(key, tok, ms)
         sent_at = time.monotonic()
         tag = (key, tok, ms) if token is not None else OwnTokensTag((key, tok, ms))
         try:
-            fut = conn.submit(1, tag)
+            fut = conn.submit(1, tag, since)
         except NotSent as exc:
             raise exc.cause from None
         try:
