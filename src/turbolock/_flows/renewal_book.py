@@ -356,10 +356,11 @@ class RenewalBook:
                         state.name)
         return dropped
 
-    def take_due(self, now: float) -> tuple[list[Lease], list[tuple[Lease, str]]]:
-        """The leases to renew now, and the leases found lost (with why) that are due."""
+    def take_due(self, now: float, lead: float = 0.0) -> tuple[list[Lease], list[tuple[Lease, str]]]:
+        """The leases to renew now (those due within ``lead`` too: a renewer that knows its rounds
+        run late starts them early), and the leases found lost (with why) that are due."""
         with self._lock:
-            due_ids = self._wheel.advance(now)
+            due_ids = self._wheel.advance(now + lead)
             get = self._held.get
             states = [state for state in map(get, due_ids) if state is not None]
         to_send = DueLeases()

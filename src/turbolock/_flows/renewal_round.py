@@ -101,7 +101,7 @@ def take_due(renewer: Any) -> list[Lease]:
     what expired unrenewed, and return what is due (most wake-ups: nothing, and no flow runs)."""
     renewer._release_dropped()
     to_send: list[Lease]
-    to_send, lost = renewer.book.take_due(time.monotonic())
+    to_send, lost = renewer.book.take_due(time.monotonic(), renewer.lead)
     for lease, reason in lost:
         renewer._lost(lease, reason)
     return to_send

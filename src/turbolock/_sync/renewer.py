@@ -40,6 +40,10 @@ log = logging.getLogger("turbolock.renewal")
 class Renewer:
     """The renewal thread of one client; started on the first auto-renewed lease."""
 
+    lead = 0.0
+    """How much earlier than due a round starts (the asyncio renewer's, on a busy loop; a thread
+    of its own needs none)."""
+
     def __init__(self, client: Any, book: RenewalBook | None = None) -> None:
         self._client = client
         self.book = RenewalBook(client.core, time.monotonic()) if book is None else book
