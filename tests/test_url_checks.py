@@ -131,3 +131,27 @@ def test_a_node_url_that_says_more_than_where_is_refused(node: str) -> None:
 def test_a_plain_node_url_is_an_address() -> None:
     with ClusterLockClient("127.0.0.1", 7000, startup_nodes=["redis://127.0.0.1:7001/0"]) as client:
         assert ("127.0.0.1", 7001) in client._startup
+
+
+def test_credentials_in_the_query_as_redis_py_reads_them(core_name: str) -> None:
+    """redis-py's form for a socket's credentials, ``unix:///path?db=0&password=...``, and the
+    same on TCP: taken, as before the query check (an unknown-option error would quote nothing
+    from such a URL)."""
+    with RedisServer(extra_config=["requirepass query-pw"]) as server:
+        for url in (f"unix://{server.unix_socket}?db=0&password=query-pw",
+                    f"redis://127.0.0.1:{server.port}/0?password=query-pw",
+                    f"redis://127.0.0.1:{server.port}/0?username=default&password=query-pw"):
+            with LockClient.from_url(url, core=core_name) as client:
+                lease = client.try_acquire("via-query", 5)
+                assert lease is not None and client.release(lease)
+    with pytest.raises(InvalidArgumentError) as raised:
+        LockClient.from_url("redis://127.0.0.1:6390/0?password=Query-Secret-9&fo=1")
+    assert "Query-Secret-9" not in str(raised.value) and "'fo'" not in str(raised.value)
+
+
+def test_ssl_password_in_a_rediss_query_is_applied() -> None:
+    options = LockClient.from_url("rediss://127.0.0.1:6390/0?ssl_password=key-pw").options
+    assert options.ssl_password == "key-pw"
+    with pytest.raises(InvalidArgumentError) as raised:
+        LockClient.from_url("redis://127.0.0.1:6390/0?ssl_password=key-pw")
+    assert raised.value.argument == "ssl_password" and "key-pw" not in str(raised.value)

@@ -251,9 +251,13 @@ _URL_KEYS = {
     "ssl_keyfile": "ssl_keyfile",
     "ssl_cert_reqs": "ssl_cert_reqs",
     "ssl_check_hostname": "ssl_check_hostname",
+    "ssl_password": "ssl_password",
+    "username": "username",
+    "password": "password",
     **{name: name for name in CLIENT_URL_OPTIONS},
 }
-"""A URL's query options turbolock applies, under redis-py's names or its own: what each sets."""
+"""A URL's query options turbolock applies, under redis-py's names or its own: what each sets
+(``unix:///path?db=0&password=...``, redis-py's form for a socket's credentials, included)."""
 
 REDIS_PY_TUNING = frozenset(("socket_keepalive", "socket_read_size", "retry_on_timeout", "retry_on_error",
                              "health_check_interval", "max_connections", "protocol", "legacy_responses"))
@@ -352,7 +356,7 @@ def _shown(text: str, url: str) -> str:
     """``text`` taken from ``url``, quoted for a message, unless the URL holds credentials: a
     password that holds ``/``, ``#``, ``?`` or ``@`` unencoded spills into the parts after it
     (the port, the path, the query), so nothing from such a URL is quoted back."""
-    if "@" in url:
+    if _holds_credentials(url):
         return "(not shown: the URL holds credentials)"
     shown = text if len(text) <= 40 else text[:40] + "..."
     return repr(shown)
@@ -389,9 +393,13 @@ def _db_from_path(path: str, url: str) -> int | None:
 _ENCODE_HINT = "; percent-encode '/', '#', '?' and '@' in a password"
 
 
+def _holds_credentials(url: str) -> bool:
+    return "@" in url or "password=" in url
+
+
 def _unparsable(message: str, url: str) -> str:
     """The URL parser's ``message``, unless the URL holds credentials (see ``_shown``)."""
-    if "@" in url:
+    if _holds_credentials(url):
         return f"the URL cannot be read{_ENCODE_HINT}"
     return message
 
