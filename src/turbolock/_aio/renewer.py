@@ -10,6 +10,7 @@ in ``wait_lost`` wake up, and ``lease.ensure_held()`` raises.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import inspect
 import logging
@@ -37,14 +38,13 @@ log = logging.getLogger("turbolock.renewal")
 __all__ = ["OnLost", "Renewer"]
 
 
-ROUND_ITERATIONS = 8
-"""Loop iterations a renewal round may take, start to settled (about six measured, and the
-wake-up itself)."""
-LAG_DECAY = 0.9
-"""How fast the lag remembered fades, per wake-up (a few seconds at the usual poll)."""
-MAX_LEAD = 2.0
-"""The most a round starts early: a loop blocked once for seconds does not keep every lock
-renewing without pause afterwards."""
+ROUND_ITERATIONS = 12
+"""Loop iterations a renewal round may take, start to settled, in units of the median wake-up
+lateness (about six measured, each up to twice the median late on a loop of even slices)."""
+LAG_SAMPLES = 9
+"""Wake-ups whose lateness the lag is the median of."""
+MAX_LEAD = 1.0
+"""The most a round starts early."""
 
 
 class Renewer:
@@ -55,7 +55,7 @@ class Renewer:
 
     def __init__(self, client: AsyncLockClient, book: RenewalBook | None = None) -> None:
         self._client = client
-        self._lag = 0.0
+        self._late: collections.deque[float] = collections.deque(maxlen=LAG_SAMPLES)
         self.book = RenewalBook(client.core, time.monotonic()) if book is None else book
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -145,9 +145,14 @@ class Renewer:
         """A wake-up ``late`` seconds past its time: the loop runs other tasks' work between its
         iterations, and a round takes several (its task, the write, the reply, each await), each
         as late. Rounds then start earlier (``lead``) by that many times the recent lag, so a busy,
-        not blocked, loop does not let a lock expire that the server would have renewed."""
-        self._lag = max(late, self._lag * LAG_DECAY)
-        self.lead = min(ROUND_ITERATIONS * self._lag, MAX_LEAD)
+        not blocked, loop does not let a lock expire that the server would have renewed. The lag
+        is the median of the last few wake-ups: a loop blocked once (a slow synchronous call) is
+        not a busy loop, and must not set every lock renewing at every wake-up for a while (nor
+        spend their ``max_renewals``)."""
+        samples = self._late
+        samples.append(late)
+        lag = sorted(samples)[len(samples) // 2]
+        self.lead = min(ROUND_ITERATIONS * lag, MAX_LEAD)
 
     async def _round(self) -> None:
         to_send = take_due(self)
