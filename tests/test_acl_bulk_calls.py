@@ -80,3 +80,17 @@ def test_a_refused_release_call_is_a_response_error_and_releases_nothing(client:
     assert client.pending_cleanup == 0  # nothing owed: the call ran nothing
     assert raw.exists("p:a1", "p:a2") == 2 and mixed[0].valid_for() > 0
     assert client.release_many([mixed[0], mixed[2]]) == [True, True]
+
+
+def test_the_leases_other_calls_released_say_so(client: LockClient, raw: redis.Redis) -> None:
+    """Two script calls of 1000 locks, the second refused: the first call's locks were released,
+    and their leases say so (valid_for 0) though the call raised for the second."""
+    first = client.acquire_many([f"a{i}" for i in range(1000)], 30).acquired
+    last = client.acquire_many(["a1000"], 30).acquired
+    raw.set("p:b1", TOKEN, px=30000)
+    with pytest.raises(ResponseError) as raised:
+        client.release_many([*first, client.lease("b1", TOKEN), *last])
+    assert raised.value.code == "NOPERM" and len(raised.value.names) == 2  # the second call's
+    assert raw.exists("p:a0", "p:a999") == 0 and raw.exists("p:a1000") == 1
+    assert all(lease.valid_for() == 0.0 for lease in first)
+    assert last[0].valid_for() > 0 and client.release(last[0])

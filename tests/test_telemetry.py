@@ -230,3 +230,79 @@ def test_redlock_acquires_and_releases_are_counted(three: list[Any], core_name: 
     assert recorded.total("turbolock.lock.releases", **{"turbolock.released": "false"}) == 1
     count, _ = recorded.histogram("turbolock.call.duration", **{"turbolock.operation": "acquire"})
     assert count == 2
+
+
+class _BrokenExemplarFilter:
+    """An SDK plug-in with a bug: the SDK lets its error out of ``counter.add()``."""
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> bool:
+        raise RuntimeError("exemplar filter broke")
+
+
+def test_a_failing_metrics_pipeline_never_changes_a_lock_call(
+        make_client: Callable[..., Any], raw: redis.Redis, key_prefix: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The acquire took its lock before reporting it: a report that raised came out of the call,
+    and the lock stayed held for its ttl with nobody holding its lease. Reports are guarded now,
+    the first failure logged once."""
+    client = make_client()
+    provider = MeterProvider(metric_readers=[InMemoryMetricReader()],
+                             exemplar_filter=_BrokenExemplarFilter())  # type: ignore[arg-type]
+    telemetry.instrument(provider)
+    try:
+        lease = client.try_acquire("boom", 30)
+        assert lease is not None and client.release(lease)
+        leases = client.acquire_many(["m1", "m2"], 30).acquired
+        assert client.release_many(leases) == [True, True]
+    finally:
+        telemetry.uninstrument()
+        provider.shutdown()
+    assert raw.exists(key_prefix + "boom", key_prefix + "m1") == 0
+    warnings = [r for r in caplog.records if "recording a metric failed" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+@pytest.mark.parametrize("operation", ["release", "release_many"])
+def test_instrumenting_during_a_call_records_no_clock_age(own_server: Any, core_name: str, key_prefix: str,
+                                                          operation: str) -> None:
+    """A release in flight when ``instrument()`` is called was timed from 0.0 (no sink at its
+    start): it recorded the machine's uptime (about 4500 s in the review) as its duration."""
+    from turbolock import LockClient
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        with LockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=10) as client:
+            lease = client.try_acquire("inflight", 30)
+            assert lease is not None
+            done: list[object] = []
+            own_server.pause()
+            try:
+                call = client.release if operation == "release" else lambda one: client.release_many([one])
+                thread = threading.Thread(target=lambda: done.append(call(lease)))
+                thread.start()
+                time.sleep(0.3)  # sent, waiting for its reply
+                telemetry.instrument(provider)
+            finally:
+                own_server.resume()
+            thread.join(20)
+            assert done and done[0] in (True, [True])
+        durations = [point.max for attributes, point in Recorded(reader).points("turbolock.call.duration")
+                     if attributes.get("turbolock.operation") == operation]
+        assert all(biggest < 60 for biggest in durations), durations
+    finally:
+        telemetry.uninstrument()
+        provider.shutdown()
+
+
+def test_duration_histograms_resolve_milliseconds(make_client: Callable[..., Any],
+                                                  recorded: Recorded) -> None:
+    """In seconds, with sub-second bucket boundaries: with the SDK's default ones (0, 5, 10, ...,
+    meant for milliseconds) every lock call fell in one bucket and no percentile could be read."""
+    client = make_client()
+    for i in range(20):
+        lease = client.try_acquire(f"h{i}", 30)
+        assert lease is not None and client.release(lease)
+    _, point = recorded.points("turbolock.call.duration")[0]
+    assert list(point.explicit_bounds) == telemetry.SECONDS_BUCKETS
+    assert sum(1 for count in point.bucket_counts if count) >= 1 and point.explicit_bounds[0] < 0.001

@@ -4,6 +4,7 @@ program that never instruments pays one attribute read per call."""
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 
@@ -29,3 +30,9 @@ class Sink(Protocol):
 
 
 sink: Sink | None = None
+
+
+def since(started: float) -> float | None:
+    """Seconds since ``started``, a call's start taken only when a sink listened (0.0 when none
+    did: telemetry switched on during the call has no duration for it, not the clock's age)."""
+    return time.monotonic() - started if started else None

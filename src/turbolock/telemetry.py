@@ -12,15 +12,53 @@ nothing is imported, until ``instrument()``; ``uninstrument()`` stops it.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from turbolock import _metrics
 
+log = logging.getLogger("turbolock.telemetry")
+
 _BOOL = {True: "true", False: "false"}
+
+SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                   30.0, 60.0]
+"""Bucket boundaries of the duration histograms (seconds: a lock call takes a fraction of a
+millisecond to a timeout), where the API takes the advice (opentelemetry-api 1.23 and later)."""
+
+F = TypeVar("F", bound=Callable[..., None])
+
+
+def _never_raises(report: F) -> F:
+    """A report that fails (an SDK or exporter plug-in raising in ``add``/``record``) is dropped
+    and logged once: metrics never change what a lock call does, nor leave a lock it took."""
+    @functools.wraps(report)
+    def guarded(self: _Instruments, *args: Any, **kwargs: Any) -> None:
+        try:
+            report(self, *args, **kwargs)
+        except Exception:
+            if not self.failed:
+                self.failed = True
+                log.warning("turbolock: recording a metric failed; this and later failures are dropped",
+                            exc_info=True)
+    return guarded  # type: ignore[return-value]
+
+
+def _histogram(meter: Any, name: str, description: str) -> Any:
+    try:
+        return meter.create_histogram(name, unit="s", description=description,
+                                      explicit_bucket_boundaries_advisory=SECONDS_BUCKETS)
+    except TypeError:  # an API before 1.23: the SDK's default boundaries (or a View's)
+        return meter.create_histogram(name, unit="s", description=description)
 
 
 class _Instruments:
     """``_metrics.Sink`` over OpenTelemetry instruments."""
+
+    failed = False
+    """Whether a report has failed (logged once)."""
 
     def __init__(self, meter: Any, lock_name_attribute: bool) -> None:
         self._names = lock_name_attribute
@@ -34,12 +72,11 @@ class _Instruments:
                                                 description="Extends, by whether the lock was still ours")
         self._lost = meter.create_counter("turbolock.lock.lost", unit="{lock}",
                                           description="Held locks whose lost signal fired")
-        self._wait = meter.create_histogram("turbolock.lock.wait", unit="s",
-                                            description="Time blocking acquires waited")
-        self._lag = meter.create_histogram("turbolock.renewal.lag", unit="s",
-                                           description="How late renewal rounds began past their due time")
-        self._duration = meter.create_histogram("turbolock.call.duration", unit="s",
-                                                description="Client calls, first byte sent to answer")
+        self._wait = _histogram(meter, "turbolock.lock.wait", "Time blocking acquires waited")
+        self._lag = _histogram(meter, "turbolock.renewal.lag",
+                               "How late renewal rounds began past their due time")
+        self._duration = _histogram(meter, "turbolock.call.duration",
+                                    "Client calls, first byte sent to answer")
 
     def _named(self, attributes: dict[str, str], name: str | bytes | None) -> dict[str, str]:
         if self._names and name is not None:
@@ -51,6 +88,7 @@ class _Instruments:
         if seconds is not None:
             self._duration.record(seconds, {"turbolock.operation": operation})
 
+    @_never_raises
     def acquired(self, granted: int, contended: int, seconds: float | None, operation: str,
                  name: str | bytes | None = None) -> None:
         if granted:
@@ -59,6 +97,7 @@ class _Instruments:
             self._contended.add(contended, self._named({}, name))
         self._call(seconds, operation)
 
+    @_never_raises
     def released(self, released: int, refused: int, seconds: float | None, operation: str) -> None:
         if released:
             self._releases.add(released, {"turbolock.released": "true"})
@@ -66,6 +105,7 @@ class _Instruments:
             self._releases.add(refused, {"turbolock.released": "false"})
         self._call(seconds, operation)
 
+    @_never_raises
     def extended(self, extended: int, refused: int, seconds: float | None, operation: str) -> None:
         if extended:
             self._extensions.add(extended, {"turbolock.extended": "true"})
@@ -73,12 +113,15 @@ class _Instruments:
             self._extensions.add(refused, {"turbolock.extended": "false"})
         self._call(seconds, operation)
 
+    @_never_raises
     def waited(self, seconds: float, acquired: bool, name: str | bytes | None = None) -> None:
         self._wait.record(seconds, self._named({"turbolock.acquired": _BOOL[acquired]}, name))
 
+    @_never_raises
     def lost(self, name: str | bytes | None = None) -> None:
         self._lost.add(1, self._named({}, name))
 
+    @_never_raises
     def renewal_lag(self, seconds: float) -> None:
         self._lag.record(seconds)
 

@@ -48,10 +48,19 @@ from turbolock.errors import (
     ClientClosedError,
     ConnectionError,
     InvalidArgumentError,
+    LockError,
     OutcomeUnknownError,
     ReplyError,
 )
-from turbolock.lease import Lease, LockInfo, commands_ran, commands_unknown, keys_of, leases_released
+from turbolock.lease import (
+    Lease,
+    LockInfo,
+    commands_ran,
+    commands_unknown,
+    keys_of,
+    lease_released,
+    leases_released,
+)
 
 
 def as_list(leases: Sequence[Lease]) -> list[Lease]:
@@ -287,16 +296,19 @@ def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = ma
         raise
     try:
         released = settle_release(client, leases, replies)
-        leases_released(client.core, leases, released)
-    except OutcomeUnknownError:
+    except LockError as error:  # the answered ones happened all the same: their leases say so
+        for lease, reply in zip(leases, replies, strict=True):
+            if type(reply) is int:
+                lease_released(lease, reply >= 1)
         sink = _metrics.sink
-        if sink is not None:
+        if sink is not None and isinstance(error, OutcomeUnknownError):
             sink.released(*_answered(replies), None, "release_many")
         raise
+    leases_released(client.core, leases, released)
     sink = _metrics.sink
     if sink is not None:
         done = sum(released)
-        sink.released(done, len(released) - done, time.monotonic() - started, "release_many")
+        sink.released(done, len(released) - done, _metrics.since(started), "release_many")
     return released
 
 

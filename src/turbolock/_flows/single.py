@@ -63,7 +63,7 @@ def release_result(client: Any, reply: object, lease: Lease, sent_at: float) -> 
         lease_released(lease, ours)
         sink = _metrics.sink
         if sink is not None:
-            sink.released(int(ours), int(not ours), time.monotonic() - sent_at, "release")
+            sink.released(int(ours), int(not ours), _metrics.since(sent_at), "release")
         return ours
     raise reply_error(reply, lease.name)
 
