@@ -16,7 +16,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -540,3 +540,23 @@ def test_adopt_a_lock_taken_by_another_client(kind: Kind) -> None:
         assert all(9_000 < pttl <= 10_000 for pttl in kind.pttls("adopt2"))
     assert kind.run(kind.client.release(lease)) is True
     assert kind.pttls("adopt2") == [-2] * len(kind.raws)
+
+
+def test_the_decorator_refuses_what_would_run_after_the_release(client: LockClient) -> None:
+    """``@client.lock(...)`` on an ``async def`` held the lock only while the coroutine object
+    was made, then released it before the body ran: two gathered calls ran the "locked" body
+    at once. Generator functions had the same flaw. Refused, as the asyncio Lock refuses a plain
+    function."""
+
+    async def coroutine_function() -> None: ...
+
+    def generator_function() -> Iterator[int]:
+        yield 1
+
+    async def async_generator_function() -> AsyncIterator[int]:
+        yield 1
+
+    for func in (coroutine_function, generator_function, async_generator_function):
+        with pytest.raises(InvalidArgumentTypeError) as raised:
+            client.lock("decorated", 5)(func)  # type: ignore[arg-type]
+        assert raised.value.argument == "func"

@@ -9,6 +9,7 @@ a Lock acquired in one thread may be released in another. What a Lock does is wr
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from types import TracebackType
@@ -18,7 +19,7 @@ from turbolock._flows.lock_flows import LockFlows, SingleLockFlows
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._sync.drive import run
 from turbolock._wire.validate import Seconds
-from turbolock.errors import ConnectionError
+from turbolock.errors import ConnectionError, InvalidArgumentTypeError
 
 if TYPE_CHECKING:
     from turbolock.client import LockClient
@@ -105,7 +106,14 @@ class LockCalls(LockFlows[Any]):
         self._release(True, exc_type)
 
     def __call__(self, func: Callable[P, R]) -> Callable[P, R]:
-        """Decorator: each call runs holding a fresh Lock with this one's settings."""
+        """Decorator: each call runs holding a fresh Lock with this one's settings. A coroutine,
+        generator or async generator function is refused: its call only makes an object whose
+        body runs later, after the lock was released."""
+        if (inspect.iscoroutinefunction(func) or inspect.isgeneratorfunction(func)
+                or inspect.isasyncgenfunction(func)):
+            raise InvalidArgumentTypeError(
+                "func", "must be a plain function: its body would run after the lock was released (for "
+                        "async def, use the asyncio client's lock)")
 
         @functools.wraps(func)
         def locked_call(*args: P.args, **kwargs: P.kwargs) -> R:
