@@ -306,3 +306,27 @@ def test_duration_histograms_resolve_milliseconds(make_client: Callable[..., Any
     _, point = recorded.points("turbolock.call.duration")[0]
     assert list(point.explicit_bounds) == telemetry.SECONDS_BUCKETS
     assert sum(1 for count in point.bucket_counts if count) >= 1 and point.explicit_bounds[0] < 0.001
+
+
+def test_claims_and_redlock_extends_are_counted(make_client: Callable[..., Any], three: list[Any],
+                                                core_name: str, key_prefix: str, recorded: Recorded) -> None:
+    """A claim counts the locks it took and the names it found held (it counted nothing); a
+    single Redlock extend, and a RedlockLock's, count as extends (they were never reported)."""
+    from turbolock import RedlockClient
+
+    client = make_client()
+    held = client.try_acquire("c3", 30)
+    result = client.acquire_many([f"c{i}" for i in range(10)], 30, limit=4)
+    assert len(result.acquired) == 4
+    assert recorded.total("turbolock.lock.acquisitions") == 1 + 4
+    assert client.release_many(result.acquired) == [True] * 4 and client.release(held)
+    with RedlockClient([server.url for server in three], core=core_name, key_prefix=key_prefix,
+                       retry_count=0) as redlock:
+        lease = redlock.try_acquire("q", 30)
+        lock = redlock.lock("q2", 30)
+        assert lease is not None and lock.acquire(timeout=0)
+        assert redlock.extend(lease, 30) and lock.extend(30)
+        lock.release()
+        assert redlock.release(lease)
+    assert recorded.total("turbolock.lock.extensions", **{"turbolock.extended": "true"}) == 2
+    assert recorded.histogram("turbolock.call.duration", **{"turbolock.operation": "extend"})[0] == 2

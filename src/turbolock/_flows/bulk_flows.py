@@ -107,7 +107,12 @@ def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Second
             if client.options.replicas_ack:
                 raise InvalidArgumentError("limit", "claims do not wait for replicas; with replicas_ack, "
                                                     "acquire the names without limit")
+            started = time.monotonic() if _metrics.sink is not None else 0.0  # timed only when reported
             result = yield from client._claim_many_flow(names, ttl, limit, tokens, fenced)
+            sink = _metrics.sink
+            if sink is not None:
+                sink.acquired(len(result.acquired), len(result.not_acquired), _metrics.since(started),
+                              "acquire_many")
     except AcquireOutcomeUnknownError as error:
         if policy is not None and error.acquired:  # handed over held: renewed as asked
             try:

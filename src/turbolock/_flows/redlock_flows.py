@@ -327,7 +327,11 @@ class RedlockFlows(RedlockRules):
                 names=[lease.name])
         if lease.valid_for() <= 0:
             return False
+        began = time.monotonic()
         ok, verdict, summary = yield from self._extend_one_flow(lease, ms, drift, node_timeout)
+        sink = _metrics.sink
+        if sink is not None and verdict != UNDECIDED:
+            sink.extended(int(ok), int(not ok), time.monotonic() - began, "extend")
         if ok:
             if lease.renewal is not None:
                 self._renewer().rescheduled(lease)
