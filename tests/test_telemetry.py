@@ -330,3 +330,32 @@ def test_claims_and_redlock_extends_are_counted(make_client: Callable[..., Any],
         assert redlock.release(lease)
     assert recorded.total("turbolock.lock.extensions", **{"turbolock.extended": "true"}) == 2
     assert recorded.histogram("turbolock.call.duration", **{"turbolock.operation": "extend"})[0] == 2
+
+
+def test_each_wait_on_a_shared_lock_object_is_recorded(make_client: Callable[..., Any],
+                                                       recorded: Recorded) -> None:
+    """Two threads (or tasks) sharing one Lock object each wait for it in turn: two samples. The
+    start of a wait was kept on the object, so the second overwrote the first's and the first to
+    finish cleared it: one sample, of a shorter wait, exactly when the lock was contended."""
+    client = make_client()
+    holder = client.try_acquire("shared", 30)
+    assert holder is not None
+    lock = client.lock("shared", 30, timeout=10)
+    results: list[bool] = []
+
+    def worker() -> None:
+        got = lock.acquire()
+        results.append(got)
+        if got:
+            time.sleep(0.2)
+            lock.release()
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)  # both are waiting now
+    assert client.release(holder)
+    for thread in threads:
+        thread.join(20)
+    assert results == [True, True]
+    assert recorded.histogram("turbolock.lock.wait")[0] == 2

@@ -38,13 +38,13 @@ class LockCalls(LockFlows[Any]):
         LockFlows._init_flows(self, client)
         self._state_lock = threading.Lock()
 
-    def _acquire_start(self, blocking: bool | None, timeout: Seconds | None) -> float | None:
+    def _acquire_start(self, blocking: bool | None, timeout: Seconds | None) -> tuple[float | None, float]:
         with self._state_lock:
             return LockFlows._acquire_start(self, blocking, timeout)
 
-    def _acquired(self, lease: Any, entering: bool) -> bool:
+    def _acquired(self, lease: Any, entering: bool, began: float = 0.0) -> bool:
         with self._state_lock:
-            return LockFlows._acquired(self, lease, entering)
+            return LockFlows._acquired(self, lease, entering, began)
 
     def _release_start(self, exiting: bool, exc_type: type[BaseException] | None) -> Any:
         with self._state_lock:
@@ -56,11 +56,11 @@ class LockCalls(LockFlows[Any]):
         return self._acquire(blocking, timeout, False)
 
     def _acquire(self, blocking: bool | None, timeout: Seconds | None, entering: bool) -> bool:
-        wait = self._acquire_start(blocking, timeout)
+        wait, began = self._acquire_start(blocking, timeout)
         attempt = self._one_attempt() if wait == 0.0 else None
         if attempt is not None:
-            return self._acquired(self.client._attempt(*attempt), entering)
-        return self._acquired(run(self._acquire_flow(wait)), entering)
+            return self._acquired(self.client._attempt(*attempt), entering, began)
+        return self._acquired(run(self._acquire_flow(wait)), entering, began)
 
     def release(self) -> None:
         """Release the lock. ``LockNotOwnedError`` when it had already expired or been taken over."""

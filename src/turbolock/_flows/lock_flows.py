@@ -58,8 +58,6 @@ class LockFlows(LockState[LeaseT]):
     """How the server side is named in messages ("" for one server)."""
 
     _released = False
-    _wait_began: float | None = None
-    """When a blocking acquire began, while telemetry listens (``_metrics``)."""
 
     _state_lock: AbstractContextManager[Any] = threading.Lock()
     """Guards the lease's check-and-set on the flows' slower paths. A threaded Lock object has
@@ -80,13 +78,13 @@ class LockFlows(LockState[LeaseT]):
     # acquire() and release() are what a Lock object does on every use, so their logic is in
     # plain methods around the one call they make (measured: a generator per use cost asyncio
     # Lock pairs about 15%); the drivers' thin wrappers make that call.
-    def _acquire_start(self, blocking: bool | None, timeout: Seconds | None) -> float | None:
-        """The wait of an acquire() (None: until free; 0: one attempt), once the Lock is free to take."""
+    def _acquire_start(self, blocking: bool | None, timeout: Seconds | None) -> tuple[float | None, float]:
+        """The wait of an acquire() (None: until free; 0: one attempt), once the Lock is free to
+        take, and when it began while telemetry listens (0.0 otherwise: ``_acquired`` reports it;
+        the caller's own, as threads or tasks sharing the object each wait)."""
         wait = self._wait if blocking is None and timeout is None else self._wait_for(blocking, timeout)
         self._check_unheld()
-        # Set on every acquire, so one that raised cannot leave its start for a later one to report.
-        self._wait_began = time.monotonic() if _metrics.sink is not None and wait != 0 else None
-        return wait
+        return wait, time.monotonic() if _metrics.sink is not None and wait != 0 else 0.0
 
     def _one_attempt(self) -> tuple[Any, ...] | None:
         """The arguments of ``client._attempt`` when one attempt is all an acquire needs (one
@@ -99,13 +97,13 @@ class LockFlows(LockState[LeaseT]):
         """The acquire that waits (or a Redlock's): attempts, pauses, the lease or None."""
         raise NotImplementedError
 
-    def _acquired(self, lease: LeaseT | None, entering: bool) -> bool:
-        """The end of acquire(); ``entering`` for ``with``, where not taking the lock is an error."""
-        if self._wait_began is not None:
+    def _acquired(self, lease: LeaseT | None, entering: bool, began: float = 0.0) -> bool:
+        """The end of acquire(); ``entering`` for ``with``, where not taking the lock is an error;
+        ``began``: ``_acquire_start``'s."""
+        if began:
             sink = _metrics.sink
             if sink is not None:
-                sink.waited(time.monotonic() - self._wait_began, lease is not None, self.name)
-            self._wait_began = None
+                sink.waited(time.monotonic() - began, lease is not None, self.name)
         if lease is None:
             if entering:
                 raise self._not_acquired_error()

@@ -41,11 +41,11 @@ class AsyncLockCalls(LockFlows[Any]):
         return self._acquire(blocking, timeout, False)
 
     async def _acquire(self, blocking: bool | None, timeout: Seconds | None, entering: bool) -> bool:
-        wait = self._acquire_start(blocking, timeout)
+        wait, began = self._acquire_start(blocking, timeout)
         attempt = self._one_attempt() if wait == 0.0 else None
         if attempt is not None:
-            return self._acquired(await self.client._attempt(*attempt), entering)
-        return self._acquired(await run(self._acquire_flow(wait)), entering)
+            return self._acquired(await self.client._attempt(*attempt), entering, began)
+        return self._acquired(await run(self._acquire_flow(wait)), entering, began)
 
     def release(self) -> Awaitable[None]:
         """Release the lock. ``LockNotOwnedError`` when it had already expired or been taken over."""
