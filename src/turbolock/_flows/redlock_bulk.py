@@ -30,7 +30,7 @@ from turbolock._wire.outcomes import UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
 from turbolock._wire.validate import Seconds
 from turbolock.errors import ClientClosedError, ExtensionLimitError, InvalidArgumentError, QuorumError
-from turbolock.lease import RELEASED, commands_ran, commands_sent, commands_unknown, keys_of
+from turbolock.lease import commands_ran, commands_sent, commands_unknown, keys_of, lease_released
 
 _OK = b"OK"
 
@@ -212,7 +212,7 @@ def release_many_flow(client: RedlockRules, leases: Sequence[RedlockLease]) -> F
     tokens = [lease.token for lease in checked]
     for lease in checked:
         lease._released = True
-        lease._expires = RELEASED  # given up from here, as its status says (UNLOCKED)
+        lease_released(lease, True)  # given up from here, as its status says (UNLOCKED)
     try:
         rows = yield from run_release_flow(client, keys, tokens, timeout)
     except BaseException:  # cancelled or interrupted: every release is owed, on every master

@@ -55,12 +55,12 @@ from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_flag, check_tok
 from turbolock.errors import ClientClosedError, ExtensionLimitError, QuorumError
 from turbolock.lease import (
     FREE,
-    RELEASED,
     LockInfo,
     commands_ran,
     commands_sent,
     commands_unknown,
     info_from_pttl,
+    lease_released,
 )
 
 Attempt = tuple[bytes, bytes, int, float, float, "int | None", "AutoRenew | None", bool]
@@ -253,7 +253,7 @@ class RedlockFlows(RedlockRules):
         if lease.renewal is not None:
             self._renewer().remove((lease,))
         lease._released = True
-        lease._expires = RELEASED  # given up from here, as its status says (UNLOCKED)
+        lease_released(lease, True)  # given up from here, as its status says (UNLOCKED)
         forget_at = time.monotonic() + lease.ttl_ms / 1000.0 + CLEANUP_GRACE
         return lease, self.node_timeout_for(lease.ttl_ms), forget_at
 
