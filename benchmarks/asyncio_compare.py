@@ -3,7 +3,8 @@
     python -m benchmarks.asyncio_compare [--quick] [--uvloop] [--tasks N] [--json PATH]
 
 Contenders: turbolock's ``AsyncLockClient`` (c and py cores; functional API and the
-``AsyncLock`` object), redis-py's asyncio ``Lock``, valkey-glide (SET NX PX + a release script,
+``AsyncLock`` object), redis-py's asyncio ``Lock`` and the best hand-written redis-py code (``SET
+NX PX`` and an ``EVALSHA`` release), valkey-glide (SET NX PX + a release script,
 the textbook pattern: glide has no lock recipe) and coredis's ``Lock``, the last two when they
 are installed. Every contender runs in the same event loop against the same throwaway
 redis-server, with the same key names, ttl and task count; each task takes and releases its
@@ -41,18 +42,21 @@ TL_C = "turbolock async c"
 TL_PY = "turbolock async py"
 TL_C_LOCK = "turbolock async c AsyncLock"
 RP_LOCK = "redis-py asyncio Lock"
+RP_SCRIPT = "redis-py asyncio SET NX PX + EVALSHA"
+"""The best hand-written redis-py approach: one SET NX PX and one EVALSHA of a release script."""
 GLIDE = "valkey-glide SET NX PX + script"
 COREDIS = "coredis Lock"
 
 PAIRS = "pairs"
 CPU = "cpu"
 
-_TARGETS = (Comparison(GLIDE, 3.0), Comparison(RP_LOCK, 5.0))
+_TARGETS = (Comparison(GLIDE, 3.0), Comparison(RP_LOCK, 5.0), Comparison(RP_SCRIPT))
 SECTIONS = (
     Section(PAIRS, "acquire+release pairs, concurrent tasks on distinct keys", "pairs/s", (
         Row(TL_C, _TARGETS),
         Row(TL_PY, _TARGETS),
         Row(TL_C_LOCK, (Comparison(GLIDE), Comparison(RP_LOCK))),
+        Row(RP_SCRIPT, (Comparison(RP_LOCK),)),
         Row(GLIDE, (Comparison(RP_LOCK),)),
         Row(COREDIS, (Comparison(RP_LOCK),)),
         Row(RP_LOCK),
@@ -61,6 +65,7 @@ SECTIONS = (
         Row(TL_C, (Comparison(GLIDE), Comparison(RP_LOCK))),
         Row(TL_PY, (Comparison(GLIDE), Comparison(RP_LOCK))),
         Row(TL_C_LOCK),
+        Row(RP_SCRIPT),
         Row(GLIDE, (Comparison(RP_LOCK),)),
         Row(COREDIS),
         Row(RP_LOCK),
@@ -170,6 +175,31 @@ class RedisPyLock(Contender):
         await self.client.aclose()
 
 
+class RedisPyScript(Contender):
+    label = RP_SCRIPT
+
+    async def open(self, url: str) -> None:
+        import redis.asyncio
+
+        self.client = redis.asyncio.Redis.from_url(url)
+        self.sha = await self.client.script_load(RELEASE_LUA)
+
+    def pair(self) -> Pair:
+        client, sha = self.client, self.sha
+
+        async def pair(name: str) -> None:
+            key, token = KEY_PREFIX + name, os.urandom(TOKEN_BYTES)
+            if not await client.set(key, token, nx=True, px=TTL_MS):
+                raise BenchmarkError(f"{self.label}: {name} was not acquired")
+            if not await client.evalsha(sha, 1, key, token):
+                raise BenchmarkError(f"{self.label}: {name} was not released")
+
+        return pair
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
 class Glide(Contender):
     label = GLIDE
 
@@ -245,7 +275,7 @@ def contenders() -> list[Contender]:
     else:
         progress(f"{TL_C}: n/a (the compiled core turbolock._core_c does not import)")
     found.append(Turbolock(TL_PY, "py"))
-    found.append(RedisPyLock())
+    found += [RedisPyLock(), RedisPyScript()]
     for module, contender in (("glide", Glide), ("coredis", Coredis)):
         if _installed(module):
             found.append(contender())
