@@ -23,7 +23,8 @@ from turbolock._flows.bulk_flows import CLAIM_LOST, claim_plan_flow, run_release
 from turbolock._flows.bulk_plan import check_tokens, encode_unique_names
 from turbolock._flows.claim import ClaimPlan, ClaimResult, check_limit
 from turbolock._flows.client_settings import acquire_lost_error, check_fenced_keys
-from turbolock._flows.steps import Call, Flow
+from turbolock._flows.cluster_routes import RETRY_PAUSE
+from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire.scripts import NEXT_FENCE, Script
 from turbolock._wire.validate import Seconds, ttl_ms
 from turbolock.errors import AcquireOutcomeUnknownError, ClusterError, ConnectionError, ResponseError
@@ -139,6 +140,12 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
                 if not (yield from _released(client, plan, time.monotonic() + cluster.timeout)):
                     raise error
                 regrouped = routes.groups(indices, keys)
+                while regrouped is None and remaps < REMAPS:  # the node read had not yet heard of the move
+                    remaps += 1
+                    yield Sleep(RETRY_PAUSE)
+                    routes.stale = True
+                    yield Call(cluster.refresh, (time.monotonic() + cluster.timeout,))
+                    regrouped = routes.groups(indices, keys)
                 if regrouped is None:
                     raise ClusterError("some slots have no master: the cluster is being changed") from None
                 queue[:0] = list(regrouped.items())
