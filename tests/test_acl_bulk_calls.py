@@ -1,13 +1,16 @@
 """Bulk calls an ACL refuses part of. Redis 7 checks a script's declared keys against the ACL
-before it runs, so a multi-key script call (a fenced bulk acquire, a claim, ``extend_many``,
-``release_many``: up to 1000 locks a call) is refused whole with NOPERM and cannot say which key
-it refused: the error names every lock of that call, never only the first (a lock the user may
-well take), and a release refused so is a ``ResponseError``, not "the connection failed" (it
-ran nothing: those locks are still held, and nothing is retried). The single-key paths name
-the refused lock alone."""
+before it runs, so a multi-key script call (a claim, ``extend_many``, ``release_many``: up to 1000
+locks a call) is refused whole with NOPERM and cannot say which key it refused, and a fenced bulk
+acquire's transaction (up to 1000 locks) is discarded whole when one of its commands is refused:
+the error names every lock of that call, never only the first (a lock the user may well take),
+and a release refused so is a ``ResponseError``, not "the connection failed" (it ran nothing:
+those locks are still held, and nothing is retried). The single-key paths name the refused lock
+alone. A user who may not use MULTI at all has a fenced bulk acquire refused whole too, and what
+its commands took on their own is given back."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,13 +21,14 @@ from turbolock.redis_server import RedisServer
 
 PASSWORD = "acl-bulk-Pa55word"
 TOKEN = b"T" * 16
+COMMANDS = "-@all +set +pttl +evalsha +script|load +get +del +pexpire +spublish +eval +incrby +time"
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[RedisServer]:
-    user = (f"user locker on >{PASSWORD} ~p:a* -@all +set +pttl +evalsha +script|load +get +del +pexpire "
-            "+spublish &*")
-    with RedisServer(extra_config=[user]) as started:
+    users = [f"user locker on >{PASSWORD} ~p:a* ~{{p:* {COMMANDS} +multi +exec &*",
+             f"user nomulti on >{PASSWORD} ~p:* ~{{p:* {COMMANDS} &*"]
+    with RedisServer(extra_config=users) as started:
         yield started
 
 
@@ -57,6 +61,20 @@ def test_a_refused_acquire_call_names_all_its_locks(client: LockClient, raw: red
     assert sorted(raised.value.names) == ["a1", "a2", "b1"], raised.value.names  # a claim starts anywhere
     assert "one call over 3 locks" in str(raised.value)
     assert raw.keys("p:*") == []
+
+
+def test_a_fenced_bulk_acquire_of_a_user_without_multi_is_refused_and_leaves_no_lock(
+        server: RedisServer, raw: redis.Redis, core_name: str) -> None:
+    # Refused MULTI: the commands after it run on their own, the SETs unguarded by the fences.
+    with LockClient.from_url(f"redis://nomulti:{PASSWORD}@127.0.0.1:{server.port}/0", core=core_name,
+                             key_prefix="p:") as client:
+        with pytest.raises(ResponseError) as raised:
+            client.acquire_many(["a1", "b1", "a2"], 30, fenced=True)
+        assert raised.value.code == "NOPERM" and sorted(raised.value.names) == ["a1", "a2", "b1"]
+        deadline = time.monotonic() + 3.0
+        while raw.keys("p:*") and time.monotonic() < deadline:  # given back in the background
+            time.sleep(0.05)
+        assert raw.keys("p:*") == []
 
 
 @pytest.fixture

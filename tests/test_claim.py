@@ -333,7 +333,7 @@ def test_plan_encodes_each_chunk_with_what_is_still_wanted(core_name: str) -> No
     command = encoded(plan, core_name)
     assert command[:3] == [b"EVALSHA", CLAIM.sha, b"8"]
     assert command[3:11] == [b"p:shard:%d" % i for i in (17, 18, 19, 0, 1, 2, 3, 4)]
-    assert command[11:14] == [b"30000", b"6", b"0"]  # ttl, wanted, not fenced
+    assert command[11:14] == [b"30000", b"6", b""]  # ttl, wanted, no fence counter: not fenced
     first_tokens = set(command[14:])
     assert len(command) == 14 + 8 and len(first_tokens) == 1, "one fresh token for the chunk's keys"
     assert all(len(t) == 16 for t in first_tokens)

@@ -19,6 +19,11 @@ from turbolock import (
     ResponseError,
     StaleFenceError,
 )
+from turbolock._wire.scripts import fence_counter
+
+
+def _counter(key_prefix: str) -> bytes:
+    return fence_counter(key_prefix.encode())
 
 
 def test_fences_grow_with_every_grant_and_survive_expiry(make_client: Callable[..., Any], key_prefix: str,
@@ -37,22 +42,45 @@ def test_fences_grow_with_every_grant_and_survive_expiry(make_client: Callable[.
     after = client.try_acquire("account", 10, fenced=True)
     assert after is not None
     fences += [short.fence, after.fence]
-    assert fences == [1, 2, 3, 4, 5]
+    assert fences == list(range(fences[0], fences[0] + 5))
     other = client.try_acquire("other", 10, fenced=True)
-    assert other is not None and other.fence == 1  # one counter per name
+    assert other is not None and other.fence == fences[-1] + 1  # one counter for every name
     plain = client.try_acquire("plain", 10)
     assert plain is not None and plain.fence is None and not isinstance(plain, FencedLease)
-    counter = b"{" + key_prefix.encode() + b"account}:fence"
-    assert raw.get(counter) == b"5" and raw.pttl(counter) == -1  # the counter never expires
-    assert "fence=5" in repr(after) and after.token.hex() not in repr(after)
+    counter = _counter(key_prefix)
+    assert raw.get(counter) == b"%d" % other.fence and raw.pttl(counter) == -1  # it never expires
+    assert [key for key in raw.keys(f"*{key_prefix}*") if key.endswith(b":fence")] == [counter]
+    assert f"fence={after.fence}" in repr(after) and after.token.hex() not in repr(after)
 
 
-def test_a_hash_tagged_name_keeps_its_counter_beside_it(make_client: Callable[..., Any], key_prefix: str,
-                                                       raw: redis.Redis) -> None:
+def test_a_new_counter_starts_above_every_fence_a_lost_one_gave(make_client: Callable[..., Any],
+                                                                 key_prefix: str, raw: redis.Redis) -> None:
+    # A counter that is gone (deleted, evicted, a restart without persistence) starts again at the
+    # server's clock in microseconds: never below a fence it gave before, where restarting at 1
+    # would hand the next holder a fence its resource refuses and let a stale holder write.
+    client = make_client()
+    before_us = int(time.time() * 1e6)
+    first = client.try_acquire("account", 10, fenced=True)
+    assert first is not None and before_us - 5_000_000 < first.fence < before_us + 5_000_000
+    assert client.release(first)
+    raw.set(_counter(key_prefix), first.fence + 10_000)  # as many more grants as it had given
+    many = client.acquire_many([f"x:{i}" for i in range(3)], 10, fenced=True)
+    assert [lease.fence for lease in many.acquired] == [first.fence + 10_001 + i for i in range(3)]
+    raw.delete(_counter(key_prefix))
+    time.sleep(0.02)  # 20,000 us: the clock is past every fence given
+    again = client.try_acquire("account", 10, fenced=True)
+    assert again is not None and again.fence > many.acquired[-1].fence
+    assert client.release(again) and all(client.release_many(many.acquired))
+
+
+def test_a_hash_tagged_name_draws_from_the_same_counter(make_client: Callable[..., Any], key_prefix: str,
+                                                        raw: redis.Redis) -> None:
     client = make_client()
     lease = client.try_acquire("{acct:7}:transfer", 10, fenced=True)
-    assert lease is not None and lease.fence == 1
-    assert raw.get(key_prefix.encode() + b"{acct:7}:transfer:fence") == b"1"
+    other = client.try_acquire("plain:name", 10, fenced=True)
+    assert lease is not None and other is not None and other.fence == lease.fence + 1
+    assert raw.get(_counter(key_prefix)) == b"%d" % other.fence
+    assert raw.get(key_prefix.encode() + b"{acct:7}:transfer:fence") is None  # none of its own
 
 
 @pytest.mark.parametrize(("options", "name", "fenced", "error", "argument"), [
@@ -93,16 +121,19 @@ def test_bulk_fenced_acquires_give_each_lock_its_fence(make_client: Callable[...
     client = make_client()
     names = [f"shard:{i}" for i in range(2500)]
     first = client.acquire_many(names, 10, fenced=True)
-    assert first.all_acquired and {lease.fence for lease in first.acquired} == {1}
+    fences = [lease.fence for lease in first.acquired]
+    assert first.all_acquired and fences == list(range(fences[0], fences[0] + 2500))  # in input order
     assert all(isinstance(lease, FencedLease) for lease in first.acquired)
     held = client.acquire_many(["shard:7", "free"], 10, fenced=True)
-    assert held.not_acquired == ["shard:7"] and [lease.fence for lease in held.acquired] == [1]
+    assert held.not_acquired == ["shard:7"]
+    assert [lease.fence for lease in held.acquired] == [fences[-1] + 2]  # shard:7's fence was drawn, unused
     assert all(client.release_many(first.acquired))
-    raw.script_flush()  # every chunk answers NOSCRIPT first: loaded and sent again
+    raw.script_flush()  # no script to load again: the transactions send the counter's source
     second = client.acquire_many(names, 10, fenced=True)
-    assert second.all_acquired and {lease.fence for lease in second.acquired} == {2}
-    assert [lease.name for lease in second.acquired] == names
-    assert all(client.release_many(second.acquired))
+    assert second.all_acquired and [lease.name for lease in second.acquired] == names
+    assert [lease.fence for lease in second.acquired] == list(range(fences[-1] + 3, fences[-1] + 2503))
+    assert raw.get(_counter(key_prefix)) == b"%d" % (fences[-1] + 2502)
+    assert all(client.release_many(second.acquired + held.acquired))
 
 
 def test_bad_fenced_bulk_acquires_are_refused_before_sending(make_client: Callable[..., Any], key_prefix: str,
@@ -124,15 +155,16 @@ def test_a_fenced_claim_gives_each_lock_taken_its_fence(make_client: Callable[..
     held = client.acquire_many(shards[:20], 10)  # others hold 20 of them
     first = client.acquire_many(shards, 10, limit=10, fenced=True)
     assert len(first.acquired) == 10 and all(isinstance(lease, FencedLease) for lease in first.acquired)
-    assert {lease.fence for lease in first.acquired} == {1}
+    fences = [lease.fence for lease in first.acquired]
+    assert sorted(fences) == list(range(min(fences), min(fences) + 10))  # one per lock taken, no gaps
     assert not {lease.name for lease in first.acquired} & set(shards[:20])
     assert all(client.release_many(first.acquired)) and all(client.release_many(held.acquired))
     raw.script_flush()  # the claim's script is loaded again
     second = client.acquire_many([lease.name for lease in first.acquired], 10, limit=10, fenced=True)
-    assert {lease.fence for lease in second.acquired} == {2}  # the same names: their counters grew
+    assert sorted(lease.fence for lease in second.acquired) == list(range(max(fences) + 1, max(fences) + 11))
     plain = client.acquire_many(shards[20:40], 10, limit=5)
     assert all(lease.fence is None and not isinstance(lease, FencedLease) for lease in plain.acquired)
-    assert raw.get("{" + key_prefix + first.acquired[0].name + "}:fence") == b"2"
+    assert raw.get(_counter(key_prefix)) == b"%d" % (max(fences) + 10)
     assert all(client.release_many(second.acquired + plain.acquired))
 
 
@@ -145,7 +177,7 @@ def test_a_fenced_lock_object_gets_a_new_fence_on_every_acquire(make_client: Cal
         assert lock.acquire()
         fences.append(lock.fence)
         lock.release()
-    assert fences == [1, 2, 3] and lock.fence is None
+    assert fences == list(range(fences[0], fences[0] + 3)) and lock.fence is None
     plain = client.lock("plain", 10)
     assert plain.acquire() and plain.fence is None
     plain.release()
@@ -157,10 +189,10 @@ def test_a_fenced_lock_object_gets_a_new_fence_on_every_acquire(make_client: Cal
 def test_a_fenced_lock_that_waits_gets_the_next_fence(make_client: Callable[..., Any]) -> None:
     client = make_client()
     holder = client.try_acquire("waited", 0.3, fenced=True)
-    assert holder is not None and holder.fence == 1
+    assert holder is not None
     lock = client.lock("waited", 10, fenced=True)
     assert lock.acquire(timeout=3)  # waits for the holder's ttl to run out
-    assert lock.fence == 2
+    assert lock.fence == holder.fence + 1
     lock.release()
 
 
@@ -196,27 +228,24 @@ def _lock_keys(raw: redis.Redis, key_prefix: str) -> list[bytes]:
 
 
 @pytest.mark.parametrize("give_back", [True, False], ids=["given-back", "control-keeps-them"])
-def test_a_batched_fenced_call_with_one_failing_lock_leaves_no_lock(
+def test_a_batched_fenced_call_whose_counter_fails_leaves_no_lock(
         make_client: Callable[..., Any], key_prefix: str, raw: redis.Redis, give_back: bool,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # A counter that is not a number makes that one lock's INCR fail inside the second call: the
-    # script deletes that lock again and goes on; the call raises the error and gives back every
-    # lock it took. The control keeps what it took (nothing given back) and finds 2,499 held.
+    # A counter that is not a number fails inside each transaction, after which its SETs still run
+    # (EXEC does not stop at an error): the call raises the counter's error and gives back every
+    # lock of each failed transaction. The control gives back nothing and finds all 2,500 held.
     if not give_back:
         from turbolock._flows.bulk_plan import AcquirePlan
 
-        monkeypatch.setattr(AcquirePlan, "taken", lambda self: [])
+        monkeypatch.setattr(AcquirePlan, "_give_back_failed_calls", lambda self, start, replies: None)
     client = make_client()
     names = [f"shard:{i}" for i in range(2500)]
-    raw.set("{" + key_prefix + "shard:1500}:fence", b"not a number")
+    raw.set(_counter(key_prefix), b"not a number")
     with pytest.raises(ResponseError, match="not an integer"):
         client.acquire_many(names, 10, fenced=True)
     deadline = time.monotonic() + 3.0
     while _lock_keys(raw, key_prefix) and give_back and time.monotonic() < deadline:
         time.sleep(0.05)
     left = _lock_keys(raw, key_prefix)
-    assert raw.get("{" + key_prefix + "shard:1500}:fence") == b"not a number"
-    if give_back:
-        assert left == []
-    else:
-        assert len(left) == 2499 and key_prefix.encode() + b"shard:1500" not in left
+    assert raw.get(_counter(key_prefix)) == b"not a number"
+    assert left == [] if give_back else len(left) == 2500

@@ -1,6 +1,6 @@
-"""Fencing's edges: a fenced acquire whose counter fails leaves no lock behind (the bulk script
+"""Fencing's edges: a fenced acquire whose counter fails leaves no lock behind (the bulk call
 already gave it back; the single one kept it held for its whole ttl), a fenced claim's error
-names the lock whose counter failed (it named the chunk's first), and FencedStore refuses a
+names the lock whose fence failed (it named the chunk's first), and FencedStore refuses a
 key or value of the wrong type, or a fence above what it compares exactly (2**53), with a typed
 error naming it, before anything is written. Found in review."""
 
@@ -14,13 +14,14 @@ import pytest
 import redis
 
 from turbolock import FencedStore, InvalidArgumentTypeError, ResponseError
+from turbolock._wire.scripts import fence_counter
 
 
 def test_a_fenced_acquire_whose_counter_fails_leaves_no_lock(make_client: Callable[..., Any],
                                                              raw: redis.Redis, key_prefix: str) -> None:
     # (FENCED_ACQUIRE serves try_acquire, Lock objects, a Cluster's bulk acquire and Redlock.)
     client = make_client()
-    raw.set("{" + key_prefix + "x}:fence", b"not a number")  # what a colliding lock key leaves there
+    raw.set(fence_counter(key_prefix.encode()), b"not a number")  # what a colliding key leaves there
     with pytest.raises(ResponseError, match="not an integer"):
         client.try_acquire("x", 30, fenced=True)
     deadline = time.monotonic() + 3.0
@@ -39,11 +40,11 @@ def test_a_fair_fenced_attempt_whose_counter_fails_leaves_no_lock(make_client: C
     in the same script. A lone try (nothing queued to give back) used to leave it held for its
     whole ttl under a token nobody had."""
     client, other = make_client(), make_client()
-    raw.set("{" + key_prefix + "x}:fence", b"not a number")
+    raw.set(fence_counter(key_prefix.encode()), b"not a number")
     with pytest.raises(ResponseError, match="not an integer"):
         client.lock("x", 30, fair=True, fenced=True).acquire(**how)
     assert not raw.exists(key_prefix + "x"), f"left held for {raw.pttl(key_prefix + 'x')} ms more"
-    lease = other.try_acquire("x", 1)
+    lease = other.try_acquire("x", 1)  # not fenced: the counter is not involved
     assert lease is not None and other.release(lease)
 
 
@@ -68,17 +69,20 @@ def test_bad_store_arguments_raise_a_typed_error_naming_them(raw: redis.Redis, k
 
 def test_a_fenced_claims_error_names_the_lock_that_failed(make_client: Callable[..., Any], raw: redis.Redis,
                                                           key_prefix: str) -> None:
-    # The walk starts at a random name: the first name of the chunk is seldom the failing one.
-    client = make_client()
+    # The walk starts at a random name: the first name of the chunk is seldom the failing one, the
+    # one free name (the only one whose fence is drawn).
+    client, others = make_client(), make_client()
     names = [f"shard:{i}" for i in range(10)]
-    raw.set("{" + key_prefix + "shard:6}:fence", b"not a number")
+    held = others.acquire_many([name for name in names if name != "shard:6"], 60)
+    raw.set(fence_counter(key_prefix.encode()), b"not a number")
     blamed = []
     for _ in range(5):
         with pytest.raises(ResponseError, match="not an integer") as raised:
             client.acquire_many(names, 30, limit=10, fenced=True)
         blamed.append(list(raised.value.names))
         deadline = time.monotonic() + 3.0  # what the failed call took is given back in the background
-        while raw.keys(key_prefix + "shard:*") and time.monotonic() < deadline:
+        while raw.exists(key_prefix + "shard:6") and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert raw.keys(key_prefix + "shard:*") == []
-    assert blamed == [["shard:6"]] * 5, f"errors blamed {blamed}; shard:6's counter is the broken one"
+        assert not raw.exists(key_prefix + "shard:6")
+    assert blamed == [["shard:6"]] * 5, f"errors blamed {blamed}; shard:6 is the one whose fence failed"
+    assert all(others.release_many(held.acquired))

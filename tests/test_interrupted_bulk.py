@@ -1,8 +1,8 @@
 """A blocking bulk acquire interrupted (KeyboardInterrupt) mid-batch leaves no lock behind.
 
 The interrupt lands at three places: between two chunks (one chunk in flight, its replies never
-read), while a chunk's replies are being made into leases, and in the NOSCRIPT retry of a fenced
-acquire after one retried chunk answered. Whatever the chunks took is released in the background
+read), while a chunk's replies are being made into leases, and between two writes of a fenced
+acquire's transactions. Whatever the chunks took is released in the background
 with its tokens. Each test's control turns that hand-over off and must find locks left behind.
 """
 
@@ -29,10 +29,12 @@ def _locks_left(raw: redis.Redis, prefix: str) -> int:
                if not key.endswith(b":fence"))
 
 
-def _interrupt_at(monkeypatch: pytest.MonkeyPatch, method: str, call: int, raw: redis.Redis) -> list[int]:
+def _interrupt_at(monkeypatch: pytest.MonkeyPatch, method: str, call: int, raw: redis.Redis,
+                  prefix: str) -> list[int]:
     """``AcquirePlan.<method>`` raises KeyboardInterrupt at its ``call``-th call; the count so far.
 
-    It first lets the server run what is in flight, until its key count stops changing: closing
+    It first lets the server run what is in flight, until the count of the test's keys stops
+    changing (not the server's: other tests share it): closing
     a connection with replies unread resets it, and the server drops what it had not read yet
     (the controls' counts would vary); and a write still running when the cleanup's releases
     come would take its locks after them (a busy host: 6,150 locks left once in CI)."""
@@ -42,7 +44,7 @@ def _interrupt_at(monkeypatch: pytest.MonkeyPatch, method: str, call: int, raw: 
     def interrupting(plan: AcquirePlan, *args: Any) -> Any:
         calls[0] += 1
         if calls[0] == call:
-            _server_settled(raw)
+            _server_settled(raw, prefix)
             raise KeyboardInterrupt
         return original(plan, *args)
 
@@ -50,14 +52,14 @@ def _interrupt_at(monkeypatch: pytest.MonkeyPatch, method: str, call: int, raw: 
     return calls
 
 
-def _server_settled(raw: redis.Redis, within: float = 5.0) -> None:
-    """Once the server's key count has stayed the same for 0.1 s (or ``within`` has passed)."""
+def _server_settled(raw: redis.Redis, prefix: str, within: float = 5.0) -> None:
+    """Once the count of keys under ``prefix`` has stayed the same for 0.1 s (or ``within`` has passed)."""
     time.sleep(0.1)
     deadline = time.monotonic() + within
-    count = raw.dbsize()
+    count = _locks_left(raw, prefix)
     while time.monotonic() < deadline:
         time.sleep(0.1)
-        now = raw.dbsize()
+        now = _locks_left(raw, prefix)
         if now == count:
             return
         count = now
@@ -92,7 +94,7 @@ def test_chunks_the_interrupt_leaves_unsettled_are_released(
         redis_server: RedisServer, core_name: str, key_prefix: str, raw: redis.Redis,
         monkeypatch: pytest.MonkeyPatch, control: bool, where: str) -> None:
     method, call, held_in_control = WHERE[where]
-    calls = _interrupt_at(monkeypatch, method, call, raw)
+    calls = _interrupt_at(monkeypatch, method, call, raw, key_prefix)
     names = [f"{where}:{i}" for i in range(5 * CHUNK)]
     left = _run_interrupted(redis_server.url, core_name, key_prefix, raw, control,
                             lambda client: client.acquire_many(names, 30))
@@ -104,24 +106,19 @@ def test_chunks_the_interrupt_leaves_unsettled_are_released(
 
 
 @pytest.mark.parametrize("control", [False, True], ids=["handed-over", "control"])
-def test_an_interrupt_in_the_noscript_retry_releases_what_the_retry_took(
+def test_an_interrupt_between_writes_of_transactions_releases_what_they_took(
         redis_server: RedisServer, core_name: str, key_prefix: str, raw: redis.Redis,
         monkeypatch: pytest.MonkeyPatch, control: bool) -> None:
-    # 17 script calls of 1000 fenced locks, eight per write: three writes, all answered NOSCRIPT
-    # (scripts flushed), then sent again. The retry's third write is encoded once its first one
-    # has answered: the interrupt there leaves that write's 8,000 locks taken, the second write
-    # in flight.
-    calls = _interrupt_at(monkeypatch, "reencode_calls", 6, raw)
-    names = [f"retry:{i}" for i in range(17 * CHUNK)]
-
-    def acquire(client: LockClient) -> object:
-        raw.script_flush()
-        return client.acquire_many(names, 30, fenced=True)
-
-    left = _run_interrupted(redis_server.url, core_name, key_prefix, raw, control, acquire)
-    assert calls[0] == 6, "the interrupt did not land in the retry"
+    # 17 transactions of 1000 fenced locks, eight per write: three writes. The third is encoded
+    # once the first has answered: the interrupt there leaves the second write's 8,000 locks
+    # taken, in flight.
+    calls = _interrupt_at(monkeypatch, "reencode_calls", 3, raw, key_prefix)
+    names = [f"tx:{i}" for i in range(17 * CHUNK)]
+    left = _run_interrupted(redis_server.url, core_name, key_prefix, raw, control,
+                            lambda client: client.acquire_many(names, 30, fenced=True))
+    assert calls[0] == 3, "the interrupt did not land between writes"
     if control:
-        assert left == 16 * CHUNK, "the control must leave the retried calls' locks held"
+        assert left == 8 * CHUNK, "the control must leave the write in flight's locks held"
     else:
         assert left == 0
 

@@ -1,8 +1,8 @@
-"""A lock's own keys (its fence counter, a fair lock's queue) are named twice: in Python, for the
-scripts of one lock that declare them (``Script.own_keys``), and in Lua, by the bulk and claim
-scripts (``scripts.SLOT_BASE``). Both must give the same names, or fences drawn by one kind of
-call would not follow those drawn by the other (and a client upgraded mid-way would start a
-second counter)."""
+"""A lock's own keys (on Redis Cluster its fence counter; a fair lock's queue) are named twice: in
+Python, for the scripts of one lock that declare them (``Script.own_keys``), and in Lua, by a
+cluster's claim script (``scripts.SLOT_BASE``). Both must give the same names, or fences drawn by
+one kind of call would not follow those drawn by the other. On one server every kind of fenced
+acquire draws from the key prefix's one counter."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 
-from turbolock._wire.scripts import FENCE_SUFFIX, SLOT_BASE
+from turbolock._wire.scripts import FENCE_SUFFIX, SLOT_BASE, fence_counter
 from turbolock._wire.slots import key_slot, slot_base
 
 KEYS = [b"a", b"{a}", b"{a}:b", b"x{a}y", b"{}", b"{}a", b"a{", b"a}", b"}a{b}", b"{a}{b}", b"{{a}}",
@@ -30,18 +30,21 @@ def test_python_and_lua_name_the_same_own_keys(raw: redis.Redis) -> None:
 
 
 @pytest.mark.parametrize("name", ["plain", "{tag}:x"])
-def test_single_and_bulk_fenced_acquires_draw_from_one_counter(make_client: Callable[..., Any],
-                                                               raw: redis.Redis, key_prefix: str,
-                                                               name: str) -> None:
+def test_single_bulk_and_claimed_fenced_acquires_draw_from_one_counter(make_client: Callable[..., Any],
+                                                                       raw: redis.Redis, key_prefix: str,
+                                                                       name: str) -> None:
     client = make_client()
     fences = []
-    for bulk in (False, True, False, True):
-        if bulk:  # FENCED_ACQUIRE_MANY: the counter named in Lua
+    for how in ("single", "bulk", "claim", "single", "bulk", "claim"):
+        if how == "bulk":  # a transaction: FENCES_FOR with the counter declared by the client
             lease = client.acquire_many([name], 30, fenced=True).acquired[0]
+        elif how == "claim":  # CLAIM: the counter in ARGV
+            lease = client.acquire_many([name], 30, limit=1, fenced=True).acquired[0]
         else:  # FENCED_ACQUIRE: the counter declared by the client
             lease = client.try_acquire(name, 30, fenced=True)
         fences.append(lease.fence)
         assert client.release(lease)
-    assert fences == [1, 2, 3, 4]
+    assert fences == list(range(fences[0], fences[0] + 6))
+    assert raw.get(fence_counter(key_prefix.encode())) == b"%d" % fences[-1]
     key = (key_prefix + name).encode()
-    assert raw.get(slot_base(key) + FENCE_SUFFIX) == b"4"
+    assert raw.get(slot_base(key) + FENCE_SUFFIX) is None

@@ -15,7 +15,7 @@ import redis
 
 from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX
 from turbolock._wire.fair_scripts import QUEUE_KEYS
-from turbolock._wire.scripts import FENCE_SUFFIX
+from turbolock._wire.scripts import FENCE_SUFFIX, fence_counter
 from turbolock._wire.slots import slot_base
 from turbolock.errors import InvalidArgumentError
 from turbolock.options import options_from_url, redis_py_url
@@ -75,15 +75,17 @@ def connect(url: str) -> Any:
 
 NO_TTL = """Every lock has a ttl; a key under the prefix without one is no lock. A lock's own keys
 (``OWN_KEY_SUFFIXES``: a fence counter, a fair lock's queue and when its waiters asked, the lock's
-key and a suffix when it has a hash tag) are no locks either, ttl or not: deleting a counter would
-restart that name's fences at 1, a queue would lose its waiters' places. Neither is listed or
-released."""
+key and a suffix when it has a hash tag) and a prefix's fence counter (``{<prefix>}:fence``, under
+the empty prefix only) are no locks either, ttl or not: a queue would lose its waiters' places,
+and a counter is never deleted. Neither is listed or released."""
 
 OWN_KEY_SUFFIXES = (FENCE_SUFFIX, *QUEUE_KEYS)
 
 
 def _own_key(key: bytes) -> bool:
-    """Whether ``key`` is a lock's own key (``NO_TTL``), not a lock."""
+    """Whether ``key`` is a lock's own key or a fence counter (``NO_TTL``), not a lock."""
+    if key == fence_counter(b""):  # the empty prefix's ('{}' is no hash tag: slot_base differs)
+        return True
     for suffix in OWN_KEY_SUFFIXES:
         if key.endswith(suffix):
             base = key[:-len(suffix)]

@@ -177,7 +177,7 @@ class LockClient(ClientRules[Lock]):
         sent_at = time.monotonic()
         try:
             if fenced:
-                reply = self._exec.script_one(_scripts.FENCED_ACQUIRE, key, tok, ms, deadline)
+                reply = self._exec.script_one(self._fenced_acquire, key, tok, ms, deadline)
             else:
                 reply = self._exec.set_nx_one(key, tok, ms, deadline)
         except Unconfirmed as exc:
@@ -253,9 +253,9 @@ class LockClient(ClientRules[Lock]):
 
     _abandoned = _remember_cleanup
 
-    def _many_batched(self, count: int, encode: Encoder, script: _scripts.Script, reencode: Reencoder,
-                      **options: Any) -> list[object]:
-        """Multi-key script calls (each up to a thousand keys), a few per write."""
+    def _many_batched(self, count: int, encode: Encoder, script: _scripts.Script | None,
+                      reencode: Reencoder | None, **options: Any) -> list[object]:
+        """Multi-key calls (scripts or transactions, each up to a thousand keys), a few per write."""
         return self._exec_renewals.many(count, encode, script, reencode, **options)
 
     def _renew_batches(self, batches: list[Batch], encode: Encoder, reencode: Reencoder,

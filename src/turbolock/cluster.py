@@ -20,6 +20,8 @@ from turbolock._flows.renewal_book import Batch
 from turbolock._flows.steps import Flow
 from turbolock._sync.cluster import ClusterExecutor
 from turbolock._sync.cluster_waker import ClusterWaker
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.fair_scripts import FAIR_ACQUIRE_IN_SLOT
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler
 from turbolock._wire.validate import Seconds
 from turbolock.client import DEFAULT_MAX_CONNECTIONS, LockClient
@@ -39,6 +41,9 @@ class ClusterLockClient(LockClient):
     _batches_keys = False
     """Keys of many slots cannot share a script call: bulk fenced acquires, releases and extends
     send one script call per key."""
+    _fenced_acquire = _scripts.FENCED_ACQUIRE_IN_SLOT
+    """A name's fence counter shares its key's slot (keys of many slots cannot share one)."""
+    _fair_acquire = FAIR_ACQUIRE_IN_SLOT
 
     _own_keywords = (*CLIENT_KEYWORDS, "startup_nodes")
 

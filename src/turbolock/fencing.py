@@ -58,7 +58,8 @@ Fence = int | Sequence[int | None]
 
 MAX_FENCE = 2**53
 """The largest fence the store compares exactly (its scripts' numbers are Lua doubles); a
-counter grown by INCR, one per grant, never comes near it."""
+counter started at the clock in microseconds (about 1.8e15) and grown by one per grant stays
+below it until the year 2255."""
 
 
 def _fence_args(fence: object) -> list[object]:

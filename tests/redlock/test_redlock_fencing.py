@@ -1,7 +1,8 @@
-"""Redlock fencing: ``fenced=True`` gives each grant one fence per master (that master's own
-counter), threads and asyncio, 3 and 5 masters. Grants on different majorities: no single
-number orders them (the negative control shows the largest fence going backwards), but a
-store that checks every master's fence refuses the stale holder once its successor wrote."""
+"""Redlock fencing: ``fenced=True`` gives each grant one fence per master (from that master's
+own counter, which every name shares), threads and asyncio, 3 and 5 masters. Grants on
+different majorities: no single number orders them (the negative control shows the largest
+fence going backwards), but a store that checks every master's fence refuses the stale holder
+once its successor wrote."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import redis
 from _blocking_async import FRONTS, Fronts
 from turbolock import FencedStore, InvalidArgumentError, InvalidArgumentTypeError
 from turbolock._flows.redlock_result import FencedRedlockLease, RedlockLease
+from turbolock._wire.scripts import fence_counter
 from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer
 from turbolock.redlock import RedlockClient
@@ -47,20 +49,20 @@ def test_every_master_counts_its_own_fences(make_client: Callable[[list[RedisSer
         assert isinstance(lease, FencedRedlockLease)
         seen.append(lease.fences)
         assert client.release(lease)
-    assert seen == [(1,) * len(masters), (2,) * len(masters), (3,) * len(masters)]
+    assert seen == [tuple(fence + i for fence in seen[0]) for i in range(3)]
     lock = client.lock("ledger", 10, fenced=True)
     assert lock.acquire(timeout=1)
-    assert lock.fences == (4,) * len(masters)
+    assert lock.fences == tuple(fence + 3 for fence in seen[0])
     lock.release()
     fenced = client.try_acquire("ledger", 10, fenced=True)
     assert fenced is not None and client.extend(fenced, 10)  # a fenced lease is a lease like any
     assert client.release_many([fenced]) == [True]
     plain = client.try_acquire("plain", 10)
     assert isinstance(plain, RedlockLease) and not isinstance(plain, FencedRedlockLease)
-    counter = b"{" + key_prefix.encode() + b"ledger}:fence"
-    for server in masters:
+    counter = fence_counter(key_prefix.encode())
+    for server, first in zip(masters, seen[0], strict=True):
         with redis.Redis(port=server.port) as raw:
-            assert raw.get(counter) == b"5" and raw.pttl(counter) == -1
+            assert raw.get(counter) == b"%d" % (first + 4) and raw.pttl(counter) == -1
     with pytest.raises(InvalidArgumentTypeError, match="fenced"):
         client.try_acquire("ledger", 10, fenced="yes")
 
@@ -70,30 +72,31 @@ def test_a_stale_holder_on_another_majority_is_refused(make_client: Callable[[li
                                                        redis_server: RedisServer, key_prefix: str) -> None:
     a, _, c = masters = own_masters(3)
     client = make_client(masters)
-    counter = b"{" + key_prefix.encode() + b"account}:fence"
-    with redis.Redis(port=a.port) as raw_a:
-        raw_a.set(counter, 5)  # master A has granted this name before
+    counter = fence_counter(key_prefix.encode())
+    for server, granted in ((a, 5), (masters[1], 1), (c, 1)):  # master A has granted more before
+        with redis.Redis(port=server.port) as raw:
+            raw.set(counter, granted)
     c.pause()
     try:
         stale = client.try_acquire("account", 1.0, fenced=True)  # on A and B
     finally:
         c.resume()
-    assert stale is not None and stale.fences == (6, 1, None)
+    assert stale is not None and stale.fences == (6, 2, None)
     time.sleep(1.1)  # the holder pauses past its ttl
     a.pause()
     try:
         successor = client.try_acquire("account", 10, fenced=True)  # on B and C
     finally:
         a.resume()
-    assert successor is not None and successor.fences[0] is None and successor.fences[1] == 2
+    assert successor is not None and successor.fences == (None, 3, 2)
     resource = redis.Redis(port=redis_server.port)
     store = FencedStore(resource)
     key = key_prefix + "resource"
     assert store.write(key, "successor", successor.fences)
-    assert not store.write(key, "stale", stale.fences)  # B's fence went from 1 to 2
+    assert not store.write(key, "stale", stale.fences)  # B's fence went from 2 to 3
     assert resource.hget(key, "value") == b"successor"
     # The negative control: the largest fence of each grant as one number goes backwards (6,
-    # then 2), and a store of single fences takes the stale write over the successor's.
+    # then 3), and a store of single fences takes the stale write over the successor's.
     control = key_prefix + "control"
     assert store.write(control, "successor", max(f for f in successor.fences if f is not None))
     assert store.write(control, "stale", max(f for f in stale.fences if f is not None))
@@ -109,14 +112,16 @@ def test_a_fenced_bulk_acquire_gives_every_lease_its_fences(make_client: Callabl
     first = client.acquire_many(names, 10, fenced=True)
     assert len(first.acquired) == 300
     assert all(isinstance(lease, FencedRedlockLease) for lease in first.acquired)
-    assert {lease.fences for lease in first.acquired} == {(1,) * len(masters)}
+    starts = first.acquired[0].fences  # each master's fences, one per lock in input order
+    assert [lease.fences for lease in first.acquired] == [tuple(f + i for f in starts) for i in range(300)]
     assert all(client.release_many(first.acquired))
     for server in masters:
         with redis.Redis(port=server.port) as raw:
             raw.script_flush()  # every master answers NOSCRIPT first: loaded and sent again
     second = client.acquire_many(names, 10, fenced=True)
     assert [lease.name for lease in second.acquired] == names
-    assert {lease.fences for lease in second.acquired} == {(2,) * len(masters)}
+    assert [lease.fences for lease in second.acquired] == [tuple(f + 300 + i for f in starts)
+                                                           for i in range(300)]
     held = client.acquire_many(names[:5], 10, fenced=True)  # held by the leases above: none granted
     assert held.acquired == [] and len(held.not_acquired) == 5
     assert all(client.release_many(second.acquired))
@@ -132,16 +137,16 @@ def test_a_fenced_claim_gives_each_lease_taken_its_fences(
     assert len(claim.acquired) == 4
     assert all(isinstance(lease, FencedRedlockLease) for lease in claim.acquired)
     assert {lease.name for lease in claim.acquired} <= set(names[30:])
-    assert {lease.fences for lease in claim.acquired} == {(1,) * len(masters)}
+    firsts = sorted(lease.fences[0] for lease in claim.acquired)
+    assert firsts == list(range(firsts[0], firsts[0] + 4))  # one per lock taken: none for the held
     assert all(client.release_many(claim.acquired))
     again = client.acquire_many(names[30:], 10, fenced=True, limit=10)
     assert len(again.acquired) == 10
-    taken_before = {lease.name for lease in claim.acquired}
-    assert {lease.name: lease.fences[0] for lease in again.acquired} == {
-        name: 2 if name in taken_before else 1 for name in names[30:]}
-    for server in masters:  # only names granted count a fence: the held ones' counters are untouched
+    assert sorted(lease.fences[0] for lease in again.acquired) == list(range(firsts[-1] + 1, firsts[-1] + 11))
+    for i, server in enumerate(masters):  # each counter ends at its last grant: the held drew none
         with redis.Redis(port=server.port) as raw:
-            assert raw.get(b"{" + key_prefix.encode() + b"shard:0}:fence") is None
+            last = max(lease.fences[i] for lease in again.acquired)
+            assert raw.get(fence_counter(key_prefix.encode())) == b"%d" % last
     assert all(client.release_many(again.acquired + held.acquired))
     with pytest.raises(InvalidArgumentError) as bad:  # every name checked before anything is sent
         client.acquire_many(["fine", "a}b"], 10, fenced=True, limit=1)

@@ -14,7 +14,7 @@ from typing import Any
 from turbolock._aio.pool import ConnectionPool
 from turbolock._aio.protocol import RedisProtocol
 from turbolock._aio.waiting import done_by
-from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
+from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, raw_replies_tag, subset_orphans
 from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import (
@@ -25,6 +25,7 @@ from turbolock._wire.outcomes import (
     NotSent,
     Reencoder,
     ReplyHandler,
+    ReplyShape,
     Unconfirmed,
     check_loaded,
     durable_reply,
@@ -222,7 +223,8 @@ class Executor:
     async def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
                    orphans: OrphanTags | None = None, chunk_size: int | None = None,
-                   keys: Any = None, deadline: float = math.inf, durable: bool = False) -> list[object]:
+                   keys: Any = None, deadline: float = math.inf, durable: bool = False,
+                   shape: ReplyShape | None = None) -> list[object]:
         """Replies for ``count`` items in input order; an item whose outcome the connection lost
         is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
 
@@ -232,6 +234,9 @@ class Executor:
         to the protocol, which hands acquires' replies to ``on_orphan`` with ``orphans(start,
         stop)`` as the tag. ``durable`` (acquires): with ``replicas_ack``, ``WAIT`` follows on the
         same connection and every lock taken becomes ``NOT_DURABLE`` when too few replicas have it.
+        ``shape``: items that answer several replies each (transactions), one reply per item all
+        the same (a cancelled caller's chunks reach the protocol's orphans unfolded: see
+        ``bulk_plan.raw_replies_tag``).
         """
         results: list[object] = [NOT_SENT] * count
         if not count:
@@ -246,7 +251,7 @@ class Executor:
             if on_replies is not None:
                 on_replies(start, replies)
 
-        await _run_chunks(conn, count, size, encode, store, results, orphans, since)
+        await _run_chunks(conn, count, size, encode, store, results, orphans, since, shape)
         if script is not None and reencode is not None:
             await self._reload_and_retry(script, reencode, results, size, orphans)
         if durable and self.wait is not None:
@@ -302,7 +307,7 @@ class Executor:
 
 async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encoder,
                       on_replies: ReplyHandler, results: list[object], orphans: OrphanTags | None,
-                      since: float | None = None) -> None:
+                      since: float | None = None, shape: ReplyShape | None = None) -> None:
     """Send items 0..count-1 in chunks of ``size``, two chunks in flight; a broken connection
     marks items ``UNKNOWN`` (sent) or leaves them ``NOT_SENT`` instead of raising. ``since``: the
     first chunk's deadline counts from then (the call waited for its connection to open)."""
@@ -315,8 +320,12 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
                 stop = min(count, next_start + size)
                 encode(buf, next_start, stop)
                 tag = orphans(next_start, stop) if orphans is not None else None
+                replies_due = stop - next_start
+                if shape is not None:
+                    replies_due = shape.count(next_start, stop)
+                    tag = None if tag is None else raw_replies_tag(tag)
                 try:
-                    fut = conn.submit(stop - next_start, tag, since if next_start == 0 else None)
+                    fut = conn.submit(replies_due, tag, since if next_start == 0 else None)
                 except NotSent:  # broken, or retired: the rest stays NOT_SENT, the chunks sent are answered
                     count = next_start
                     break
@@ -328,7 +337,9 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
             start, stop, fut, _ = inflight[0]
             replies = await fut
             inflight.popleft()
-            on_replies(start, replies if stop - start > 1 else [replies])
+            if shape is not None:
+                replies = shape.fold(start, stop, replies)
+            on_replies(start, replies if stop - start > 1 or shape is not None else [replies])
     except BaseException as exc:
         if isinstance(exc, Exception) and all(fut.done() for _, _, fut, _ in inflight):
             _settle_broken(inflight, results)

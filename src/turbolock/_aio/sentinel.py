@@ -33,7 +33,7 @@ from turbolock._flows.sentinel_routes import (
 )
 from turbolock._flows.steps import Call, CallStep
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler
+from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler, ReplyShape
 from turbolock._wire.slot_map import Address
 from turbolock.errors import ConnectionError, LockError
 from turbolock.options import ConnectionOptions
@@ -174,15 +174,17 @@ class SentinelExecutor(Executor):
     async def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
                    orphans: OrphanTags | None = None, chunk_size: int | None = None,
-                   keys: Any = None, deadline: float = math.inf, durable: bool = False) -> list[object]:
+                   keys: Any = None, deadline: float = math.inf, durable: bool = False,
+                   shape: ReplyShape | None = None) -> list[object]:
         """As ``Executor.many``; items refused with ``READONLY`` go once more to the master the
         Sentinels name next (``on_replies`` sees every reply at the end)."""
         def send(n: int, enc: Encoder, reenc: Reencoder | None, indices: Sequence[int] | None) -> CallStep:
-            tags = orphans
-            if orphans is not None and indices is not None:  # what the resent items may take
-                tags = subset_orphans(orphans, indices)
+            tags, items = orphans, shape
+            if indices is not None:  # what the resent items may take, and answer
+                tags = None if orphans is None else subset_orphans(orphans, indices)
+                items = None if shape is None else shape.subset(indices)
             return Call(Executor.many, (self, n, enc, script, reenc, None, tags, chunk_size),
-                        {"durable": durable})
+                        {"durable": durable, "shape": items})
 
         results = await run(guarded_many_flow(self.pool, send, count, encode, reencode,
                                               abandon_answered(self.pool.on_orphan, orphans)))

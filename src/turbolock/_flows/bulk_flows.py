@@ -130,17 +130,17 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
                       renewed: bool = True) -> Flow[AcquireManyResult]:
     plan = AcquirePlan(names, ttl_ms(ttl), tokens, client._owner, client.core, renewed)
     if fenced is not False:
-        plan.fence(client.key_prefix, client.options.replicas_ack, fenced)
+        plan.fence(client._fenced_acquire, client.key_prefix, client.options.replicas_ack, fenced)
 
     options: dict[str, Any] = {"on_replies": plan.on_replies, "orphans": plan.orphans, "keys": plan.keys}
     if client.options.replicas_ack:
         options["durable"] = True
     batched = plan.script is not None and client._batches_keys
-    if batched:  # one server: one script call per KEYS_PER_CALL fenced locks (fenced refuses replicas_ack)
+    if batched:  # one server: one transaction per KEYS_PER_CALL fenced locks (fenced refuses replicas_ack)
         plan.give_back = client._remember_cleanup
-        call = Call(client._many_batched, (plan.batched_calls(), plan.encode_calls,
-                                           _scripts.FENCED_ACQUIRE_MANY, plan.reencode_calls),
-                    {"on_replies": plan.on_call_replies, "orphans": plan.call_orphans})
+        call = Call(client._many_batched, (plan.batched_calls(), plan.encode_calls, None, None),
+                    {"on_replies": plan.on_call_replies, "orphans": plan.call_orphans,
+                     "shape": plan.call_shape()})
     else:
         call = Call(client._exec.many, (plan.count, plan.encode, plan.script, plan.encode_indices), options)
     plan.sent_at = time.monotonic()

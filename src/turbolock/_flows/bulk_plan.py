@@ -18,6 +18,7 @@ from turbolock._flows.client_settings import check_fenced_keys
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_DURABLE, NOT_SENT, UNKNOWN, Encoder, Reencoder, failures
 from turbolock._wire.replies import reply_error
+from turbolock._wire.transactions import Transactions, append_transaction, fold_transactions
 from turbolock._wire.validate import MAX_NAME_BYTES, TOKEN_BYTES, check_token, encode_names
 from turbolock.errors import (
     ConnectionError,
@@ -307,13 +308,14 @@ class AcquirePlan:
         self.untrack: Callable[[list[Any], int, int], None] = (
             core.untrack if untracked else _untracked_nowhere)
 
-    def fence(self, key_prefix: bytes, replicas_ack: int, fenced: object) -> None:
-        """Make this a fenced acquire, after every name's checks (see ``check_fenced``)."""
+    def fence(self, script: _scripts.Script, key_prefix: bytes, replicas_ack: int, fenced: object) -> None:
+        """Make this a fenced acquire by ``script`` (the client's), after every name's checks (see
+        ``check_fenced``)."""
         if check_fenced_keys(fenced, key_prefix, self.keys, replicas_ack):
-            self.script = _scripts.FENCED_ACQUIRE
+            self.script = script
             self.make_fenced = lease_maker(self._core, FencedLease)
 
-    # -- a fenced acquire on one server: one FENCED_ACQUIRE_MANY call per KEYS_PER_CALL keys --------
+    # -- a fenced acquire on one server: one transaction per KEYS_PER_CALL keys (``transactions``) --
 
     def batched_calls(self) -> int:
         """How many script calls take every lock (the items the executor then counts)."""
@@ -327,12 +329,16 @@ class AcquirePlan:
         self.reencode_calls(buf, range(start, stop))
 
     def reencode_calls(self, buf: Any, calls: Sequence[int]) -> None:
-        sha, keys, tokens, ttl_ms = _scripts.FENCED_ACQUIRE_MANY.sha, self.keys, self.tokens, self.ttl_ms
+        keys, tokens, ttl_ms = self.keys, self.tokens, self.ttl_ms
         for call in calls:
             first, last = self._call_range(call)
             if self.fresh_tokens:
                 tokens[first:last] = batch_tokens(last - first)
-            buf.append_evalsha_multikey(sha, keys[first:last], tokens[first:last], ttl_ms)
+            append_transaction(buf, keys[first:last], tokens[first:last], ttl_ms)
+
+    def call_shape(self) -> Transactions:
+        """What the calls answer: a transaction's replies, read as one per call."""
+        return Transactions(call_sizes(self.count))
 
     def call_sizes(self, start: int, stop: int) -> list[int]:
         return call_sizes(self.count)[start:stop]
@@ -561,6 +567,13 @@ def release_orphan(remember: Callable[[bytes, bytes, float, bool], None], tag: t
             remember(key, token, forget_at, recheck)
 
 
+def raw_replies_tag(tag: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The orphan tag of transactions (``call_orphans``') whose replies come unfolded (an asyncio
+    protocol's, for a cancelled caller): ``orphan_replies`` folds them first."""
+    raw = (*tag, True)
+    return OwnTokensTag(raw) if type(tag) is OwnTokensTag else raw
+
+
 def join_orphan_tags(tags: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
     """One orphan tag for the items of ``tags`` sent together (a NOSCRIPT retry's chunk):
     ``(keys, tokens, ttl)``, or with batched calls' sizes after them."""
@@ -581,7 +594,10 @@ def orphan_replies(tag: tuple[Any, ...], reply: object) -> list[object]:
         return [UNKNOWN] * len(keys)
     if len(tag) > 3:  # batched calls: a list per call; one that failed whole may have taken some
         sizes = tag[3]
-        calls: list[object] = reply if len(sizes) > 1 else [reply]  # type: ignore[assignment]
+        if len(tag) > 4:  # a transaction's every reply (``raw_replies_tag``)
+            calls: list[object] = fold_transactions(reply, sizes)  # type: ignore[arg-type]
+        else:
+            calls = reply if len(sizes) > 1 else [reply]  # type: ignore[assignment]
         return expand_calls([UNKNOWN if call_failed(one) else one for one in calls], sizes)
     return [reply] if len(keys) == 1 else reply  # type: ignore[return-value]
 

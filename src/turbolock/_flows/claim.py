@@ -23,7 +23,7 @@ from typing import Any
 from turbolock._flows.bulk_plan import batch_tokens, check_tokens, encode_unique_names
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._wire.replies import reply_error
-from turbolock._wire.scripts import NEXT_FENCE, Script
+from turbolock._wire.scripts import CLAIMED_FENCE, Script, fence_counter
 from turbolock.errors import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
@@ -34,21 +34,23 @@ from turbolock.errors import (
 from turbolock.lease import FencedLease, Lease
 
 # KEYS = lock keys, in the order to try them; ARGV[1] = ttl in ms, ARGV[2] = how many to take at
-# most, ARGV[3] = '1' for fenced, ARGV[3 + i] = the token of KEYS[i]. Replies the 0-based indices
+# most, ARGV[3] = the fence counter when fenced (``scripts.fence_counter``), else empty,
+# ARGV[3 + i] = the token of KEYS[i]. Replies the 0-based indices
 # of the keys it took, in order (fenced: each followed by its fence); it stops right after the
 # last one wanted, so keys after it were not tried.
-CLAIM = Script("claim", NEXT_FENCE + b"""\
+CLAIM = Script("claim", CLAIMED_FENCE + b"""\
 local call = redis.call
 local ttl = ARGV[1]
 local want = tonumber(ARGV[2])
-local fenced = ARGV[3] == '1'
+local counter = ARGV[3]
+local fenced = counter ~= ''
 local taken = {}
 local count = 0
 for i = 1, #KEYS do
   if call('set', KEYS[i], ARGV[i + 3], 'NX', 'PX', ttl) then
     taken[#taken + 1] = i - 1
     if fenced then
-      taken[#taken + 1] = claimed_fence(KEYS[i], i - 1)
+      taken[#taken + 1] = claimed_fence(counter, KEYS[i], i - 1)
     end
     count = count + 1
     if count == want then
@@ -175,7 +177,8 @@ class ClaimPlan:
         keys = self.keys
         chunk_keys = [prefix + keys[i] for i in self._chunk]
         buf.append_command((b"EVALSHA", CLAIM.sha, len(chunk_keys), *chunk_keys,
-                            self.ttl_ms, self._wanted, b"1" if self.fenced else b"0", *self._chunk_tokens))
+                            self.ttl_ms, self._wanted, fence_counter(prefix) if self.fenced else b"",
+                            *self._chunk_tokens))
 
     def reencode(self, buf: Any, indices: Sequence[int]) -> None:
         """The same chunk again, same tokens and limit (a ``Reencoder``, after NOSCRIPT)."""

@@ -30,6 +30,8 @@ from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.single import adopted_lease, check_flow, extend_flow, query_flow
 from turbolock._flows.steps import Flow
 from turbolock._wire import core as _core
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.fair_scripts import FAIR_ACQUIRE
 from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import Seconds, check_key_prefix, encode_name
 from turbolock.errors import ClientClosedError, LockError
@@ -58,6 +60,10 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
     _batches_keys = True
     """Whether a script call may take many keys (``_many_batched``): one server or Sentinel's
     master; not a cluster, whose keys live on many nodes."""
+    _fenced_acquire = _scripts.FENCED_ACQUIRE
+    """The script of a fenced acquire: on one server, every name's fence from one counter."""
+    _fair_acquire = FAIR_ACQUIRE
+    """A fair attempt's scripts (``fair_scripts.FAIR_ACQUIRE``)."""
     _wakes_waiters = False
     """Whether blocking acquires are woken by releases (``_flows.wake_book``): the
     ``wake_waiters`` option of a one-server or Sentinel client. A cluster's waiters only poll,

@@ -25,7 +25,7 @@ from turbolock._flows.claim import ClaimPlan, ClaimResult, check_limit
 from turbolock._flows.client_settings import acquire_lost_error, check_fenced_keys
 from turbolock._flows.cluster_routes import RETRY_PAUSE
 from turbolock._flows.steps import Call, Flow, Sleep
-from turbolock._wire.scripts import NEXT_FENCE, Script
+from turbolock._wire.scripts import CLAIMED_FENCE, Script
 from turbolock._wire.validate import Seconds, ttl_ms
 from turbolock.errors import AcquireOutcomeUnknownError, ClusterError, ConnectionError, ResponseError
 from turbolock.lease import Lease
@@ -36,7 +36,7 @@ REMAPS = 3
 # CLAIM with keys in ARGV: ARGV[1] = ttl in ms, ARGV[2] = how many to take at most, ARGV[3] = '1'
 # for fenced, ARGV[2 + 2i] = a key, ARGV[3 + 2i] its token. Replies the 0-based indices of the
 # keys it took, in order (fenced: each followed by its fence, from a counter in the key's slot).
-CLAIM_ARGV = Script("claim_argv", NEXT_FENCE + b"""\
+CLAIM_ARGV = Script("claim_argv", CLAIMED_FENCE + b"""\
 local call = redis.call
 local ttl = ARGV[1]
 local want = tonumber(ARGV[2])
@@ -48,7 +48,7 @@ for i = 1, (#ARGV - 3) / 2 do
   if call('set', key, ARGV[3 + 2 * i], 'NX', 'PX', ttl) then
     taken[#taken + 1] = i - 1
     if fenced then
-      taken[#taken + 1] = claimed_fence(key, i - 1)
+      taken[#taken + 1] = claimed_fence('', key, i - 1)
     end
     count = count + 1
     if count == want then

@@ -14,7 +14,7 @@ from turbolock._flows.bulk_plan import script_encoders
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.single import acquire_result
 from turbolock._flows.steps import Call, Flow
-from turbolock._wire.fair_scripts import FAIR_ACQUIRE, FAIR_LEAVE
+from turbolock._wire.fair_scripts import FAIR_LEAVE
 from turbolock._wire.outcomes import Unconfirmed
 from turbolock._wire.validate import Seconds, encode_name, ttl_ms
 from turbolock.lease import Lease
@@ -50,7 +50,8 @@ def fair_attempt_flow(client: Any, name: str | bytes, ttl: Seconds, waiter: byte
     policy = client._renew_policy(auto_renew, on_lost, ms)
     sent_at = time.monotonic()
     try:
-        reply = yield Call(client._exec.script_one, (FAIR_ACQUIRE[queue, fenced], key, token, ms, deadline))
+        script = client._fair_acquire[queue, fenced]
+        reply = yield Call(client._exec.script_one, (script, key, token, ms, deadline))
     except Unconfirmed as exc:
         if queue and isinstance(exc.cause, Exception):
             return REPLY_LOST

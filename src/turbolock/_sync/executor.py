@@ -26,6 +26,7 @@ from turbolock._wire.outcomes import (
     NotSent,
     Reencoder,
     ReplyHandler,
+    ReplyShape,
     Unconfirmed,
     check_loaded,
     durable_reply,
@@ -194,7 +195,7 @@ class Executor:
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
              deadline: float = math.inf, orphans: OrphanTags | None = None, keys: Any = None,
-             durable: bool = False) -> list[object]:
+             durable: bool = False, shape: ReplyShape | None = None) -> list[object]:
         """Replies for ``count`` items in input order; an item whose outcome the connection lost
         is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
         ``durable`` (acquires): with ``replicas_ack``, ``WAIT`` follows on the same connection and
@@ -207,7 +208,8 @@ class Executor:
         (KeyboardInterrupt, SystemExit) hands what its acquires may have taken to ``on_orphan``,
         tagged by ``orphans(start, stop)``: the chunks in flight, the one being handed over, a
         NOSCRIPT retry's. ``keys`` (each item's key, for a Redis Cluster's executor to route by)
-        is ignored here.
+        is ignored here. ``shape``: items that answer several replies each (transactions), one
+        reply per item all the same.
         """
         results: list[object] = [NOT_SENT] * count
         if not count:
@@ -223,7 +225,7 @@ class Executor:
         wait = self.wait if durable else None
         try:
             run_chunks(conn, count, self.chunk_size, encode, self.timeout, store, deadline=deadline,
-                       current=partial(pool.current, conn))
+                       current=partial(pool.current, conn), shape=shape)
             if script is not None and reencode is not None:
                 self._reload_and_retry(conn, script, reencode, results, deadline, orphans)
         except PipelineBroken as broken:

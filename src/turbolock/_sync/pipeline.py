@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 
 from turbolock._sync.connection import Connection
-from turbolock._wire.outcomes import WINDOW, Encoder, ReplyHandler
+from turbolock._wire.outcomes import WINDOW, Encoder, ReplyHandler, ReplyShape
 
 
 class PipelineBroken(Exception):
@@ -35,7 +35,8 @@ class PipelineBroken(Exception):
 
 def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, timeout: float,
                on_replies: ReplyHandler, prologue: bytes = b"", prologue_replies: int = 0,
-               deadline: float = math.inf, current: Callable[[], bool] | None = None) -> list[object]:
+               deadline: float = math.inf, current: Callable[[], bool] | None = None,
+               shape: ReplyShape | None = None) -> list[object]:
     """Send items 0..count-1 in chunks; ``on_replies(start, replies)`` gets each chunk's replies
     while the server already works on the next chunk.
 
@@ -43,6 +44,7 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
     Each chunk's send and read has its own deadline of ``timeout`` seconds, and none goes past
     ``deadline``. When ``current()`` turns False (the pool dropped the connection's server: a
     failover), no further chunk is sent; the chunks sent are still read, the rest left unsent.
+    ``shape``: items that answer several replies each (transactions), read as one per item.
     """
     buf = conn.buffer
     inflight: deque[tuple[int, int]] = deque()
@@ -69,7 +71,11 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
                 head = conn.read(prologue_replies, min(time.monotonic() + timeout, deadline))
                 prologue_replies = 0
             start, stop = inflight.popleft()
-            replies = conn.read(stop - start, min(time.monotonic() + timeout, deadline))
+            if shape is None:
+                replies = conn.read(stop - start, min(time.monotonic() + timeout, deadline))
+            else:
+                raw = conn.read(shape.count(start, stop), min(time.monotonic() + timeout, deadline))
+                replies = shape.fold(start, stop, raw)
             handing = (start, replies)
             replied = stop
             on_replies(start, replies)

@@ -32,7 +32,7 @@ from turbolock._sync.drive import run
 from turbolock._sync.executor import Executor, settle_all
 from turbolock._sync.pool import ConnectionPool
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler
+from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler, ReplyShape
 from turbolock._wire.slot_map import Address
 from turbolock.errors import UnsentTimeoutError
 from turbolock.options import ConnectionOptions
@@ -184,15 +184,16 @@ class SentinelExecutor(Executor):
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
              deadline: float = math.inf, orphans: OrphanTags | None = None, keys: Any = None,
-             durable: bool = False) -> list[object]:
+             durable: bool = False, shape: ReplyShape | None = None) -> list[object]:
         """As ``Executor.many``; items refused with ``READONLY`` go once more to the master the
         Sentinels name next (``on_replies`` sees every reply at the end)."""
         def send(n: int, enc: Encoder, reenc: Reencoder | None, indices: Sequence[int] | None) -> CallStep:
-            tags = orphans
-            if orphans is not None and indices is not None:  # what the resent items may take
-                tags = subset_orphans(orphans, indices)
+            tags, items = orphans, shape
+            if indices is not None:  # what the resent items may take, and answer
+                tags = None if orphans is None else subset_orphans(orphans, indices)
+                items = None if shape is None else shape.subset(indices)
             return Call(Executor.many, (self, n, enc, script, reenc, None, deadline),
-                        {"durable": durable, "orphans": tags})
+                        {"durable": durable, "orphans": tags, "shape": items})
 
         results = run(guarded_many_flow(self.pool, send, count, encode, reencode,
                                         abandon_answered(self.on_orphan, orphans)))

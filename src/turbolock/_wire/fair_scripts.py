@@ -21,7 +21,7 @@ place, when queued; nil when a try that does not queue found the lock held or wa
 
 from __future__ import annotations
 
-from turbolock._wire.scripts import FENCE_SUFFIX, Script
+from turbolock._wire.scripts import FENCE_SUFFIX, NEXT_FENCES, Script
 
 QUEUE_KEYS = (b":queue", b":asked")
 """The suffixes of a name's queue and of when its waiters last asked (``Script.own_keys``)."""
@@ -114,21 +114,26 @@ return -tonumber(place)
 
 # A fenced take draws the fence after the SET; a counter that fails (not a number) deletes the
 # lock just set, and the script answers that error: an error never leaves a lock behind.
-_FENCE = b"""\
+_FENCE = NEXT_FENCES + b"""\
 local function take_fence()
-  local fence = redis.pcall('incr', KEYS[4])
-  if type(fence) == 'table' and fence.err then
-    redis.call('del', KEYS[1])
+  local ok, fence = pcall(next_fences, KEYS[4], 1)
+  if ok then
+    return fence
   end
-  return fence
+  redis.call('del', KEYS[1])
+  if type(fence) == 'table' and fence.err then
+    return fence
+  end
+  return redis.error_reply(tostring(fence))
 end
 """
 
 
 def _source(queue: bool, fenced: bool) -> bytes:
     taken = b"take_fence()" if fenced else b"{ok = 'OK'}"
-    # Its own lock again: the fence its lost take was given is the counter's value still.
-    again = b"tonumber(redis.call('get', KEYS[4]))" if fenced else b"{ok = 'OK'}"
+    # Its own lock again: the fence its lost take drew never reached anyone, so a new one (higher,
+    # as every later fence) serves as well, from a counter shared by many names or not.
+    again = taken
     values = {b"waiter": WAITER_BYTES, b"patience": PATIENCE_MS, b"stall": STALL_MS, b"expire": EXPIRE_MS,
               b"taken": taken, b"again": again}
     body = (_FENCE if fenced else b"") + _QUEUE + _TAKE + (_JOIN if queue else b"return false\n")
@@ -138,15 +143,19 @@ def _source(queue: bool, fenced: bool) -> bytes:
 def _script(queue: bool, fenced: bool) -> Script:
     own_keys = QUEUE_KEYS + ((FENCE_SUFFIX,) if fenced else ())
     return Script(f"fair_{'wait' if queue else 'try'}{'_fenced' if fenced else ''}", _source(queue, fenced),
-                  own_keys)
+                  own_keys, shared_fence=fenced)
 
 
 FAIR_ACQUIRE = {(queue, fenced): _script(queue, fenced)
                 for queue in (False, True) for fenced in (False, True)}
 """By (queue, fenced): the attempt of a fair waiter (``queue``: it takes a place, or keeps its
 own, when it cannot have the lock; a lone try does not), fenced or not. KEYS[1] = lock key,
-KEYS[2] its queue, KEYS[3] when its waiters asked, KEYS[4] its fence counter (fenced: see
+KEYS[2] its queue, KEYS[3] when its waiters asked, KEYS[4] the fence counter (fenced: see
 ``Script.own_keys``); ARGV[1] = the attempt's token, ARGV[2] = ttl in ms."""
+
+FAIR_ACQUIRE_IN_SLOT = {(queue, fenced): script.in_slot() if fenced else script
+                        for (queue, fenced), script in FAIR_ACQUIRE.items()}
+"""``FAIR_ACQUIRE`` on Redis Cluster: a fenced attempt's counter is its lock key's own."""
 
 FAIR_LEAVE = Script("fair_leave", b"""\
 local key, queue, asked = KEYS[1], KEYS[2], KEYS[3]

@@ -5,7 +5,7 @@ what a failures-only reply of a multi-key script says: shared by every driver an
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from turbolock._wire import scripts as _scripts
 from turbolock.errors import ConnectionError, ReplyError, ResponseError
@@ -26,6 +26,17 @@ normal client without limit, so this cannot deadlock."""
 Reencoder = Callable[[Any, Sequence[int]], None]
 """Appends the commands for the given item indices: again after NOSCRIPT, or a subset of the
 items at once (a Redis Cluster master's share), the same commands ``Encoder`` writes for them."""
+
+
+class ReplyShape(Protocol):
+    """Items that answer several replies each (``transactions.Transactions``): how many items
+    ``start``..``stop`` answer, and those replies as one per item."""
+
+    def count(self, start: int, stop: int) -> int: ...
+
+    def fold(self, start: int, stop: int, raw: list[object]) -> list[object]: ...
+
+    def subset(self, indices: Sequence[int]) -> ReplyShape: ...
 
 
 class DroppedConnectionError(ConnectionError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from turbolock._wire.slots import slot_base
@@ -27,6 +27,10 @@ class Script:
     Cluster a node whose slot is moving then answers TRYAGAIN when it holds only some of them,
     instead of running the script under ASKING on a node without them (a fresh counter there
     would hand out a fence that went backwards)."""
+    shared_fence: bool = False
+    """Whether its ``FENCE_SUFFIX`` own key is the counter every name of the key prefix shares
+    (``fence_counter``: one server, a Sentinel's master, a Redlock master) rather than the lock
+    key's own (a Redis Cluster, see ``in_slot``)."""
     sha: bytes = field(init=False)
 
     def __post_init__(self) -> None:
@@ -54,11 +58,17 @@ class Script:
         full = buf.key_prefix + key
         base = slot_base(full)
         args = [b"EVALSHA", self.sha, b"%d" % (1 + len(self.own_keys)), full]
-        args += [base + suffix for suffix in self.own_keys]
+        shared = fence_counter(buf.key_prefix) if self.shared_fence else b""
+        args += [shared if shared and suffix == FENCE_SUFFIX else base + suffix for suffix in self.own_keys]
         args.append(token)
         if ttl_ms is not None:
             args.append(b"%d" % ttl_ms)
         buf.append_command(args)
+
+    def in_slot(self) -> Script:
+        """This script with a fence counter per lock key, in the key's cluster slot (Redis
+        Cluster: keys of many slots cannot share one counter)."""
+        return replace(self, name=self.name + "_in_slot", shared_fence=False)
 
 
 # KEYS[1] = lock key; ARGV[1] = token. Replies 1 + the subscribers told when deleted (see
@@ -152,13 +162,24 @@ end
 return out
 """)
 
-# A fence is the next value of the name's counter, a key that never expires, so fences grow
-# across grants and expiries. The counter lives in the lock key's cluster slot: the key with
-# ':fence' after it when the key has a hash tag, else '{key}:fence' (the whole key as the tag;
-# names with a '}' outside a tag are refused by the client, as that would move the counter to
-# another slot). Scripts of one lock declare it (``Script.own_keys``); the bulk and claim scripts,
-# whose keys go in ARGV or span slots, name it in Lua (``slot_base``: the same name).
+# A fence is the next value of a counter, a key that never expires, so fences grow across grants
+# and expiries. On one server (a Sentinel's master, each Redlock master) every name under a key
+# prefix draws from one counter, ``fence_counter(prefix)``: a fence is then unique as well as
+# growing, and a bulk acquire draws all its fences at once (``FENCES_FOR``). On Redis Cluster a
+# name's counter lives in its key's slot: the key with ':fence' after it when the key has a hash
+# tag, else '{key}:fence' (the whole key as the tag; names with a '}' outside a tag are refused by
+# the client, as that would move the counter to another slot). Scripts of one lock declare their
+# counter (``Script.own_keys``); the claim scripts name it in ARGV, or in Lua on a cluster
+# (``slot_base``: the same name). A counter that does not exist (new, deleted, evicted, a server
+# restarted without persistence) starts at the server's clock in microseconds: above every fence
+# it gave before, unless it gave more than a million a second on average.
 FENCE_SUFFIX = b":fence"
+
+
+def fence_counter(key_prefix: bytes) -> bytes:
+    """The fence counter shared by every name under ``key_prefix`` on one server."""
+    return b"{" + key_prefix + b"}" + FENCE_SUFFIX
+
 
 SLOT_BASE = b"""\
 local function slot_base(key)
@@ -174,12 +195,27 @@ end
 are named after so that they share its cluster slot: the key itself when it has a hash tag,
 else the key as one."""
 
-NEXT_FENCE = SLOT_BASE + b"""\
-local function next_fence(key)
-  return redis.call('incr', slot_base(key) .. '""" + FENCE_SUFFIX + b"""')
+NEXT_FENCES = b"""\
+local function next_fences(counter, n)
+  local last = redis.call('incrby', counter, n)
+  if last == n then
+    local clock = redis.call('time')
+    last = redis.call('incrby', counter, clock[1] .. string.sub('00000' .. clock[2], -6))
+  end
+  return last
 end
-local function claimed_fence(key, at)
-  local ok, fence = pcall(next_fence, key)
+"""
+"""Lua: ``next_fences(counter, n)``, the last of ``n`` new fences from ``counter`` (the first is
+that minus ``n - 1``), starting a counter that did not exist at the server's clock in
+microseconds (below 2^53 until the year 2255: exact in Lua's numbers). Raises what INCRBY raises
+(a counter that is not a number, OOM)."""
+
+CLAIMED_FENCE = SLOT_BASE + NEXT_FENCES + b"""\
+local function claimed_fence(counter, key, at)
+  if counter == '' then
+    counter = slot_base(key) .. '""" + FENCE_SUFFIX + b"""'
+  end
+  local ok, fence = pcall(next_fences, counter, 1)
   if ok then
     return fence
   end
@@ -188,19 +224,19 @@ local function claimed_fence(key, at)
   error({err = 'FENCE ' .. at .. ' ' .. message})
 end
 """
-"""Lua: ``next_fence(key)``, the next value of a lock key's fence counter (for the scripts that
-take many fenced locks: the bulk acquire's and the claims'); ``claimed_fence(key, at)`` the same for a claim's
-key at 0-based position ``at``: when the counter fails, the lock just set is deleted and the
+"""Lua: ``claimed_fence(counter, key, at)``, the next fence of a claim's key at 0-based position
+``at``, from ``counter`` (one server's shared one), or from the key's own counter when
+``counter`` is empty (a cluster): when the counter fails, the lock just set is deleted and the
 script ends with ``FENCE <at> <the error>`` (``claim_error`` names that lock)."""
 
 # KEYS[1] = lock key, KEYS[2] = its fence counter; ARGV[1] = token, ARGV[2] = ttl in ms. Takes
 # the lock when it is free and replies its fence; nil when the lock is held.
-FENCED_ACQUIRE = Script("fenced_acquire", b"""\
+FENCED_ACQUIRE = Script("fenced_acquire", NEXT_FENCES + b"""\
 local key = KEYS[1]
 if not redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
   return false
 end
-local ok, fence = pcall(redis.call, 'incr', KEYS[2])
+local ok, fence = pcall(next_fences, KEYS[2], 1)
 if ok then
   return fence
 end
@@ -209,9 +245,19 @@ if type(fence) == 'table' and fence.err then
   return fence
 end
 return redis.error_reply(tostring(fence))
-""", own_keys=(FENCE_SUFFIX,))
-"""SET NX PX and the key's next fence; a counter that fails (OOM, not a number) deletes the
-lock again and answers its error, so an error never leaves a lock held (as the bulk script)."""
+""", own_keys=(FENCE_SUFFIX,), shared_fence=True)
+"""SET NX PX and the next fence; a counter that fails (OOM, not a number) deletes the lock again
+and answers its error, so an error never leaves a lock held. ``in_slot()`` for Redis Cluster."""
+
+FENCED_ACQUIRE_IN_SLOT = FENCED_ACQUIRE.in_slot()
+"""``FENCED_ACQUIRE`` on Redis Cluster: the counter is the lock key's own, in its slot."""
+
+# KEYS[1] = the fence counter; ARGV[1] = how many fences. Replies the last one (see
+# ``next_fences``). The first command of a fenced bulk acquire's transaction on one server
+# (``_flows.fenced_batch``): the SET NX PX of every lock follows it in the same MULTI/EXEC.
+FENCES_FOR = Script("fences_for", NEXT_FENCES + b"""\
+return next_fences(KEYS[1], tonumber(ARGV[1]))
+""")
 
 # RELEASE for many locks in one call (a bulk release's, one server): KEYS = lock keys, ARGV[i] =
 # the token of KEYS[i]. Replies only what failed (see ``outcomes.failures``): i, 0 for a key not
@@ -237,45 +283,10 @@ end
 return out
 """)
 
-# FENCED_ACQUIRE for many locks in one call (a bulk acquire's, one server): KEYS = lock keys;
-# ARGV[1] = ttl in ms, ARGV[1 + i] = the token of KEYS[i]. Replies one entry per key: its fence,
-# nil when it is held, or that key's error (OOM, a counter that is not a number...), the others
-# going on (pcall): a key whose lock was set but whose counter failed is deleted again, so an
-# error never leaves a lock behind. Callers keep each call near 1000 keys (a script blocks the
-# server).
-FENCED_ACQUIRE_MANY = Script("fenced_acquire_many", NEXT_FENCE + b"""\
-local rpcall = redis.pcall
-local ttl = ARGV[1]
-local out = {}
-for i = 1, #KEYS do
-  local key = KEYS[i]
-  local set = rpcall('set', key, ARGV[i + 1], 'NX', 'PX', ttl)
-  if type(set) == 'table' and set.err then
-    out[i] = set
-  elseif set then
-    local ok, fence = pcall(next_fence, key)
-    if ok then
-      out[i] = fence
-    else
-      redis.call('del', key)
-      if type(fence) == 'table' and fence.err then
-        out[i] = fence
-      else
-        out[i] = redis.error_reply(tostring(fence))
-      end
-    end
-  else
-    out[i] = false
-  end
-end
-return out
-""")
-
 
 KEYS_PER_CALL = 1000
-"""Keys per multi-key script call of a bulk call (``FENCED_ACQUIRE_MANY``, ``RENEW_MANY``,
-``RELEASE_MANY``)."""
+"""Keys per multi-key call of a bulk call (``RENEW_MANY``, ``RELEASE_MANY``, a fenced acquire's
+transaction)."""
 
-ALL = (RELEASE, EXTEND, CHECK, RENEW_MANY, RENEW_MANY_ARGV, FENCED_ACQUIRE, FENCED_ACQUIRE_MANY,
-       RELEASE_MANY)
+ALL = (RELEASE, EXTEND, CHECK, RENEW_MANY, RENEW_MANY_ARGV, FENCED_ACQUIRE, FENCES_FOR, RELEASE_MANY)
 BY_SHA = {script.sha: script for script in ALL}

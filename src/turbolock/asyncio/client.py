@@ -211,7 +211,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         sent_at = time.monotonic()
         try:  # cancelled after it went out: Unconfirmed, and the lock is released in the background
             if fenced:
-                reply = await self._exec.script_one(_scripts.FENCED_ACQUIRE, key, token, ms)
+                reply = await self._exec.script_one(self._fenced_acquire, key, token, ms)
             else:
                 reply = await self._direct.set_nx_one(key, token, ms)
         except Unconfirmed as exc:
@@ -321,9 +321,9 @@ class AsyncLockClient(ClientRules[AsyncLock]):
 
     # -- maybe-held cleanup ---------------------------------------------------------------------
 
-    async def _many_batched(self, count: int, encode: Encoder, script: _scripts.Script, reencode: Reencoder,
-                            **options: Any) -> list[object]:
-        """Multi-key script calls (each up to a thousand keys), a few per write."""
+    async def _many_batched(self, count: int, encode: Encoder, script: _scripts.Script | None,
+                            reencode: Reencoder | None, **options: Any) -> list[object]:
+        """Multi-key calls (scripts or transactions, each up to a thousand keys), a few per write."""
         return await self._exec.many(count, encode, script, reencode, chunk_size=COMMANDS_PER_WRITE,
                                      **options)
 

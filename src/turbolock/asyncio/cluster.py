@@ -25,6 +25,8 @@ from turbolock._flows.cluster_routes import cluster_startup, startup_addresses
 from turbolock._flows.renewal_book import AutoRenew, Batch, OnLost
 from turbolock._flows.single import acquire_result
 from turbolock._flows.steps import Flow
+from turbolock._wire import scripts as _scripts
+from turbolock._wire.fair_scripts import FAIR_ACQUIRE_IN_SLOT
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler, Unconfirmed
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
 from turbolock.asyncio.client import DEFAULT_MAX_CONNECTIONS, AsyncLockClient
@@ -38,6 +40,9 @@ class AsyncClusterLockClient(AsyncLockClient):
     _batches_keys = False
     """Keys of many slots cannot share a script call: bulk fenced acquires, releases and extends
     send one script call per key."""
+    _fenced_acquire = _scripts.FENCED_ACQUIRE_IN_SLOT
+    """A name's fence counter shares its key's slot (keys of many slots cannot share one)."""
+    _fair_acquire = FAIR_ACQUIRE_IN_SLOT
 
     _own_keywords = (*CLIENT_KEYWORDS, "startup_nodes")
 
