@@ -1,18 +1,21 @@
 """What bounds a fenced bulk acquire: the server's CPU per lock for each way to take a lock and
-its name's next fence atomically, against a plain ``SET NX PX``.
+a fence atomically, against a plain ``SET NX PX``.
 
     python -m benchmarks.fence_server_bound [--quick] [--json PATH]
 
-Starts its own redis-server. Each repeat runs every shape once on the same 100k names (the
-server flushed before each, the counters made by a first pass so every shape increments
+Starts its own redis-server. Each repeat runs every shape once on the same 100k names (their
+locks deleted before each, the per-name counters made by a first pass so every shape increments
 existing ones), the order rotating from repeat to repeat, all sent by redis-py with hiredis in
 pipelines of 1000 locks so the client is never the bound:
 
 - plain: ``SET key token NX PX ttl`` per lock (no fence: the unfenced acquire's commands);
-- script: turbolock's ``FENCED_ACQUIRE_MANY``, one call per 1000 locks (what turbolock sends);
+- transaction: what turbolock sends, one MULTI/EXEC per 1000 locks, the counter every name of
+  the prefix shares drawn once (``FENCES_FOR``) and a plain ``SET NX PX`` per lock;
+- script, a counter per name: one script call per 1000 locks doing ``SET NX PX`` and ``INCR`` of
+  the name's own counter per lock (turbolock's design before the shared counter);
 - script, SET only: the same loop without the counter (the floor of any script taking locks);
-- MULTI/EXEC: ``SET NX PX`` and ``INCR`` of the name's counter per lock, 1000 locks per
-  transaction (atomic as the script is; nothing else would keep fences in grant order).
+- MULTI/EXEC, a counter per name: ``SET NX PX`` and ``INCR`` of the name's counter per lock,
+  1000 locks per transaction.
 
 The server's CPU is read from ``INFO cpu`` (user + system) around each shape. A fenced shape
 can reach at most plain/shape of the plain acquire's rate when the server is the bound, which
@@ -43,6 +46,31 @@ from turbolock.redis_server import RedisServer
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "fence_server_bound.json")
 BATCH = 1000
 
+PER_NAME = _scripts.SLOT_BASE + b"""\
+local ttl = ARGV[1]
+local out = {}
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local set = redis.pcall('set', key, ARGV[i + 1], 'NX', 'PX', ttl)
+  if type(set) == 'table' and set.err then
+    out[i] = set
+  elseif set then
+    local ok, fence = pcall(redis.call, 'incr', slot_base(key) .. ':fence')
+    if ok then
+      out[i] = fence
+    else
+      redis.call('del', key)
+      out[i] = fence
+    end
+  else
+    out[i] = false
+  end
+end
+return out
+"""
+"""The fenced bulk script of turbolock before the shared counter (a counter per name), kept here
+to measure what the shared counter saved."""
+
 SET_ONLY = b"""\
 local ttl = ARGV[1]
 local out = {}
@@ -53,10 +81,11 @@ return out
 """
 
 PLAIN = "plain SET NX PX per lock"
-SCRIPT = "fenced script, one call per 1000 locks (turbolock's)"
+TRANSACTION = "MULTI/EXEC of the shared counter's FENCES_FOR + SET NX PX per lock, 1000 locks (turbolock's)"
+SCRIPT = "script of SET NX PX + INCR of the name's counter per lock, one call per 1000 locks"
 SET_ONLY_SCRIPT = "script of SET NX PX only, one call per 1000 locks"
-MULTI = "MULTI/EXEC of SET NX PX + INCR per lock, 1000 locks per transaction"
-SHAPES = (PLAIN, SCRIPT, SET_ONLY_SCRIPT, MULTI)
+MULTI = "MULTI/EXEC of SET NX PX + INCR of the name's counter per lock, 1000 locks"
+SHAPES = (PLAIN, TRANSACTION, SCRIPT, SET_ONLY_SCRIPT, MULTI)
 
 
 def progress(message: str) -> None:
@@ -95,6 +124,18 @@ def _shapes(client: redis.Redis, keys: list[bytes]) -> dict[str, Callable[[], in
             return taken
         return run
 
+    def transaction() -> int:
+        taken = 0
+        counter = _scripts.fence_counter(KEY_PREFIX.encode())
+        for start in range(0, len(keys), BATCH):
+            pipe = client.pipeline(transaction=True)
+            chunk = slice(start, start + BATCH)
+            pipe.execute_command("EVAL", _scripts.FENCES_FOR.source, 1, counter, len(keys[chunk]))
+            for key, token in zip(keys[chunk], tokens[chunk], strict=True):
+                pipe.execute_command("SET", key, token, "NX", "PX", TTL_MS)
+            taken += sum(1 for reply in pipe.execute()[1:] if reply)
+        return taken
+
     def multi() -> int:
         taken = 0
         for start in range(0, len(keys), BATCH):
@@ -107,7 +148,7 @@ def _shapes(client: redis.Redis, keys: list[bytes]) -> dict[str, Callable[[], in
             taken += sum(1 for reply in replies[0::2] if reply)
         return taken
 
-    return {PLAIN: plain, SCRIPT: script(_scripts.FENCED_ACQUIRE_MANY.source),
+    return {PLAIN: plain, TRANSACTION: transaction, SCRIPT: script(PER_NAME),
             SET_ONLY_SCRIPT: script(SET_ONLY), MULTI: multi}
 
 

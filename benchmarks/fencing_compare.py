@@ -5,11 +5,12 @@
 Starts its own redis-server. Each repeat runs every contender once on the same names (the
 server flushed before each), the order rotating from repeat to repeat: turbolock's
 ``acquire_many`` plain and with ``fenced=True`` (both cores), and redis-py doing the fenced
-acquire by hand: the best way we know (turbolock's batched script, one call per 1000 locks,
-eight calls per pipelined execute, with hiredis), and the obvious one (one EVALSHA of the
-single-lock script per lock, in chunks of 1000), with hiredis and without. Every lock must be
-taken and, when fenced, carry fence 1. Progress goes to stderr, the table to stdout, samples
-and ratios to JSON.
+acquire by hand: the best way we know (what turbolock sends: one MULTI/EXEC transaction per
+1000 locks drawing their fences from the prefix's counter, eight transactions per pipelined
+execute, with hiredis), and the obvious one (one EVALSHA of the single-lock script per lock, in
+chunks of 1000), with hiredis and without. Every lock must be taken and, when fenced, carry a
+fence of its own (one counter for all: each grant's fence is new). Progress goes to stderr, the
+table to stdout, samples and ratios to JSON.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from turbolock import LockClient
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.slots import slot_base
 from turbolock.bench.contenders import BenchmarkError, Timing, core_available, timed
 from turbolock.bench.workload import CHUNK_SIZE, KEY_PREFIX, TTL_MS, TTL_SECONDS, names
 from turbolock.redis_server import RedisServer
@@ -44,7 +44,7 @@ PLAIN = {"c": "turbolock acquire_many c", "py": "turbolock acquire_many py"}
 FENCED = {"c": "turbolock acquire_many c, fenced", "py": "turbolock acquire_many py, fenced"}
 RP_HI = "redis-py pipeline EVALSHA fenced acquire + hiredis"
 RP_PURE = "redis-py pipeline EVALSHA fenced acquire, no hiredis"
-RP_BATCHED = ("redis-py pipeline, one fenced script per 1000 locks"
+RP_BATCHED = ("redis-py pipeline, one MULTI/EXEC per 1000 locks"
               + (" + hiredis" if HIREDIS_AVAILABLE else "") + " (hand-written)")
 
 SECTIONS = (
@@ -59,7 +59,7 @@ SECTIONS = (
         Row(RP_HI),
         Row(RP_PURE),
     )),
-    Section(SERVER, "the server's time per lock (INFO commandstats: EVALSHA's usec, or SET's)", "us",
+    Section(SERVER, "the server's time per lock (INFO commandstats: EXEC's usec, or SET's)", "us",
             (Row(FENCED["c"]), Row(PLAIN["c"]), Row(RP_BATCHED)), "{:.2f}"),
 )
 
@@ -78,17 +78,24 @@ def turbolock_step(url: str, core: str, fenced: bool, lock_names: list[str]) -> 
         if len(result.acquired) != len(lock_names):
             missing = len(lock_names) - len(result.acquired)
             raise BenchmarkError(f"turbolock {core}: {missing} locks not taken")
-        if fenced and {lease.fence for lease in result.acquired} != {1}:
-            raise BenchmarkError(f"turbolock {core}: fences other than 1 on a flushed server")
+        if fenced and not _fresh_fences([lease.fence for lease in result.acquired]):
+            raise BenchmarkError(f"turbolock {core}: fences not one new one per lock")
         return Timing(len(lock_names), wall, cpu).rate
 
     return step
 
 
+def _fresh_fences(fences: list[Any]) -> bool:
+    """One fence per lock, each an int, none twice (the counter every name shares)."""
+    return all(type(fence) is int for fence in fences) and len(set(fences)) == len(fences)
+
+
+COUNTER = _scripts.fence_counter(KEY_PREFIX.encode())
+
+
 def redis_py_step(url: str, parser: type, lock_names: list[str]) -> Callable[[], float]:
     client = redis.Redis.from_url(url, parser_class=parser)
     keys = [KEY_PREFIX + name for name in lock_names]
-    counters = [slot_base(key.encode()) + _scripts.FENCE_SUFFIX for key in keys]
 
     def step() -> float:
         sha = client.script_load(_scripts.FENCED_ACQUIRE.source)  # after the flush
@@ -98,45 +105,50 @@ def redis_py_step(url: str, parser: type, lock_names: list[str]) -> Callable[[],
             pipe = client.pipeline(transaction=False)
             for start in range(0, len(keys), CHUNK_SIZE):
                 chunk = slice(start, start + CHUNK_SIZE)
-                for key_name, counter in zip(keys[chunk], counters[chunk], strict=True):
-                    pipe.evalsha(sha, 2, key_name, counter, os.urandom(16), TTL_MS)
+                for key_name in keys[chunk]:
+                    pipe.evalsha(sha, 2, key_name, COUNTER, os.urandom(16), TTL_MS)
                 replies.extend(pipe.execute())
             return replies
 
         replies, wall, cpu = timed(run)
-        if replies.count(1) != len(keys):
-            raise BenchmarkError("redis-py: some fenced acquires did not answer fence 1")
+        if len(replies) != len(keys) or not _fresh_fences(replies):
+            raise BenchmarkError("redis-py: some fenced acquires did not answer a new fence")
         return Timing(len(keys), wall, cpu).rate
 
     return step
 
 
 def redis_py_batched_step(url: str, lock_names: list[str]) -> Callable[[], float]:
-    """The strongest redis-py shape: turbolock's FENCED_ACQUIRE_MANY script per 1000 locks,
-    eight calls per pipelined ``execute()`` (what turbolock writes at once)."""
+    """The strongest redis-py shape: what turbolock sends, one MULTI/EXEC per 1000 locks (the
+    counter's script, then a SET NX PX per lock), eight per pipelined ``execute()``; each lock's
+    fence is the transaction's last minus the locks after it."""
     client = redis.Redis.from_url(url, parser_class=_HiredisParser if HIREDIS_AVAILABLE else _RESP2Parser)
     keys = [KEY_PREFIX + name for name in lock_names]
     batch, per_write = _scripts.KEYS_PER_CALL, 8
+    source = _scripts.FENCES_FOR.source
 
     def step() -> float:
-        sha = client.script_load(_scripts.FENCED_ACQUIRE_MANY.source)  # after the flush
-
         def run() -> list[Any]:
-            replies: list[Any] = []
+            fences: list[Any] = []
             pipe = client.pipeline(transaction=False)
             for write in range(0, len(keys), batch * per_write):
                 for start in range(write, min(len(keys), write + batch * per_write), batch):
                     chunk = keys[start:start + batch]
                     blob = os.urandom(16 * len(chunk))
-                    pipe.evalsha(sha, len(chunk), *chunk, TTL_MS,
-                                 *(blob[i:i + 16] for i in range(0, len(blob), 16)))
+                    pipe.execute_command("MULTI")
+                    pipe.execute_command("EVAL", source, 1, COUNTER, len(chunk))
+                    for i, key_name in enumerate(chunk):
+                        pipe.execute_command("SET", key_name, blob[16 * i:16 * i + 16], "NX", "PX", TTL_MS)
+                    pipe.execute_command("EXEC")
                 for reply in pipe.execute():
-                    replies.extend(reply)
-            return replies
+                    if type(reply) is list:  # an EXEC's: the last fence, then each SET's
+                        last, sets = reply[0], reply[1:]
+                        fences += [last - len(sets) + 1 + i if ok else None for i, ok in enumerate(sets)]
+            return fences
 
-        replies, wall, cpu = timed(run)
-        if replies.count(1) != len(keys):
-            raise BenchmarkError("redis-py batched: some fenced acquires did not answer fence 1")
+        fences, wall, cpu = timed(run)
+        if len(fences) != len(keys) or not _fresh_fences(fences):
+            raise BenchmarkError("redis-py batched: some fenced acquires were not granted a new fence")
         return Timing(len(keys), wall, cpu).rate
 
     return step
@@ -173,9 +185,9 @@ def main(argv: list[str] | None = None) -> int:
                 rate = step()
                 samples[key(BULK, label)].append(rate)
                 if label in (FENCED["c"], PLAIN["c"], RP_BATCHED):
-                    # The top-level commands only: a script's usec already holds its SETs and INCRs.
+                    # EXEC's usec holds its transaction's commands (each counted again on its own).
                     stats = admin.info("commandstats")
-                    top = stats.get("cmdstat_evalsha") or stats["cmdstat_set"]
+                    top = stats.get("cmdstat_exec") or stats["cmdstat_set"]
                     samples[key(SERVER, label)].append(top["usec"] / count)
                 progress(f"[{repeat + 1}/{repeats}] {label:55s} {rate:,.0f}/s")
         admin.close()
