@@ -161,14 +161,7 @@ class ClusterRoutes:
         slot_map = self.map
         if slot_map is None or self._must_read():
             return None
-        node_of = slot_map.node_of
-        groups: dict[Address, list[int]] = {}
-        for i, slot in zip(indices, self.key_slots(self.key_prefix, [keys[i] for i in indices]), strict=True):
-            address = node_of(slot)
-            if address is None:
-                return None
-            groups.setdefault(address, []).append(i)
-        return groups
+        return slot_map.group(indices, self.key_slots(self.key_prefix, [keys[i] for i in indices]))
 
 
 def refresh_waited_too_long() -> ClusterError:
