@@ -3,14 +3,17 @@ one reply per transaction, in the shape a multi-key script's would have.
 
 Each transaction takes up to ``scripts.KEYS_PER_CALL`` locks: ``MULTI``, ``FENCES_FOR`` (the
 last of as many new fences as it has locks, from the prefix's one counter), a plain
-``SET NX PX`` per lock, ``EXEC``. The server runs it whole, and nothing runs between its
-commands, so lock ``j`` of it takes fence ``last - size + 1 + j`` as atomically as a script
-taking that lock and its fence would, at the cost of a plain ``SET`` (a script's call per key
-costs the server about twice as much: see ``benchmarks/fence_server_bound.py``).
+``SET NX PX`` per lock, ``EXEC``, then ``DISCARD``: an EXEC the server does not know (renamed
+away) leaves the connection inside MULTI, where every later command would be queued and never
+run; DISCARD ends that, and after an EXEC that ran it only answers an error. The server runs a
+transaction whole, and nothing runs between its commands, so lock ``j`` of it takes fence
+``last - size + 1 + j`` as atomically as a script taking that lock and its fence would, at the
+cost of a plain ``SET`` (a script's call per key costs the server more: see
+``benchmarks/fence_server_bound.py``).
 
-It answers ``size + 3`` replies: ``OK`` for MULTI, ``QUEUED`` (or an error, then EXEC answers
-EXECABORT and nothing ran) per command, and EXEC's list: the last fence (or the counter's
-error), then each ``SET``'s ``OK`` or nil.
+It answers ``size + 4`` replies: ``OK`` for MULTI, ``QUEUED`` (or an error, then EXEC answers
+EXECABORT and nothing ran) per command, EXEC's list (the last fence, or the counter's error,
+then each ``SET``'s ``OK`` or nil) and DISCARD's error.
 """
 
 from __future__ import annotations
@@ -22,11 +25,14 @@ from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN
 from turbolock.errors import ReplyError
 
-EXTRA_REPLIES = 3
-"""Replies of a transaction besides one per lock: MULTI's, FENCES_FOR's QUEUED and EXEC's."""
+EXTRA_REPLIES = 4
+"""Replies of a transaction besides one per lock: MULTI's, FENCES_FOR's QUEUED, EXEC's and
+DISCARD's."""
 
 _MULTI = (b"MULTI",)
 _EXEC = (b"EXEC",)
+_DISCARD = (b"DISCARD",)
+_ABORTED_BECAUSE = "Transaction discarded because of: "
 
 
 def append_transaction(buf: Any, keys: Sequence[bytes], tokens: Sequence[bytes], ttl_ms: int) -> None:
@@ -38,22 +44,30 @@ def append_transaction(buf: Any, keys: Sequence[bytes], tokens: Sequence[bytes],
     buf.append_command((b"EVAL", _scripts.FENCES_FOR.source, b"1", counter, b"%d" % len(keys)))
     buf.append_set_nx_px_many(keys, tokens, ttl_ms)
     buf.append_command(_EXEC)
+    buf.append_command(_DISCARD)
 
 
 def fold_transaction(raw: list[object], size: int) -> object:
     """One transaction's replies as a multi-key script call's: a list of one reply per lock
     (its fence, None when held, or that lock's error), or one error for the whole call: MULTI
     refused (its commands then ran one by one, unguarded: the caller gives back every lock),
-    a command refused when queued (EXECABORT: nothing ran; the first refusal says why), or the
-    counter failing (the SETs ran without fences: given back too). Anything else (not Redis's
-    answer) comes back as ``UNKNOWN`` for each lock."""
+    EXEC refused (nothing ran: the first command refused when queued says why, else EXECABORT's
+    own reason, e.g. READONLY for a master demoted before EXEC came, so that a Sentinel client
+    sends it again; or EXEC's error), or the counter failing (the SETs ran without fences:
+    given back too). Anything else (not Redis's answer) comes back as ``UNKNOWN`` for each lock."""
     if len(raw) != size + EXTRA_REPLIES:
         return [UNKNOWN] * size
     if type(raw[0]) is ReplyError:
         return raw[0]
-    executed = raw[-1]
+    executed = raw[-2]
     if type(executed) is ReplyError:
-        return next((reply for reply in raw[1:-1] if type(reply) is ReplyError), executed)
+        refused = next((reply for reply in raw[1:-2] if type(reply) is ReplyError), None)
+        if refused is not None:
+            return refused
+        message = str(executed)
+        if executed.code == "EXECABORT" and _ABORTED_BECAUSE in message:
+            return ReplyError(message.split(_ABORTED_BECAUSE, 1)[1])
+        return executed
     if type(executed) is not list or len(executed) != size + 1:
         return [UNKNOWN] * size
     last = executed[0]
