@@ -4,6 +4,7 @@
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.exc cimport PyErr_Occurred
+from libc.string cimport memcmp
 
 # The callbacks run inside hiredis and must not raise, so they use these raw forms and
 # leave any Python exception set; get_replies hands it on.
@@ -26,6 +27,8 @@ cdef class RespParser
 
 cdef object _REPLY_ERROR = ReplyError
 cdef bytes _OK = b"OK"
+# A fenced bulk acquire's transactions answer QUEUED once per lock: one shared object, as OK.
+cdef bytes _QUEUED = b"QUEUED"
 cdef str _TOO_DEEP = f"No support for nested multi bulk replies with depth > {_MAX_NESTING - 1}"
 # Arrays are allocated in full up to this length; a longer announced count grows the list
 # as elements arrive, so a bogus count cannot make us allocate gigabytes up front.
@@ -82,6 +85,9 @@ cdef void* _create_string(const redisReadTask* task, char* data, size_t size) no
         _decref(message)
     elif task.type == REDIS_REPLY_STATUS and size == 2 and data[0] == c"O" and data[1] == c"K":
         obj = <PyObject*>_OK
+        _incref(obj)
+    elif task.type == REDIS_REPLY_STATUS and size == 6 and memcmp(data, <const char*>"QUEUED", 6) == 0:
+        obj = <PyObject*>_QUEUED
         _incref(obj)
     elif task.type == REDIS_REPLY_STATUS or task.type == REDIS_REPLY_STRING:
         obj = _new_bytes(data, size)
