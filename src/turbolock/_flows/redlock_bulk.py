@@ -30,7 +30,14 @@ from turbolock._wire.outcomes import UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
 from turbolock._wire.validate import Seconds
 from turbolock.errors import ClientClosedError, ExtensionLimitError, InvalidArgumentError, QuorumError
-from turbolock.lease import commands_ran, commands_sent, commands_unknown, keys_of, lease_released
+from turbolock.lease import (
+    commands_ran,
+    commands_refused,
+    commands_sent,
+    commands_unknown,
+    keys_of,
+    lease_released,
+)
 
 _OK = b"OK"
 
@@ -275,6 +282,10 @@ def extend_many_flow(client: RedlockRules, leases: Sequence[RedlockLease], ttl: 
     except BaseException:
         commands_unknown(extending_leases, sent_at)
         raise
+    if not outcome.started:  # no master reached: nothing went out, every lease as it was
+        commands_refused(extending_leases, sent_at)
+        raise QuorumError(f"the extend of {len(live)} locks is unconfirmed: no master could be reached",
+                          [lease.name for lease in extending_leases])
     now = time.monotonic()
     rows = outcome.replies
     done = _tally(rows, len(live), extended)
