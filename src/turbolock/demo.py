@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from turbolock.client import LockClient
-from turbolock.errors import ConnectionError
+from turbolock.errors import ConnectionError, LockError
+from turbolock.options import redis_py_url
 from turbolock.redis_server import RedisServer
 
 STOCK_KEY = "demo:stock:{}"
 SOLD_KEY = "demo:sold:{}"
 START_TIMEOUT = 120.0
+SALE_TIMEOUT = 300.0
+"""How long the buyers may take, once started, before the demo gives up on them."""
 """Seconds for every buyer process to start and connect (a spawned Python imports turbolock)."""
 
 
@@ -52,7 +55,7 @@ def _buyer(url: str, core: str | None, items: int, seed: int, start: Any,
     with LockClient.from_url(url, core=core, key_prefix="demo:lock:") as client:
         import redis
 
-        store = redis.Redis.from_url(url)
+        store = redis.Redis.from_url(redis_py_url(url))  # without turbolock's own URL options
         start.wait()
         while open_items:
             item = rng.choice(open_items)
@@ -72,11 +75,34 @@ def _buyer(url: str, core: str | None, items: int, seed: int, start: Any,
     out.put((bought, acquisitions))
 
 
+def _results(procs: list[Any], out: Any, give_up_at: float) -> list[tuple[int, int]]:
+    """Every buyer's (bought, acquisitions), as each reports; a buyer that died without reporting
+    (its traceback is above) or a sale past ``give_up_at`` stops the others and raises."""
+    import queue
+
+    results: list[tuple[int, int]] = []
+    while len(results) < len(procs):
+        try:
+            results.append(out.get(timeout=0.2))
+            continue
+        except queue.Empty:
+            pass
+        failed = [proc for proc in procs if proc.exitcode not in (None, 0)]
+        late = time.perf_counter() > give_up_at
+        if failed or late:
+            for proc in procs:
+                proc.kill()
+            if late:
+                raise LockError(f"the sale did not finish within {SALE_TIMEOUT:g} s")
+            raise LockError(f"a buyer process failed (exit code {failed[0].exitcode}); its error is above")
+    return results
+
+
 def run_sale(url: str, *, workers: int = 8, items: int = 10, stock: int = 100,
              core: str | None = None) -> SaleResult:
     import redis
 
-    store = redis.Redis.from_url(url)
+    store = redis.Redis.from_url(redis_py_url(url))
     for item in range(items):
         store.set(STOCK_KEY.format(item), stock)
         store.delete(SOLD_KEY.format(item))
@@ -94,7 +120,7 @@ def run_sale(url: str, *, workers: int = 8, items: int = 10, stock: int = 100,
             proc.kill()
         raise ConnectionError(f"the buyer processes did not all start within {START_TIMEOUT:g} s") from None
     started = time.perf_counter()
-    results = [out.get(timeout=300) for _ in procs]
+    results = _results(procs, out, started + SALE_TIMEOUT)
     seconds = time.perf_counter() - started
     for proc in procs:
         proc.join()
