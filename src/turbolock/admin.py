@@ -14,9 +14,6 @@ from typing import Any
 import redis
 
 from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX
-from turbolock._wire.fair_scripts import QUEUE_KEYS
-from turbolock._wire.scripts import FENCE_SUFFIX, fence_counter
-from turbolock._wire.slots import slot_base
 from turbolock.errors import InvalidArgumentError
 from turbolock.options import options_from_url, redis_py_url
 
@@ -39,8 +36,10 @@ class HeldLock:
 
 def shown(name: str) -> str:
     """``name`` for one line of output: a character that is not printable (a tab, a newline, a
-    byte that is not UTF-8) escaped, so a name cannot pass for another line or another lock."""
-    name = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    byte that is not UTF-8) escaped, and a backslash doubled, so a name cannot pass for another
+    line or another lock (``a\tb`` with a tab and with a backslash print apart)."""
+    data = name.encode("utf-8", "surrogateescape").replace(b"\\", b"\\\\")
+    name = data.decode("utf-8", "backslashreplace")
     if name.isprintable():
         return name
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in name)
@@ -73,29 +72,19 @@ def connect(url: str) -> Any:
     return redis.RedisCluster.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
 
 
-NO_TTL = """Every lock has a ttl; a key under the prefix without one is no lock. A lock's own keys
-(``OWN_KEY_SUFFIXES``: a fence counter, a fair lock's queue and when its waiters asked, the lock's
-key and a suffix when it has a hash tag) and a prefix's fence counter (``{<prefix>}:fence``, under
-the empty prefix only) are no locks either, ttl or not: a queue would lose its waiters' places,
-and a counter is never deleted. Neither is listed or released."""
-
-OWN_KEY_SUFFIXES = (FENCE_SUFFIX, *QUEUE_KEYS)
+NO_TTL = """A lock is a string with a ttl: nothing else under the prefix is listed or released. A
+fence counter (a prefix's or, on Redis Cluster, a name's) has no ttl, and a fair lock's queue
+and when its waiters asked are a sorted set and a hash: deleting a counter could start it again
+lower, a queue would lose its waiters' places. Told apart by what the key is, not by its name,
+so a lock whose name ends like one of them (``{orders}:queue``) is still a lock."""
 
 
-def _own_key(key: bytes) -> bool:
-    """Whether ``key`` is a lock's own key or a fence counter (``NO_TTL``), not a lock."""
-    if key == fence_counter(b""):  # the empty prefix's ('{}' is no hash tag: slot_base differs)
-        return True
-    for suffix in OWN_KEY_SUFFIXES:
-        if key.endswith(suffix):
-            base = key[:-len(suffix)]
-            if slot_base(base) == base:
-                return True
-    return False
+def _is_lock(kind: object, pttl: int) -> bool:
+    return kind in (b"string", "string") and pttl >= 0
 
 
 def _decode(name: bytes) -> str:
-    return name.decode("utf-8", "backslashreplace")
+    return name.decode("utf-8", "surrogateescape")  # as the command line gives names: ``shown`` escapes
 
 
 def held_locks(server: Any, prefix: str = DEFAULT_KEY_PREFIX, match: str = "*",
@@ -111,8 +100,6 @@ def _held_locks(server: Any, prefix: str, match: str) -> Iterator[HeldLock]:
     start = len(raw(prefix, "--prefix"))
     batch: list[bytes] = []
     for key in server.scan_iter(match=pattern, count=SCAN_COUNT):
-        if _own_key(key):
-            continue
         batch.append(key)
         if len(batch) == SCAN_COUNT:
             yield from _with_ttls(server, start, batch)
@@ -126,8 +113,10 @@ def _with_ttls(server: Any, start: int, keys: list[bytes]) -> Iterator[HeldLock]
     pipe = server.pipeline(transaction=False)
     for key in keys:
         pipe.pttl(key)
-    for key, pttl in zip(keys, pipe.execute(), strict=True):
-        if pttl < 0:  # expired or released since the scan saw it, or no lock (NO_TTL)
+        pipe.type(key)
+    replies = pipe.execute()
+    for key, pttl, kind in zip(keys, replies[0::2], replies[1::2], strict=True):
+        if not _is_lock(kind, pttl):  # expired or released since the scan saw it, or no lock (NO_TTL)
             continue
         yield HeldLock(_decode(key[start:]), pttl / 1000.0)
 
@@ -142,13 +131,11 @@ def _key(prefix: str, name: str) -> bytes:
 
 
 def inspect(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> HeldLock | None:
-    """The lock ``name`` if anyone holds it, else None (a key without a ttl, or a lock's own key,
-    is no lock: ``NO_TTL``)."""
+    """The lock ``name`` if anyone holds it, else None (a key without a ttl, or one that is not a
+    string, is no lock: ``NO_TTL``)."""
     key = _key(prefix, name)
-    if _own_key(key):
-        return None
     pttl = server.pttl(key)
-    if pttl < 0:
+    if not _is_lock(server.type(key), pttl):
         return None
     return HeldLock(name, pttl / 1000.0)
 
@@ -156,9 +143,9 @@ def inspect(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> HeldLoc
 def force_release(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> bool:
     """Delete the lock ``name`` whoever holds it; whether there was one to delete. Its holder is
     not told: it finds the lock gone at its next renewal, extend or check; its waiters are. A key
-    without a ttl is never deleted, nor a lock's own key (``NO_TTL``)."""
+    without a ttl, or one that is not a string, is never deleted (``NO_TTL``)."""
     key = _key(prefix, name)
-    if _own_key(key) or server.pttl(key) < 0:
+    if not _is_lock(server.type(key), server.pttl(key)):
         return False
     if not server.delete(key):
         return False
