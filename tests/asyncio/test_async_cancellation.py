@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 from typing import Any
 
@@ -211,10 +212,13 @@ def test_cancelled_fenced_acquire_many_leaves_nothing(arun: Runner, new_client: 
     async def body() -> None:
         async with new_client() as client:
             await client.query("warm-up")
-            started = time.monotonic()
-            whole = await client.acquire_many([f"f:whole:{i}" for i in range(20_000)], 30, fenced=True)
-            took = time.monotonic() - started
-            await client.release_many(whole.acquired)
+            took = math.inf  # an uncancelled call's time, warm (the first call's runs cold code)
+            for run in range(3):
+                started = time.monotonic()
+                whole = await client.acquire_many([f"f:whole:{run}:{i}" for i in range(20_000)], 30,
+                                                  fenced=True)
+                took = min(took, time.monotonic() - started)
+                await client.release_many(whole.acquired)
             cleanups = _count_cleanups(client)
             for k, flush in itertools.product((0, 1, 2, 3, 5, 8, 13), (False, True)):
                 if flush:  # the transactions' EVAL needs no script loaded
