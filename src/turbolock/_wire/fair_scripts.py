@@ -21,7 +21,7 @@ place, when queued; nil when a try that does not queue found the lock held or wa
 
 from __future__ import annotations
 
-from turbolock._wire.scripts import FENCE_SUFFIX, NEXT_FENCES, Script
+from turbolock._wire.scripts import FENCE_SUFFIX, TAKE_FENCE, Script
 
 QUEUE_KEYS = (b":queue", b":asked")
 """The suffixes of a name's queue and of when its waiters last asked (``Script.own_keys``)."""
@@ -112,31 +112,16 @@ return -tonumber(place)
 """
 
 
-# A fenced take draws the fence after the SET; a counter that fails (not a number) deletes the
-# lock just set, and the script answers that error: an error never leaves a lock behind.
-_FENCE = NEXT_FENCES + b"""\
-local function take_fence()
-  local ok, fence = pcall(next_fences, KEYS[4], 1)
-  if ok then
-    return fence
-  end
-  redis.call('del', KEYS[1])
-  if type(fence) == 'table' and fence.err then
-    return fence
-  end
-  return redis.error_reply(tostring(fence))
-end
-"""
-
-
 def _source(queue: bool, fenced: bool) -> bytes:
-    taken = b"take_fence()" if fenced else b"{ok = 'OK'}"
+    # A fenced take draws the fence after the SET (``scripts.TAKE_FENCE``: a counter that fails
+    # deletes the lock just set again).
+    taken = b"take_fence(KEYS[1], KEYS[4])" if fenced else b"{ok = 'OK'}"
     # Its own lock again: the fence its lost take drew never reached anyone, so a new one (higher,
     # as every later fence) serves as well, from a counter shared by many names or not.
     again = taken
     values = {b"waiter": WAITER_BYTES, b"patience": PATIENCE_MS, b"stall": STALL_MS, b"expire": EXPIRE_MS,
               b"taken": taken, b"again": again}
-    body = (_FENCE if fenced else b"") + _QUEUE + _TAKE + (_JOIN if queue else b"return false\n")
+    body = (TAKE_FENCE if fenced else b"") + _QUEUE + _TAKE + (_JOIN if queue else b"return false\n")
     return body % values
 
 

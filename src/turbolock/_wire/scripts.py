@@ -210,18 +210,33 @@ that minus ``n - 1``), starting a counter that did not exist at the server's clo
 microseconds (below 2^53 until the year 2255: exact in Lua's numbers). Raises what INCRBY raises
 (a counter that is not a number, OOM)."""
 
-CLAIMED_FENCE = SLOT_BASE + NEXT_FENCES + b"""\
-local function claimed_fence(counter, key, at)
-  if counter == '' then
-    counter = slot_base(key) .. '""" + FENCE_SUFFIX + b"""'
-  end
+TAKE_FENCE = NEXT_FENCES + b"""\
+local function take_fence(key, counter)
   local ok, fence = pcall(next_fences, counter, 1)
   if ok then
     return fence
   end
   redis.call('del', key)
-  local message = type(fence) == 'table' and fence.err or tostring(fence)
-  error({err = 'FENCE ' .. at .. ' ' .. message})
+  if type(fence) == 'table' and fence.err then
+    return fence
+  end
+  return redis.error_reply(tostring(fence))
+end
+"""
+"""Lua: ``take_fence(key, counter)``, the next fence for the lock ``key`` just set; a counter
+that fails (OOM, not a number) deletes that lock again and answers its error, so an error never
+leaves a lock held (a fenced acquire's, a fair one's)."""
+
+CLAIMED_FENCE = SLOT_BASE + TAKE_FENCE + b"""\
+local function claimed_fence(counter, key, at)
+  if counter == '' then
+    counter = slot_base(key) .. '""" + FENCE_SUFFIX + b"""'
+  end
+  local fence = take_fence(key, counter)
+  if type(fence) == 'table' then
+    error({err = 'FENCE ' .. at .. ' ' .. fence.err})
+  end
+  return fence
 end
 """
 """Lua: ``claimed_fence(counter, key, at)``, the next fence of a claim's key at 0-based position
@@ -231,23 +246,13 @@ script ends with ``FENCE <at> <the error>`` (``claim_error`` names that lock).""
 
 # KEYS[1] = lock key, KEYS[2] = its fence counter; ARGV[1] = token, ARGV[2] = ttl in ms. Takes
 # the lock when it is free and replies its fence; nil when the lock is held.
-FENCED_ACQUIRE = Script("fenced_acquire", NEXT_FENCES + b"""\
-local key = KEYS[1]
-if not redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
+FENCED_ACQUIRE = Script("fenced_acquire", TAKE_FENCE + b"""\
+if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return false
 end
-local ok, fence = pcall(next_fences, KEYS[2], 1)
-if ok then
-  return fence
-end
-redis.call('del', key)
-if type(fence) == 'table' and fence.err then
-  return fence
-end
-return redis.error_reply(tostring(fence))
+return take_fence(KEYS[1], KEYS[2])
 """, own_keys=(FENCE_SUFFIX,), shared_fence=True)
-"""SET NX PX and the next fence; a counter that fails (OOM, not a number) deletes the lock again
-and answers its error, so an error never leaves a lock held. ``in_slot()`` for Redis Cluster."""
+"""SET NX PX and the next fence (``take_fence``). ``in_slot()`` for Redis Cluster."""
 
 FENCED_ACQUIRE_IN_SLOT = FENCED_ACQUIRE.in_slot()
 """``FENCED_ACQUIRE`` on Redis Cluster: the counter is the lock key's own, in its slot."""
