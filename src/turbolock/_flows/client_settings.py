@@ -98,9 +98,18 @@ def check_fair(fair: object, key_prefix: bytes, key: bytes, replicas_ack: int, t
 
 def _check_own_keys(argument: str, key_prefix: bytes, key: bytes, replicas_ack: int, what: str) -> None:
     """A lock whose script keeps keys of its own beside the lock key (``scripts.SLOT_BASE``)."""
+    _check_no_replicas_ack(argument, replicas_ack)
+    _check_slot_rule(argument, key_prefix, key, what)
+
+
+def _check_no_replicas_ack(argument: str, replicas_ack: int) -> None:
     if replicas_ack:
         raise InvalidArgumentError(argument, f"cannot be combined with replicas_ack yet (a {argument} "
                                              "acquire is not followed by WAIT)")
+
+
+def _check_slot_rule(argument: str, key_prefix: bytes, key: bytes, what: str) -> None:
+    """Its own keys must share its cluster slot: no '}' outside a hash tag."""
     full = key_prefix + key
     start = full.find(b"{")
     tagged = start != -1 and full.find(b"}", start + 1) > start + 1
@@ -114,13 +123,13 @@ def check_fenced_keys(fenced: object, key_prefix: bytes, keys: Sequence[bytes], 
     it is fenced."""
     if not check_flag(fenced, "fenced"):
         return False
-    # Only a '}' can break the rule: the keys without one pass as a whole (a bulk call's hot path).
-    if b"}" in key_prefix:
-        suspects = keys
-    else:
-        suspects = [key for key in keys if b"}" in key] if b"}" in b"".join(keys) else []
-    for key in suspects or keys[:1]:  # the first, for replicas_ack's check when none is suspect
-        _check_own_keys("fenced", key_prefix, key, replicas_ack, "fence counter")
+    if not keys:
+        return True
+    _check_no_replicas_ack("fenced", replicas_ack)
+    # Only a '}' can break the name rule: keys without one pass as a whole (a bulk call's hot path).
+    if b"}" in key_prefix or b"}" in b"".join(keys):
+        for key in keys:
+            _check_slot_rule("fenced", key_prefix, key, "fence counter")
     return True
 
 
