@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 from _eventually import eventually
+from _fence_paths import fences_by_every_path
 from turbolock import AcquireOutcomeUnknownError, LockClient
 from turbolock._wire.fair_scripts import FAIR_ACQUIRE
 from turbolock._wire.outcomes import Unconfirmed
@@ -22,26 +23,7 @@ from turbolock.redis_server import RedisServer
 
 
 def test_a_names_fences_grow_across_every_path(make_client: Callable[..., Any]) -> None:
-    client = make_client()
-    seen: list[int] = []
-    for _ in range(2):
-        lease = client.try_acquire("acct", 10, fenced=True)
-        seen.append(lease.fence)
-        assert client.release(lease)
-        bulk = client.acquire_many(["x", "acct", "y"], 10, fenced=True)
-        seen.append(bulk.leases[1].fence)
-        assert all(client.release_many(bulk.acquired))
-        claim = client.acquire_many(["acct"], 10, limit=1, fenced=True)
-        seen.append(claim.acquired[0].fence)
-        assert all(client.release_many(claim.acquired))
-        lock = client.lock("acct", 10, fenced=True)
-        assert lock.acquire()
-        seen.append(lock.fence)
-        lock.release()
-        fair = client.lock("acct", 10, fenced=True, fair=True)
-        assert fair.acquire()
-        seen.append(fair.fence)
-        fair.release()
+    seen = fences_by_every_path(make_client(), "acct", bulk_with=["x", "y"])
     assert seen == sorted(seen) and len(set(seen)) == len(seen), seen
 
 

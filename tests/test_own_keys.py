@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import redis
 
+from _fence_paths import fences_by_every_path
 from turbolock._wire.scripts import FENCE_SUFFIX, SLOT_BASE, fence_counter
 from turbolock._wire.slots import key_slot, slot_base
 
@@ -30,21 +31,12 @@ def test_python_and_lua_name_the_same_own_keys(raw: redis.Redis) -> None:
 
 
 @pytest.mark.parametrize("name", ["plain", "{tag}:x"])
-def test_single_bulk_and_claimed_fenced_acquires_draw_from_one_counter(make_client: Callable[..., Any],
-                                                                       raw: redis.Redis, key_prefix: str,
-                                                                       name: str) -> None:
-    client = make_client()
-    fences = []
-    for how in ("single", "bulk", "claim", "single", "bulk", "claim"):
-        if how == "bulk":  # a transaction: FENCES_FOR with the counter declared by the client
-            lease = client.acquire_many([name], 30, fenced=True).acquired[0]
-        elif how == "claim":  # CLAIM: the counter in ARGV
-            lease = client.acquire_many([name], 30, limit=1, fenced=True).acquired[0]
-        else:  # FENCED_ACQUIRE: the counter declared by the client
-            lease = client.try_acquire(name, 30, fenced=True)
-        fences.append(lease.fence)
-        assert client.release(lease)
-    assert fences == list(range(fences[0], fences[0] + 6))
+def test_every_fenced_path_draws_from_one_counter(make_client: Callable[..., Any], raw: redis.Redis,
+                                                  key_prefix: str, name: str) -> None:
+    # Single (FENCED_ACQUIRE: the counter declared), bulk (a transaction: FENCES_FOR, declared),
+    # claim (CLAIM: the counter in ARGV), Lock and fair Lock (FAIR_ACQUIRE: declared).
+    fences = fences_by_every_path(make_client(), name)
+    assert fences == list(range(fences[0], fences[0] + len(fences)))
     assert raw.get(fence_counter(key_prefix.encode())) == b"%d" % fences[-1]
     key = (key_prefix + name).encode()
     assert raw.get(slot_base(key) + FENCE_SUFFIX) is None

@@ -8,6 +8,7 @@ from typing import Any
 
 import redis
 
+from _fence_paths import fences_by_every_path
 from turbolock._wire.scripts import fence_counter
 from turbolock._wire.slots import key_slot
 from turbolock.redis_cluster import RedisCluster
@@ -17,27 +18,8 @@ from turbolock.redis_server import RedisServer
 def test_every_fenced_path_uses_the_names_own_counter(
         cluster: RedisCluster, make_client: Callable[..., Any], key_prefix: str,
         raws: Callable[[RedisServer], redis.Redis]) -> None:
-    client = make_client()
     name = "acct"
-    seen: list[int] = []
-    for _ in range(2):
-        lease = client.try_acquire(name, 10, fenced=True)
-        seen.append(lease.fence)
-        assert client.release(lease)
-        bulk = client.acquire_many(["x1", name, "y1"], 10, fenced=True)
-        seen.append(bulk.leases[1].fence)
-        assert all(client.release_many(bulk.acquired))
-        claim = client.acquire_many([name], 10, limit=1, fenced=True)
-        seen.append(claim.acquired[0].fence)
-        assert all(client.release_many(claim.acquired))
-        lock = client.lock(name, 10, fenced=True)
-        assert lock.acquire()
-        seen.append(lock.fence)
-        lock.release()
-        fair = client.lock(name, 10, fenced=True, fair=True)
-        assert fair.acquire()
-        seen.append(fair.fence)
-        fair.release()
+    seen = fences_by_every_path(make_client(), name, bulk_with=["x1", "y1"])
     # One counter for the name alone: each grant its next value.
     assert seen == list(range(seen[0], seen[0] + len(seen))), seen
     key = (key_prefix + name).encode()
