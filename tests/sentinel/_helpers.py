@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -40,3 +42,38 @@ def value_on(node: RedisServer, key: str) -> bytes | None:
         return value
     finally:
         raw.close()
+
+
+TRANSACTION_END = b"*1\r\n$4\r\nEXEC\r\n*1\r\n$7\r\nDISCARD\r\n"
+"""The last two commands of a fenced bulk acquire's transaction, as written."""
+
+
+class Demotion:
+    """A Sentinel failover of ``group``'s master whose old master keeps running as one: clients
+    still connected to it write there until ``demote()`` makes it a replica of ``new_master``."""
+
+    def __init__(self, group: RedisSentinel) -> None:
+        old_port = group.master_port()
+        assert "OK" in group.cli(group.sentinels[0], "sentinel", "failover", group.service)
+        self.new_master = group.wait_failover(old_port)
+        self._old = redis.Redis(host=group.node_at(old_port).host, port=old_port)
+
+    def demote(self) -> None:
+        self._old.execute_command("REPLICAOF", self.new_master.host, self.new_master.port)
+
+    def close(self) -> None:
+        self._old.close()
+
+
+def write_split_at_exec(data: bytes, write: Callable[[bytes], object], demotion: Demotion,
+                        before_exec: bool) -> None:
+    """Write a transaction's ``data`` with the old master demoted on the way: before it all, or
+    (``before_exec``) after its commands were queued and before its EXEC arrives."""
+    if not before_exec:
+        demotion.demote()
+        write(data)
+        return
+    write(data[:-len(TRANSACTION_END)])
+    time.sleep(0.3)  # the server queues every command of the transaction
+    demotion.demote()
+    write(TRANSACTION_END)

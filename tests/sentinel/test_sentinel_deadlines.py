@@ -34,7 +34,9 @@ def test_calls_keep_their_deadline_when_the_master_stops_answering(
             for label, call in (("try_acquire", lambda: client.try_acquire("fresh", 30)),
                                 ("release", lambda: client.release(held)),
                                 ("query", lambda: client.query("held")),
-                                ("acquire_many", lambda: client.acquire_many(["a", "b"], 30))):
+                                ("acquire_many", lambda: client.acquire_many(["a", "b"], 30)),
+                                ("acquire_many(fenced=True)",  # a transaction (SentinelExecutor's shape)
+                                 lambda: client.acquire_many(["f", "g"], 30, fenced=True))):
                 watch.expect_raises(watch.run(label, T, call), ConnectionError)
         finally:
             master.resume()
@@ -48,7 +50,9 @@ def test_calls_keep_their_deadline_when_the_master_stops_answering(
                 calls: list[tuple[str, Callable[[], Any]]] = [
                     ("async try_acquire", lambda: client.try_acquire("fresh", 30)),
                     ("async query", lambda: client.query("held")),
-                    ("async acquire_many", lambda: client.acquire_many(["a", "b"], 30))]
+                    ("async acquire_many", lambda: client.acquire_many(["a", "b"], 30)),
+                    ("async acquire_many(fenced=True)",
+                     lambda: client.acquire_many(["f", "g"], 30, fenced=True))]
                 for label, call in calls:
                     watch.expect_raises(await watch.arun(label, T, call), ConnectionError)
             finally:
