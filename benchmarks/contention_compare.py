@@ -1,6 +1,8 @@
 """The flash-sale workload: many workers, one lock, each taking it, doing a short critical
 section and giving it back, as fast as they can. turbolock (woken by releases, polling
-only, and fair, strict FIFO; both cores) against redis-py's Lock (``sleep=0.001``, with hiredis and without).
+only, and fair, strict FIFO; both cores) against redis-py's Lock (``sleep=0.001``, with hiredis and without)
+and against the best hand-written redis-py waiter, woken by a PUBLISH in the release script
+(``pubsub_lock.PubSubLock``, with hiredis).
 
     python -m benchmarks.contention_compare [--quick] [--json PATH]
 
@@ -38,6 +40,7 @@ from turbolock.bench.contenders import core_available
 from turbolock.redis_server import RedisServer
 
 from .publish import publish, run_meta
+from .pubsub_lock import PubSubLock
 from .report import Comparison, Row, Section, evaluate, key
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "contention_compare.json")
@@ -54,6 +57,7 @@ TL_POLLING = "turbolock c, polling only"
 TL_FAIR = "turbolock c, fair=True (strict FIFO)"
 RP_HI = "redis-py Lock sleep=1ms + hiredis"
 RP_PURE = "redis-py Lock sleep=1ms, no hiredis"
+RP_PUBSUB = "redis-py by hand, woken by pub/sub + hiredis"
 RTT = "PING round trip (redis-py + hiredis)"
 
 SHAPES = {"threads": (1, 8), "processes": (4, 1)}
@@ -64,10 +68,11 @@ CTX = multiprocessing.get_context("fork")
 
 def _rows(baseline_target: float | None) -> tuple[Row, ...]:
     def versus(target: float | None) -> tuple[Comparison, ...]:
-        return (Comparison(RP_HI, target), Comparison(RP_PURE))
+        return (Comparison(RP_HI, target), Comparison(RP_PURE), Comparison(RP_PUBSUB))
 
     return (Row(TL_WOKEN["c"], versus(baseline_target)), Row(TL_WOKEN["py"], versus(baseline_target)),
-            Row(TL_POLLING, versus(None)), Row(TL_FAIR, versus(None)), Row(RP_HI), Row(RP_PURE))
+            Row(TL_POLLING, versus(None)), Row(TL_FAIR, versus(None)), Row(RP_HI), Row(RP_PURE),
+            Row(RP_PUBSUB))
 
 
 def _plain_rows() -> tuple[Row, ...]:
@@ -102,6 +107,10 @@ def _worker(contender: str, url: str, core: str, threads: int, first_id: int, st
         client = LockClient.from_url(url, core=core, key_prefix=KEY_PREFIX, timeout=TTL,
                                      wake_waiters=contender != TL_POLLING)
         locks = [client.lock(LOCK, TTL, timeout=TTL, fair=contender == TL_FAIR) for _ in range(threads)]
+    elif contender == RP_PUBSUB:
+        rp = redis.Redis.from_url(url, parser_class=_HiredisParser if HIREDIS_AVAILABLE else _RESP2Parser,
+                                  max_connections=2 * threads + 1)  # one subscribed per waiter
+        locks = [PubSubLock(rp, KEY_PREFIX + LOCK, TTL, TTL) for _ in range(threads)]
     else:
         parser = _HiredisParser if contender == RP_HI else _RESP2Parser
         rp = redis.Redis.from_url(url, parser_class=parser, max_connections=threads + 1)
@@ -191,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(args_list)
     seconds, repeats = (1.0, 3) if args.quick else (3.0, 7)
     contenders = [TL_WOKEN[core] for core in ("c", "py") if core_available(core)]
-    contenders += [TL_POLLING, TL_FAIR, RP_HI, RP_PURE]
+    contenders += [TL_POLLING, TL_FAIR, RP_HI, RP_PURE, RP_PUBSUB]
     started = time.monotonic()
     samples: dict[str, list[float]] = defaultdict(list)
     with RedisServer() as server:
