@@ -2,7 +2,8 @@
 section and giving it back, as fast as they can. turbolock (woken by releases, polling
 only, and fair, strict FIFO; both cores) against redis-py's Lock (``sleep=0.001``, with hiredis and without)
 and against the best hand-written redis-py waiter, woken by a PUBLISH in the release script
-(``pubsub_lock.PubSubLock``, with hiredis).
+(``pubsub_lock.PubSubLock``, with hiredis). The limit row: the critical section run back to
+back by one worker with no lock at all, which no lock's hand-offs can beat.
 
     python -m benchmarks.contention_compare [--quick] [--json PATH]
 
@@ -59,6 +60,8 @@ RP_HI = "redis-py Lock sleep=1ms + hiredis"
 RP_PURE = "redis-py Lock sleep=1ms, no hiredis"
 RP_PUBSUB = "redis-py by hand, woken by pub/sub + hiredis"
 RTT = "PING round trip (redis-py + hiredis)"
+ALONE = "the critical section alone, one worker, no lock"
+"""The limit of any lock's hand-offs: GET, 0.5 ms, SET back to back with nobody to wait for."""
 
 SHAPES = {"threads": (1, 8), "processes": (4, 1)}
 """Shape name: (processes, threads per process)."""
@@ -66,13 +69,14 @@ SHAPES = {"threads": (1, 8), "processes": (4, 1)}
 CTX = multiprocessing.get_context("fork")
 
 
-def _rows(baseline_target: float | None) -> tuple[Row, ...]:
+def _rows(baseline_target: float | None, limit: bool = False) -> tuple[Row, ...]:
     def versus(target: float | None) -> tuple[Comparison, ...]:
-        return (Comparison(RP_HI, target), Comparison(RP_PURE), Comparison(RP_PUBSUB))
+        return (Comparison(RP_HI, target), Comparison(RP_PURE), Comparison(RP_PUBSUB),
+                *((Comparison(ALONE),) if limit else ()))
 
     return (Row(TL_WOKEN["c"], versus(baseline_target)), Row(TL_WOKEN["py"], versus(baseline_target)),
             Row(TL_POLLING, versus(None)), Row(TL_FAIR, versus(None)), Row(RP_HI), Row(RP_PURE),
-            Row(RP_PUBSUB))
+            Row(RP_PUBSUB), *((Row(ALONE),) if limit else ()))
 
 
 def _plain_rows() -> tuple[Row, ...]:
@@ -82,7 +86,8 @@ def _plain_rows() -> tuple[Row, ...]:
 def _sections(shape: str) -> tuple[Section, ...]:
     workers = "8 threads" if shape == "threads" else "4 processes"
     return (
-        Section(f"{shape}-handoffs", f"one lock, {workers}: hand-offs per second", "hand-offs/s", _rows(4.0)),
+        Section(f"{shape}-handoffs", f"one lock, {workers}: hand-offs per second", "hand-offs/s",
+                _rows(4.0, limit=True)),
         Section(f"{shape}-owner-changes", f"one lock, {workers}: owner changes per 100 hand-offs", "per 100",
                 _rows(1.0), "{:,.1f}"),
         Section(f"{shape}-fairness", f"one lock, {workers}: slowest worker's acquisitions / fastest's",
@@ -179,6 +184,26 @@ def run_once(contender: str, url: str, shape: str, seconds: float) -> dict[str, 
     }
 
 
+def alone_per_second(url: str, seconds: float) -> float:
+    """``ALONE``: the critical section run back to back by one worker, for ``seconds``."""
+    data = redis.Redis.from_url(url, parser_class=_HiredisParser if HIREDIS_AVAILABLE else _RESP2Parser)
+    data.delete(COUNTER)
+    done = 0
+    clock = time.monotonic
+    began = clock()
+    stop_at = began + seconds
+    while clock() < stop_at:
+        sold = int(data.get(COUNTER) or 0)
+        time.sleep(CRITICAL_SLEEP)
+        data.set(COUNTER, sold + 1)
+        done += 1
+    elapsed = clock() - began
+    if int(data.get(COUNTER) or 0) != done:
+        raise RuntimeError(f"{ALONE}: the counter does not match the {done} runs")
+    data.close()
+    return done / elapsed
+
+
 def ping_ms(url: str) -> float:
     client = redis.Redis.from_url(url, parser_class=_HiredisParser if HIREDIS_AVAILABLE else _RESP2Parser)
     client.ping()
@@ -212,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                 rtt = ping_ms(server.url)
                 for section in ("delay-p50", "delay-p99"):
                     samples[key(f"{shape}-{section}", RTT)].append(rtt)
+                samples[key(f"{shape}-handoffs", ALONE)].append(alone_per_second(server.url, seconds))
                 shift = repeat % len(contenders)
                 for contender in contenders[shift:] + contenders[:shift]:
                     measured = run_once(contender, server.url, shape, seconds)
