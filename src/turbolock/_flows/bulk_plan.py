@@ -391,16 +391,18 @@ class AcquirePlan:
 
     def encode_indices(self, buf: Any, indices: Sequence[int]) -> None:
         """``encode`` for the items ``indices`` (a Redis Cluster master's share), in one call."""
-        keys = [self.keys[i] for i in indices]
-        tokens = self.tokens
+        core = self._core
+        items = indices if type(indices) is list else list(indices)
+        keys = core.take_items(self.keys, items)
         if self.fresh_tokens:
-            token = batch_tokens(1)[0]
-            for i in indices:
-                tokens[i] = token
-        if self.script is not None:
-            self.script.append_each(buf, keys, [tokens[i] for i in indices], self.ttl_ms)
+            chunk_tokens = batch_tokens(1) * len(items)
+            core.put_items(self.tokens, items, chunk_tokens)
         else:
-            buf.append_set_nx_px_many(keys, [tokens[i] for i in indices], self.ttl_ms)
+            chunk_tokens = core.take_items(self.tokens, items)
+        if self.script is not None:
+            self.script.append_each(buf, keys, chunk_tokens, self.ttl_ms)
+        else:
+            buf.append_set_nx_px_many(keys, chunk_tokens, self.ttl_ms)
 
     def on_replies(self, start: int, replies: list[object]) -> None:
         stop = start + len(replies)

@@ -161,7 +161,11 @@ class ClusterRoutes:
         slot_map = self.map
         if slot_map is None or self._must_read():
             return None
-        return slot_map.group(indices, self.key_slots(self.key_prefix, [keys[i] for i in indices]))
+        items = indices if type(indices) is list else list(indices)
+        core = self.core
+        all_keys = keys if type(keys) is list else list(keys)
+        slots = self.key_slots(self.key_prefix, core.take_items(all_keys, items))
+        return slot_map.group(items, slots, core.group_items)
 
 
 def refresh_waited_too_long() -> ClusterError:
@@ -406,8 +410,7 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
             answers = _answers(routes, shares, outcomes, results)
         for (address, indices), replies in zip(shares, answers, strict=True):
             if ReplyError not in set(map(type, replies)):  # no redirect, no "try again": the usual case
-                for i, reply in zip(indices, replies, strict=True):
-                    results[i] = reply
+                routes.core.put_items(results, indices, replies)
                 continue
             for position, i in enumerate(indices):
                 reply = replies[position]

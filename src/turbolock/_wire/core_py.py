@@ -374,6 +374,51 @@ def key_slots(prefix: bytes, keys: list[bytes]) -> list[int]:
     return [key_slot(prefix + key) for key in keys]
 
 
+def group_items(numbers: list[int], indices: list[int], slots: list[int], groups: int) -> list[list[int]]:
+    """``groups`` lists: ``indices[j]`` goes to list ``numbers[slots[j]]``, each list in input
+    order. Every number must be below ``groups``."""
+    _check_lists(numbers, indices, slots)
+    if len(slots) != len(indices):
+        raise ValueError("group_items: indices and slots differ in length")
+    out: list[list[int]] = [[] for _ in range(groups)]
+    appends = [items.append for items in out]
+    for i, slot in zip(indices, slots, strict=True):
+        if slot < 0 or slot >= len(numbers):
+            raise IndexError("group_items: a slot past the numbers")
+        number = numbers[slot]
+        if number < 0 or number >= groups:
+            raise ValueError("group_items: a number past the groups")
+        appends[number](i)
+    return out
+
+
+def take_items(source: list[object], indices: list[int]) -> list[object]:
+    """``[source[i] for i in indices]``."""
+    _check_lists(source, indices)
+    size = len(source)
+    if any(i < 0 or i >= size for i in indices):
+        raise IndexError("take_items: an index past the list")
+    return [source[i] for i in indices]
+
+
+def put_items(target: list[object], indices: list[int], values: list[object]) -> None:
+    """``target[indices[j]] = values[j]`` for every j; every index is checked before any is written."""
+    _check_lists(target, indices, values)
+    if len(values) != len(indices):
+        raise ValueError("put_items: indices and values differ in length")
+    size = len(target)
+    if any(i < 0 or i >= size for i in indices):
+        raise IndexError("put_items: an index past the list")
+    for i, value in zip(indices, values, strict=True):
+        target[i] = value
+
+
+def _check_lists(*values: object) -> None:
+    # Exact lists, as the compiled core's signatures take.
+    if any(type(value) is not list for value in values):
+        raise TypeError("takes lists")
+
+
 def track(item: object) -> None:
     """The compiled core lets the cycle collector track ``item`` again; nothing to do here (the
     pure core never untracks)."""

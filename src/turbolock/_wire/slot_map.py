@@ -5,14 +5,18 @@ drivers send the commands and hand the replies here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import NamedTuple
 
+from turbolock._wire import core_py
 from turbolock._wire.slots import SLOTS
 from turbolock.errors import ProtocolError, ReplyError
 
 Address = tuple[str, int]
 """(host, port) of a node, as the cluster announces it."""
+
+GroupItems = Callable[[list[int], list[int], list[int], int], list[list[int]]]
+"""A core's ``group_items``."""
 
 
 class SlotMap:
@@ -33,7 +37,8 @@ class SlotMap:
     def node_of(self, slot: int) -> Address | None:
         return self._owner[slot]
 
-    def group(self, indices: Sequence[int], slots: Sequence[int]) -> dict[Address, list[int]] | None:
+    def group(self, indices: list[int], slots: list[int],
+              group_items: GroupItems = core_py.group_items) -> dict[Address, list[int]] | None:
         """``indices`` by the master of each one's slot (``slots[j]`` is ``indices[j]``'s), each
         master's in input order, the masters in the order they first appear (a claim walks them
         so); None when a slot has no master. A bulk call's hot path: one list index and one
@@ -42,10 +47,7 @@ class SlotMap:
         if numbers is None:  # each slot's master by its place in ``masters``; none: one past them
             place: dict[Address | None, int] = {address: n for n, address in enumerate(self.masters)}
             numbers = self._master_numbers = [place.get(address, len(place)) for address in self._owner]
-        lists: list[list[int]] = [[] for _ in range(len(self.masters) + 1)]
-        appends = [items.append for items in lists]
-        for i, slot in zip(indices, slots, strict=True):
-            appends[numbers[slot]](i)
+        lists = group_items(numbers, indices, slots, len(self.masters) + 1)
         if lists[-1]:
             return None
         present = [n for n in range(len(self.masters)) if lists[n]]
