@@ -115,12 +115,13 @@ def check_policy(policy: object, ttl_ms: int) -> AutoRenew:
         raise InvalidArgumentTypeError("max_renewals", f"must be an int or None, not {kind}")
     if renewals is not None and renewals < 0:
         raise InvalidArgumentError("max_renewals", "must be a non-negative int")
+    hold = None
     if policy.max_hold is not None:
         hold = timeout_seconds(policy.max_hold, "max_hold")
         if hold is None or hold <= 0:
             raise InvalidArgumentError("max_hold", "must be a positive, finite number of seconds")
     checked = ThirdOfTtl if policy.renew_before is None else AutoRenew
-    return checked(before, policy.max_renewals, policy.max_hold)
+    return checked(before, policy.max_renewals, hold)  # in seconds, as checked: a timedelta too
 
 
 class ThirdOfTtl(AutoRenew):
