@@ -24,6 +24,7 @@ from turbolock._flows.redlock_result import (
     decide,
 )
 from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules, remember
+from turbolock._flows.renewal_book import check_renewed_ttl
 from turbolock._flows.steps import Call, Flow, Outcome
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN
@@ -253,6 +254,7 @@ def _owe_releases(client: RedlockRules, leases: list[RedlockLease], rows: list[l
 def extend_many_flow(client: RedlockRules, leases: Sequence[RedlockLease], ttl: Seconds) -> Flow[list[bool]]:
     checked = _check_leases(client, leases)
     ms, drift, _ = client._ttl(ttl)
+    check_renewed_ttl(checked, ms)
     for lease in checked:
         if lease.max_extensions is not None and lease.extensions >= lease.max_extensions:
             raise ExtensionLimitError(

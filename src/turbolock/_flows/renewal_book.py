@@ -124,6 +124,20 @@ def check_policy(policy: object, ttl_ms: int) -> AutoRenew:
     return checked(before, policy.max_renewals, hold)  # in seconds, as checked: a timedelta too
 
 
+def check_renewed_ttl(leases: Iterable[Lease], ttl_ms: int) -> None:
+    """An extend to ``ttl_ms``: refused before anything is sent for an auto-renewed lease whose
+    renewal could not keep up with that ttl, as an acquire with it and auto-renewal is."""
+    for lease in leases:
+        state = lease.renewal
+        if state is not None and not state.released:
+            before = state.terms.for_ttl(ttl_ms).renew_before
+            if before < MIN_RENEW_BEFORE:
+                raise InvalidArgumentError(
+                    "ttl", f"{ttl_ms / 1000.0:g}s is too short for an auto-renewed lock: renewing "
+                           f"{before:g}s before expiry is too late (auto-renewal needs at least "
+                           f"{MIN_RENEW_BEFORE:g}s)")
+
+
 class ThirdOfTtl(AutoRenew):
     """A checked ``AutoRenew`` whose ``renew_before`` was left to the default, a third of the
     ttl: kept so when an extend changes the ttl (``RenewalTerms.for_ttl``)."""
@@ -328,7 +342,9 @@ class RenewalBook:
         if state is not None:
             if state.ttl_ms != lease.ttl_ms:
                 state.ttl_ms = lease.ttl_ms
-                state.terms = state.terms.for_ttl(lease.ttl_ms)
+                state.terms = terms = state.terms.for_ttl(lease.ttl_ms)
+                with self._lock:  # a shorter margin needs a shorter poll, as in add()
+                    self.poll = max(WHEEL_TICK, min(self.poll, terms.renew_before / 4))
             self._schedule(state, lease.expires_at - state.renew_before)
 
     def held_leases(self) -> list[Lease]:

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from turbolock import _metrics
+from turbolock._flows.renewal_book import check_renewed_ttl
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_DURABLE, Unconfirmed
@@ -85,6 +86,7 @@ def extend_ms(lease: Lease, ttl: object, additive: bool) -> int:
         ms += int(lease.valid_for() * 1000.0)
         if ms > MAX_TTL_MS:
             raise InvalidArgumentError("ttl", f"added to what is left, passes {MAX_TTL_MS // 1000} seconds")
+    check_renewed_ttl((lease,), ms)
     return ms
 
 
