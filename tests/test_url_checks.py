@@ -58,6 +58,8 @@ def test_without_credentials_the_bad_part_is_quoted() -> None:
     ("ssl_certfile=/etc/hostname", "ssl_certfile", "not rediss://"),
     ("timeout=1&socket_timeout=2", "socket_timeout", "same option"),
     ("connect_timeout=soon", "connect_timeout", "must be a number"),
+    ("timeout=1&timeout=2", "timeout", "given twice"),
+    ("wake_waiters=true&wake_waiters=false", "wake_waiters", "given twice"),
 ])
 def test_a_query_option_is_applied_or_refused(query: str, argument: str, says: str) -> None:
     with pytest.raises(InvalidArgumentError) as raised:
@@ -107,6 +109,19 @@ def test_a_url_without_a_host_is_refused(url: str) -> None:
         LockClient.from_url(url)
     assert raised.value.argument == "host"
     assert "pw" not in str(raised.value)
+
+
+def test_an_option_given_twice_alike_is_taken() -> None:
+    assert LockClient.from_url("redis://127.0.0.1:6390/0?timeout=0.3&timeout=0.3").options.timeout == 0.3
+
+
+@pytest.mark.parametrize("url", ["unix://", "unix://?db=1", "unix://?timeout=1"])
+def test_a_socket_url_without_a_path_is_refused(url: str) -> None:
+    """It was read as a TCP client of 127.0.0.1:6379: whatever server listens there."""
+    for make in (LockClient.from_url, AsyncLockClient.from_url):
+        with pytest.raises(InvalidArgumentError) as raised:
+            make(url)
+        assert raised.value.argument == "url" and "socket path" in str(raised.value)
 
 
 SENTINEL_PASSWORD = "Sentinel-Secret-77"

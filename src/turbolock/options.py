@@ -300,6 +300,8 @@ def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:
         raise InvalidArgumentError("url", f"unknown scheme {scheme!r}; use redis://, rediss:// or unix://")
     if scheme != "unix" and not parts.hostname:
         raise InvalidArgumentError("host", f"the URL names no host ({scheme}://host:port/db)")
+    if scheme == "unix" and not parts.path:  # not a TCP client of the default host and port
+        raise InvalidArgumentError("url", "the unix:// URL names no socket path (unix:///path/to/redis.sock)")
     _check_query(parts.query, url, scheme)
     from redis.connection import parse_url
 
@@ -338,7 +340,10 @@ def _check_query(query: str, url: str, scheme: str) -> None:
     """Every query option is one turbolock applies or one of redis-py's tuning options; TLS
     options only on a ``rediss://`` URL."""
     given: dict[str, str] = {}
-    for name, _ in parse_qsl(query, keep_blank_values=True):
+    values: dict[str, str] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if values.setdefault(name, value) != value:  # redis-py would take the first one silently
+            raise InvalidArgumentError(name, "is given twice with different values; give it once")
         target = _URL_KEYS.get(name)
         if target is not None and given.setdefault(target, name) != name:
             raise InvalidArgumentError(name, f"{given[target]} and {name} are the same option; give only one")
