@@ -44,3 +44,17 @@ def test_bench_and_demo_refuse_a_bad_url_before_starting(command: str) -> None:
                     f"redis://:{PASSWORD}@127.0.0.1:{server.port}/x"):  # a live server, a bad db
             options = ["--workers", "1", "--items", "1", "--stock", "1"] if command == "demo" else ["--quick"]
             _assert_clean_failure(_cli(command, "--url", url, *options, timeout=30), 2)
+
+
+@pytest.mark.parametrize("argv", [
+    ["locks", "list", "--limit", "redis://:{pw}@127.0.0.1:6390/0"],  # the number forgotten
+    ["demo", "--workers", "redis://user:{pw}@127.0.0.1:6390"],
+    ["demo", "--core", "unix:///tmp/redis.sock?password={pw}"],
+    ["doctor", "redis://127.0.0.1:6390", "redis://:{pw}@127.0.0.1:6391"],  # one URL too many
+])
+def test_a_url_refused_by_the_argument_parser_is_not_quoted_with_its_password(argv: list[str]) -> None:
+    """argparse quotes what it refuses ("invalid choice: '...'", "unrecognized arguments: ..."):
+    found in review quoting a URL's password."""
+    done = _cli(*[part.format(pw=PASSWORD) for part in argv])
+    assert done.returncode == 2 and ("error: argument" in done.stderr or "unrecognized" in done.stderr)
+    assert PASSWORD not in done.stdout + done.stderr and "Traceback" not in done.stderr, done.stderr

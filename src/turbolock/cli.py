@@ -6,20 +6,34 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
+
+_URL_WITH_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*(?:@|password=)[^\s'\"]*")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse quotes a value it refuses ("invalid choice: '...'", "unrecognized arguments:
+    ..."): a URL given in the wrong place is never quoted with its credentials."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(_URL_WITH_CREDENTIALS.sub("<a URL with credentials>", message))
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return min(value, sys.maxsize)  # more than could ever be listed or started
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="turbolock", description="Fast distributed locks on Redis.")
+    parser = _Parser(prog="turbolock", description="Fast distributed locks on Redis.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo", help="flash sale: worker processes buy stock under locks; exits 1 if anything is oversold",
