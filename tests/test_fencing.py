@@ -141,10 +141,10 @@ def test_bad_fenced_bulk_acquires_are_refused_before_sending(make_client: Callab
     client = make_client()
     with pytest.raises(InvalidArgumentError) as bad_name:
         client.acquire_many(["fine", "a}b"], 10, fenced=True)
-    assert bad_name.value.argument == "name"
+    assert bad_name.value.argument == "names"
     with pytest.raises(InvalidArgumentError) as claim:
         client.acquire_many(["fine", "a}b"], 10, fenced=True, limit=1)
-    assert claim.value.argument == "name"
+    assert claim.value.argument == "names"
     assert raw.keys(f"*{key_prefix}*") == []
 
 

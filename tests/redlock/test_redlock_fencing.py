@@ -150,7 +150,7 @@ def test_a_fenced_claim_gives_each_lease_taken_its_fences(
     assert all(client.release_many(again.acquired + held.acquired))
     with pytest.raises(InvalidArgumentError) as bad:  # every name checked before anything is sent
         client.acquire_many(["fine", "a}b"], 10, fenced=True, limit=1)
-    assert bad.value.argument == "name"
+    assert bad.value.argument == "names"
     with pytest.raises(InvalidArgumentTypeError) as flag:
         client.acquire_many(["fine"], 10, fenced="yes", limit=1)
     assert flag.value.argument == "fenced"

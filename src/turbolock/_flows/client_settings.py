@@ -108,14 +108,19 @@ def _check_no_replicas_ack(argument: str, replicas_ack: int) -> None:
                                              "acquire is not followed by WAIT)")
 
 
-def _check_slot_rule(argument: str, key_prefix: bytes, key: bytes, what: str) -> None:
-    """Its own keys must share its cluster slot: no '}' outside a hash tag."""
+def _check_slot_rule(argument: str, key_prefix: bytes, key: bytes, what: str, names: str = "name") -> None:
+    """Its own keys must share its cluster slot: no '}' outside a hash tag. The error names the
+    client's key prefix when the '}' is there alone, else ``names`` (the call's argument)."""
     full = key_prefix + key
     start = full.find(b"{")
     tagged = start != -1 and full.find(b"}", start + 1) > start + 1
     if not tagged and b"}" in full:
-        raise InvalidArgumentError("name", f"a {argument} lock's name may not hold '}}' outside a "
-                                           f"{{hash tag}}: its {what} would land in another cluster slot")
+        if b"}" in key_prefix and b"}" not in key:
+            raise InvalidArgumentError("key_prefix", f"a {argument} lock's key (the key prefix and its "
+                                                     f"name) may not hold '}}' outside a {{hash tag}}: its "
+                                                     f"{what} would land in another cluster slot")
+        raise InvalidArgumentError(names, f"a {argument} lock's name may not hold '}}' outside a "
+                                          f"{{hash tag}}: its {what} would land in another cluster slot")
 
 
 def check_fenced_keys(fenced: object, key_prefix: bytes, keys: Sequence[bytes], replicas_ack: int) -> bool:
@@ -129,7 +134,7 @@ def check_fenced_keys(fenced: object, key_prefix: bytes, keys: Sequence[bytes], 
     # Only a '}' can break the name rule: keys without one pass as a whole (a bulk call's hot path).
     if b"}" in key_prefix or b"}" in b"".join(keys):
         for key in keys:
-            _check_slot_rule("fenced", key_prefix, key, "fence counter")
+            _check_slot_rule("fenced", key_prefix, key, "fence counter", "names")
     return True
 
 
