@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from turbolock import ConnectionError, InvalidArgumentError, InvalidArgumentTypeError
+from turbolock.asyncio import AsyncSentinelLockClient
 from turbolock.redis_sentinel import RedisSentinel
 from turbolock.redis_server import free_port
 from turbolock.sentinel import SentinelLockClient
@@ -66,6 +67,13 @@ def test_bad_arguments_are_refused_before_anything_is_sent(sentinel_group: Redis
         (lambda: SentinelLockClient(sentinel_group.sentinel_urls, "turbolock", unix_socket_path="/tmp/r"),
          InvalidArgumentError, "unix_socket_path"),
         (lambda: SentinelLockClient.from_url("redis://127.0.0.1:26379"), InvalidArgumentError, "url"),
+        # Named as the Sentinels' own, not the master's (found in review).
+        (lambda: SentinelLockClient(sentinel_group.sentinel_urls, "turbolock", sentinel_password=5),  # type: ignore[arg-type]
+         InvalidArgumentTypeError, "sentinel_password"),
+        (lambda: SentinelLockClient(sentinel_group.sentinel_urls, "turbolock", sentinel_username=b"u"),  # type: ignore[arg-type]
+         InvalidArgumentTypeError, "sentinel_username"),
+        (lambda: AsyncSentinelLockClient(sentinel_group.sentinel_urls, "turbolock", sentinel_password=5),  # type: ignore[arg-type]
+         InvalidArgumentTypeError, "sentinel_password"),
     ]
     for make, error, argument in cases:
         with pytest.raises(error) as info:

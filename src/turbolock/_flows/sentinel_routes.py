@@ -292,6 +292,9 @@ class SentinelRules:
         client's own options carry until a Sentinel names the master."""
         self._sentinel_addresses = check_sentinels(sentinels, service_name)
         assert isinstance(service_name, str)
+        for value, argument in ((username, "sentinel_username"), (password, "sentinel_password")):
+            if value is not None and not isinstance(value, str):  # else named as the master's own
+                raise InvalidArgumentTypeError(argument, f"must be str, not {type(value).__name__}")
         self._service = service_name
         self._sentinel_credentials = (username, password)
         return self._sentinel_addresses[0]
