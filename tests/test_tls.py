@@ -228,8 +228,9 @@ def test_an_encrypted_client_key_is_opened_with_ssl_password(mutual_tls_server: 
     url = f"rediss://127.0.0.1:{mutual_tls_server.port}/0"
     files = {"ssl_ca_certs": str(pki.ca), "ssl_certfile": str(pki.client_cert), "ssl_keyfile": str(encrypted)}
     with LockClient.from_url(url, core=core_name, key_prefix=key_prefix, timeout=5, **files) as client:
-        with pytest.raises(ConnectionError):
+        with pytest.raises(InvalidArgumentError) as refused:
             client.query("x")
+        assert refused.value.argument == "ssl_password" and "encrypted" in str(refused.value)
     with LockClient.from_url(url, core=core_name, key_prefix=key_prefix, ssl_password=passphrase,
                              **files) as client, _raw_tls(mutual_tls_server, pki) as raw:
         _lifecycle(client, raw)

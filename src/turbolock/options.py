@@ -118,21 +118,53 @@ class ConnectionOptions:
         return f"{self.host}:{self.port}"
 
     def ssl_context(self) -> _ssl.SSLContext:
-        context = _ssl.create_default_context(cafile=self.ssl_ca_certs)
+        """The TLS context of a new connection; a file it cannot load is an ``InvalidArgumentError``
+        naming its option (not a failure to reach the server, retried until the call's deadline)."""
+        try:
+            context = _ssl.create_default_context(cafile=self.ssl_ca_certs)
+        except OSError as exc:  # ssl.SSLError too: a file that holds no certificate
+            raise InvalidArgumentError("ssl_ca_certs", _unloadable(self.ssl_ca_certs, exc)) from None
         if self.ssl_certfile:
             # An encrypted key without ssl_password fails to load: OpenSSL is never left to ask
             # for the passphrase on a terminal (a service would hang on it).
             password = self.ssl_password
-            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile,
-                                    password=password if password is not None else _no_passphrase)
+            try:
+                context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile,
+                                        password=password if password is not None else _no_passphrase)
+            except OSError as exc:
+                raise self._unloadable_pair(exc) from None
         if self.insecure:
             context.check_hostname = self.ssl_check_hostname and self.ssl_cert_reqs == "required"
             context.verify_mode = _CERT_REQS[self.ssl_cert_reqs]
         return context
 
+    def _unloadable_pair(self, exc: OSError) -> InvalidArgumentError:
+        """Which of the client certificate, its key or the key's passphrase did not load."""
+        cert, key = self.ssl_certfile, self.ssl_keyfile or self.ssl_certfile
+        if not os.path.exists(cert or ""):
+            return InvalidArgumentError("ssl_certfile", _unloadable(cert, exc))
+        if not os.path.exists(key or ""):
+            return InvalidArgumentError("ssl_keyfile", _unloadable(key, exc))
+        if self.ssl_password is None and _encrypted(key):
+            return InvalidArgumentError("ssl_password", f"the key {key!r} is encrypted: give its passphrase")
+        return InvalidArgumentError("ssl_certfile", _unloadable(cert, exc) + f" (with the key {key!r})")
+
     def with_changes(self, **changes: Any) -> ConnectionOptions:
         """A copy with ``changes`` (turbolock's or redis-py's keyword names), checked like new options."""
         return _build({f.name: getattr(self, f.name) for f in fields(self)}, changes)
+
+
+def _encrypted(path: str | None) -> bool:
+    try:
+        with open(path or "", "rb") as pem:
+            return b"ENCRYPTED" in pem.read(1 << 16)
+    except OSError:
+        return False
+
+
+def _unloadable(path: str | None, exc: OSError) -> str:
+    reason = exc.reason if isinstance(exc, _ssl.SSLError) else exc.strerror
+    return f"{path!r} cannot be loaded: {reason or exc}"
 
 
 def _check_str(value: object, argument: str) -> None:
