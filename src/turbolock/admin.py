@@ -12,6 +12,8 @@ from itertools import islice
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX
 from turbolock.errors import InvalidArgumentError
@@ -59,7 +61,7 @@ def connect(url: str) -> Any:
     so a bad URL fails with turbolock's clear error before any connection)."""
     options_from_url(url)
     url = redis_py_url(url)
-    plain = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+    plain = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0, retry=_once())
     try:
         # INFO cluster, not INFO server's redis_mode: Valkey 8 names that field server_mode.
         enabled = plain.info("cluster").get("cluster_enabled")
@@ -69,7 +71,13 @@ def connect(url: str) -> Any:
     if enabled != 1:
         return plain
     plain.close()
-    return redis.RedisCluster.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+    return redis.RedisCluster.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0, retry=_once())
+
+
+def _once() -> Retry:
+    """One attempt per command: redis-py's cluster client retried a stopped master's timeouts,
+    reading the slot map again between them, for most of a minute."""
+    return Retry(NoBackoff(), 0)
 
 
 NO_TTL = """A lock is a string with a ttl: nothing else under the prefix is listed or released. A
