@@ -21,7 +21,6 @@ flight on it fails, and its outcome is unknown.
 from __future__ import annotations
 
 import asyncio
-import select
 import socket
 from collections import deque
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from typing import Any
 from turbolock._flows.bulk_plan import OrphanHandler
 from turbolock._flows.handshake import refused
 from turbolock._wire.outcomes import UNKNOWN, DroppedConnectionError, NotSent
+from turbolock._wire.ready import readable
 from turbolock.errors import ClientClosedError, ConnectionError, ProtocolError, TimeoutError
 
 # A write is made at once, without waiting for the end of the loop iteration, when this much is queued.
@@ -164,10 +164,9 @@ class RedisProtocol(asyncio.Protocol):
         if sock is None:
             return self._transport is None
         try:
-            readable, _, _ = select.select((sock.fileno(),), (), (), 0)
+            return bool(readable((sock.fileno(),), 0))
         except (OSError, ValueError):
             return True
-        return bool(readable)
 
     @property
     def pending(self) -> int:

@@ -8,7 +8,6 @@ sent leaves replies unaccounted for, so the connection is closed and never reuse
 from __future__ import annotations
 
 import builtins
-import select
 import socket
 import ssl
 import struct
@@ -24,6 +23,7 @@ from turbolock._flows.handshake import (
     refused,
 )
 from turbolock._wire.outcomes import NotSent
+from turbolock._wire.ready import readable
 from turbolock.errors import (
     ConnectionError,
     ProtocolError,
@@ -143,10 +143,9 @@ class Connection:
         if sock is None:
             return True
         try:
-            readable, _, _ = select.select((sock,), (), (), 0)
+            return bool(readable((sock,), 0))
         except (OSError, ValueError):
             return True
-        return bool(readable)
 
     def roundtrip(self, data: bytes, count: int, deadline: float) -> list[object]:
         """Write ``data`` and return the next ``count`` replies; on any failure the connection is

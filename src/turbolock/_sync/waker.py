@@ -11,7 +11,6 @@ when nobody waits any more (the next waiter starts it again).
 from __future__ import annotations
 
 import logging
-import select
 import socket
 import threading
 import time
@@ -20,6 +19,7 @@ from collections.abc import Callable
 from turbolock._flows.keepalive import Keepalive
 from turbolock._flows.wake_book import BookQueries, Ticket, WakeBook
 from turbolock._sync.connection import Connection
+from turbolock._wire.ready import readable
 from turbolock.errors import ClientClosedError, ConnectionError, LockError, ProtocolError
 from turbolock.options import ConnectionOptions
 
@@ -188,13 +188,13 @@ class Waker(BookQueries):
                 sock.sendall(buffer.take())
             pending = getattr(sock, "pending", None)
             if pending is None or not pending():
-                readable, _, _ = select.select((sock, poke), (), (), IDLE_POLL)
-                if poke in readable:
+                ready = readable((sock, poke), IDLE_POLL)
+                if poke in ready:
                     try:
                         poke.recv(4096)
                     except BlockingIOError:
                         pass
-                if sock not in readable:
+                if sock not in ready:
                     continue
             n = sock.recv_into(view)
             if not n:
