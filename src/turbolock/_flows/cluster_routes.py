@@ -437,7 +437,9 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
         pending = again
         first_round = False
         moved_rounds += moved
-        if not pending or moved_rounds >= MAX_REDIRECTS or time.monotonic() + RETRY_PAUSE >= end:
+        if moved_rounds >= MAX_REDIRECTS:  # the masters disagree: read the map before each round
+            routes.stale = True
+        if not pending or time.monotonic() + RETRY_PAUSE >= end:
             break
         yield Sleep(RETRY_PAUSE)
     return results
