@@ -102,6 +102,20 @@ def test_a_refused_subscription_stops_every_wait_for_one() -> None:
     assert book.join(_ticket(b"other", woken)) == ([], [])  # never asked again
 
 
+def test_a_passing_refusal_leaves_later_waiters_subscribing() -> None:
+    # A slow script (BUSY), a restart loading its data (LOADING): those waiters poll, the next
+    # ones subscribe again. BUSY was taken for a refusal for good (found in review); the NOPERM
+    # case above is the control.
+    for error in ("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+                  "LOADING Redis is loading the dataset in memory", "MASTERDOWN Link with MASTER is down"):
+        book, woken = WakeBook(), []
+        book.join(_ticket(b"k", woken))
+        book.on_reply(Exception(error))
+        assert book.refusal is None and not book.subscribed(b"k")
+        assert book.join(_ticket(b"k", woken)) == ([b"k"], [])
+        assert book.join(_ticket(b"other", woken)) == ([b"other"], [])
+
+
 def test_a_new_connection_forgets_a_key_left_before_it_was_made() -> None:
     # A waiter joins while no connection is up (its SSUBSCRIBE waits for the connection) and is
     # cancelled before the connection is made: the new connection subscribes only the keys still

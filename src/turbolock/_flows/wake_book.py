@@ -36,6 +36,9 @@ for nothing (see ``ClientRules._released``)."""
 
 REDIRECTS = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")
 """Error replies of a Redis Cluster that say where a key lives now, not that subscribing is refused."""
+PASSING = ("BUSY", "LOADING", "MASTERDOWN")
+"""Refusals that pass (a long script running, a restart loading its data, a master gone):
+never taken for a server that will not let this client subscribe."""
 
 NONE, SUBSCRIBING, SUBSCRIBED, AFTER_UNSUBSCRIBE = 0, 1, 2, 3
 """A key's subscription: none (a key still in ``state`` with NONE has its SUNSUBSCRIBE in
@@ -146,7 +149,7 @@ class WakeBook:
     def on_reply(self, reply: object) -> None:
         """A message, a confirmation or a refusal read from the subscriber connection."""
         if type(reply) is not list:
-            if str(reply).startswith(REDIRECTS):  # a cluster's slot moved: its waiters poll
+            if str(reply).startswith(REDIRECTS + PASSING):  # its waiters poll; later ones ask again
                 self._not_subscribed()
             else:
                 self._refused(reply)
