@@ -219,9 +219,11 @@ class SingleLockFlows(LockFlows[Lease]):
                 else:  # letting waiters elsewhere go first; its own release's message must not wake it
                     yield Sleep(waiting.within(seconds))
                     client._wake_consume(ticket)  # the attempt below sees what any release did
-            attempted = False
+            attempted = woken = False
             while True:
                 if attempted and waiting.over():  # no attempt sent with no time left for its answer
+                    if woken and ticket is not None:
+                        ticket.woken = True  # unused: leaving passes it to the next waiter
                     return None
                 attempted = True
                 try:
@@ -250,7 +252,7 @@ class SingleLockFlows(LockFlows[Lease]):
                 if ticket is None:
                     yield Sleep(pause)
                 else:
-                    yield Call(client._wake_wait, (ticket, pause))
+                    woken = yield Call(client._wake_wait, (ticket, pause))
         finally:
             if ticket is not None:
                 client._wake_leave(ticket)
@@ -266,6 +268,7 @@ class SingleLockFlows(LockFlows[Lease]):
         queue = wait != 0.0
         ticket = None
         attempts = 0
+        woken = False
         try:
             while True:
                 attempts += 1
@@ -280,6 +283,7 @@ class SingleLockFlows(LockFlows[Lease]):
                         raise
                     got = None
                 if isinstance(got, Lease):
+                    woken = False  # used
                     return got
                 if not queue:
                     return None
@@ -305,7 +309,7 @@ class SingleLockFlows(LockFlows[Lease]):
                 if ticket is None:
                     yield Sleep(pause)
                 else:
-                    yield Call(client._wake_wait, (ticket, pause))
+                    woken = yield Call(client._wake_wait, (ticket, pause))
         except GeneratorExit:
             raise
         except BaseException:  # an error, an interrupt, a cancelled task: it leaves, then raises
@@ -314,6 +318,8 @@ class SingleLockFlows(LockFlows[Lease]):
             raise
         finally:
             if ticket is not None:
+                if woken:  # its last wake-up may have gone unused (the wait ended before its attempt)
+                    ticket.woken = True  # leaving passes it on: at worst the next waiter tries for nothing
                 client._wake_leave(ticket)
         yield from self._leave_queue(waiter)
         return None
