@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from _cli import run_cli
+from turbolock import LockClient
 from turbolock.cli import main
 from turbolock.redis_sentinel import RedisSentinel
 from turbolock.redis_server import RedisServer
@@ -98,3 +100,13 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert shown.value.code == 0
     out = capsys.readouterr().out
     assert "demo" in out and "doctor" in out
+
+
+def test_doctor_takes_every_url_the_clients_take(redis_server: RedisServer) -> None:
+    """A URL whose replicas_timeout fits its own timeout: doctor overrode that timeout with its
+    own 5 s, and the URL was then refused as bad input, with no report (found in review)."""
+    url = f"redis://127.0.0.1:{redis_server.port}/0?timeout=10&replicas_ack=1&replicas_timeout=6"
+    LockClient.from_url(url).close()  # a client takes this URL
+    done = run_cli("doctor", url, timeout=60)
+    assert done.returncode == 1, done.stderr[-600:]  # a finding (no replica to acknowledge), not bad input
+    assert "problem" in done.stdout and "locks" in done.stdout, (done.stdout[-600:], done.stderr[-600:])

@@ -12,6 +12,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import redis
 
@@ -111,14 +112,17 @@ def _round_trip(server: redis.Redis) -> Finding:
 def _lock_cycle(url: str, cluster: bool) -> Finding:
     """Take, query, extend and release one lock with turbolock itself: the user's permissions
     (SET, EVALSHA and SCRIPT LOAD, PTTL) and the scripts, as a real client uses them."""
+    # The URL's own timeout when it gives one (its replicas_timeout is checked against it).
+    given = parse_qs(urlsplit(url).query)
+    timeout = {} if "timeout" in given or "socket_timeout" in given else {"timeout": 5.0}
     if cluster:
         from turbolock.cluster import ClusterLockClient
 
-        client: Any = ClusterLockClient.from_url(url, timeout=5.0)
+        client: Any = ClusterLockClient.from_url(url, **timeout)
     else:
         from turbolock.client import LockClient
 
-        client = LockClient.from_url(url, timeout=5.0)
+        client = LockClient.from_url(url, **timeout)
     try:
         lease = client.try_acquire(DOCTOR_LOCK, 10)
         if lease is None:
