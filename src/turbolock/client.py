@@ -56,6 +56,8 @@ from turbolock.lock import Lock
 log = logging.getLogger("turbolock")
 
 DEFAULT_MAX_CONNECTIONS = 32
+FAIR_WAITERS_GRACE = 1.0
+"""The longest close waits for woken fair waiters to leave their queues (an attempt in flight)."""
 
 
 class LockClient(ClientRules[Lock]):
@@ -282,13 +284,24 @@ class LockClient(ClientRules[Lock]):
             return
         run(stop_renewing_flow(self, deadline))
         wait_for_abandoned(deadline)  # an interrupted Cluster call's other shares, still answering
+        self._leave_fair_queues()
         self._cleaner.stop(deadline)
         if self._cleanup and deadline > time.monotonic():
             self._cleaner.run_once(deadline)
         self._closed = True
-        if self._waker_instance is not None:
+        if self._waker_instance is not None:  # every waiter ends, a fair one leaving its queue
             self._waker_instance.close(deadline)
+        self._await_fair_waiters(deadline)
+        if self._cleanup and deadline > time.monotonic():  # what they left: the connections still work
+            self._cleaner.run_once(deadline)
         self._close_connections()
+
+    def _await_fair_waiters(self, deadline: float) -> None:
+        """Until the fair waiters close woke have left (their leave goes to the last cleanup: an
+        attempt of theirs still running could queue them again after ``_leave_fair_queues``)."""
+        end = min(deadline, time.monotonic() + FAIR_WAITERS_GRACE)
+        while self._fair_waiting and time.monotonic() < end:
+            time.sleep(0.001)
 
     def __enter__(self) -> LockClient:
         return self

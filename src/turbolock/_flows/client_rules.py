@@ -24,6 +24,7 @@ from turbolock._flows.client_settings import (
     renew_policy,
     split_keywords,
 )
+from turbolock._flows.fair import Leaving
 from turbolock._flows.lock_rules import lock_ttl
 from turbolock._flows.ownership import Owner, check_lease
 from turbolock._flows.renewal_book import AutoRenew, OnLost
@@ -84,6 +85,16 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
         self._renewer_instance = None
         self._closed = False
         self._yield_until: dict[bytes, float] = {}
+        self._fair_waiting: dict[bytes, tuple[bytes, float]] = {}
+        """Fair waiters in a queue now: waiter -> (the name as a key, how long its place may last)."""
+
+    def _leave_fair_queues(self) -> None:
+        """At close, before the last cleanup: every fair waiter still queued leaves its queue
+        (its own leave comes once close has woken it, too late for that cleanup; its place would
+        hold up the waiters behind it for the server's patience)."""
+        now = time.monotonic()
+        for waiter, (key, seconds) in list(self._fair_waiting.items()):
+            self._cleanup.remember(key, Leaving(waiter), now + seconds)
 
     # -- fairness between waiters (see ``_flows.wake_book``) ---------------------------------------
 

@@ -21,6 +21,7 @@ from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire.fair_scripts import EXPIRE_MS, PATIENCE_MS, UNKNOWN_PLACE, WAITER_BYTES
 from turbolock._wire.validate import Seconds, encode_name
 from turbolock.errors import (
+    ClientClosedError,
     ConnectionError,
     LockError,
     LockNotAcquiredError,
@@ -269,6 +270,9 @@ class SingleLockFlows(LockFlows[Lease]):
         ticket = None
         attempts = 0
         woken = False
+        waiting_in = client._fair_waiting
+        if queue:
+            waiting_in[waiter] = (encode_name(self.name), max(self._ttl_ms, EXPIRE_MS) / 1000.0)
         try:
             while True:
                 attempts += 1
@@ -310,6 +314,8 @@ class SingleLockFlows(LockFlows[Lease]):
                     yield Sleep(pause)
                 else:
                     woken = yield Call(client._wake_wait, (ticket, pause))
+                if client._closed:  # woken by close: it leaves now, in close's last cleanup
+                    raise ClientClosedError()
         except GeneratorExit:
             raise
         except BaseException:  # an error, an interrupt, a cancelled task: it leaves, then raises
@@ -317,6 +323,7 @@ class SingleLockFlows(LockFlows[Lease]):
                 yield from self._leave_queue(waiter)
             raise
         finally:
+            waiting_in.pop(waiter, None)
             if ticket is not None:
                 if woken:  # its last wake-up may have gone unused (the wait ended before its attempt)
                     ticket.woken = True  # leaving passes it on: at worst the next waiter tries for nothing

@@ -232,6 +232,9 @@ class Waker(BookQueries):
             self._closed = True
             thread = self._thread
             self._changed.notify_all()
+            for queue in self.book.queues.values():  # each waiter looks up and finds the client closed
+                for ticket in queue:
+                    ticket.event.set()
         self._poke()
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))

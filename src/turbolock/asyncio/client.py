@@ -405,6 +405,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             return
         self._adopt_running_loop()  # LockUsageError before anything is touched, if it must
         await run(stop_renewing_flow(self, deadline))
+        self._leave_fair_queues()
         if self._cleanup:
             try:
                 finished, _ = await run_within(self._cleanup_once(), deadline - time.monotonic())

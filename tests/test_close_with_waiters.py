@@ -1,0 +1,128 @@
+"""close() of a client while threads or tasks wait for a lock: every waiter ends at once with
+ClientClosedError, and fair waiters leave their queue in close's own last cleanup. They left
+their places behind (their own leave came once close had woken them, after that cleanup), and
+another client's fair waiter queued behind them got the released lock only when the server's
+patience dropped them, about 3 s later (found in review)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from _blocking_async import close_only
+from _eventually import eventually
+from turbolock import ClientClosedError
+
+
+def _fair_queue(raw: redis.Redis, prefix: str, name: str) -> list[bytes]:
+    return raw.zrange(b"{" + (prefix + name).encode() + b"}:queue", 0, -1)
+
+
+@pytest.mark.parametrize("fair", [False, True], ids=["plain", "fair"])
+def test_close_ends_every_waiter_promptly(make_client: Callable[..., Any], fair: bool) -> None:
+    holder = make_client()
+    client = make_client()
+    assert holder.try_acquire("held", 30) is not None
+    results: list[Any] = []
+
+    def wait() -> None:
+        started = time.monotonic()
+        try:
+            outcome: Any = client.lock("held", 30, fair=fair).acquire(timeout=8)
+        except BaseException as exc:
+            outcome = exc
+        results.append((outcome, time.monotonic() - started))
+
+    threads = [threading.Thread(target=wait, daemon=True) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)
+    closed_at = time.monotonic()
+    close_only(client)
+    for thread in threads:
+        thread.join(10)
+    ended = time.monotonic() - closed_at
+    assert len(results) == 4, results
+    assert all(isinstance(outcome, ClientClosedError) for outcome, _ in results), results
+    assert ended < 1.0, (ended, results)
+
+
+def test_close_leaves_no_fair_queue_entry(make_client: Callable[..., Any], raw: redis.Redis,
+                                          key_prefix: str) -> None:
+    holder = make_client()
+    client = make_client()
+    assert holder.try_acquire("fq", 30) is not None
+    results: list[Any] = []
+
+    def wait() -> None:
+        try:
+            results.append(client.lock("fq", 30, fair=True).acquire(timeout=8))
+        except BaseException as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=wait, daemon=True) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    assert eventually(lambda: len(_fair_queue(raw, key_prefix, "fq")) == 3, 5)
+    close_only(client)
+    for thread in threads:
+        thread.join(10)
+    assert len(results) == 3
+    time.sleep(0.3)
+    left = _fair_queue(raw, key_prefix, "fq")
+    assert left == [], f"{len(left)} queue entries left by a closed client's waiters: {results}"
+
+
+def test_fair_waiters_of_a_closed_client_do_not_hold_up_the_next_one(
+        make_client: Callable[..., Any], raw: redis.Redis, key_prefix: str) -> None:
+    # What leftover entries would cost: another client's fair waiter, queued behind them, got the
+    # released lock only once the server's patience (3 s) dropped them.
+    holder = make_client()
+    client = make_client()
+    other = make_client()
+    held = holder.lock("ghost", 30, fair=True)
+    assert held.acquire()
+    results: list[Any] = []
+
+    def wait(who: Any) -> None:
+        started = time.monotonic()
+        try:
+            results.append((who.lock("ghost", 30, fair=True).acquire(timeout=10), time.monotonic() - started))
+        except BaseException as exc:
+            results.append((exc, time.monotonic() - started))
+
+    closing = threading.Thread(target=wait, args=(client,), daemon=True)
+    closing.start()
+    assert eventually(lambda: len(_fair_queue(raw, key_prefix, "ghost")) == 1, 5)
+    behind = threading.Thread(target=wait, args=(other,), daemon=True)
+    behind.start()
+    assert eventually(lambda: len(_fair_queue(raw, key_prefix, "ghost")) == 2, 5)
+    close_only(client)
+    closing.join(5)
+    time.sleep(0.2)
+    released = time.monotonic()
+    held.release()
+    behind.join(10)
+    handed = time.monotonic() - released
+    assert results and results[-1][0] is True, results
+    assert handed < 1.0, f"the next fair waiter got the lock {handed:.2f}s after the release: {results}"
+
+
+def test_close_right_after_fair_timeouts_leaves_the_queue(make_client: Callable[..., Any],
+                                                         raw: redis.Redis, key_prefix: str) -> None:
+    holder = make_client()
+    client = make_client()
+    assert holder.try_acquire("ft", 30) is not None
+    threads = [threading.Thread(target=lambda: client.lock("ft", 30, fair=True).acquire(timeout=0.4),
+                                daemon=True) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    close_only(client)
+    assert _fair_queue(raw, key_prefix, "ft") == []
