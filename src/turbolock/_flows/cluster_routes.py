@@ -422,7 +422,7 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
                     continue
                 if redirect is not None:  # the slot is being migrated: this key, once, where it goes
                     reply = yield from _ask_item_flow(nodes, redirect.address, encode, i, script, deadline,
-                                                      durable)
+                                                      durable, orphans)
                     bounced = _bounced(routes, reply, redirect.address)
                     if bounced is not None:  # nothing ran: again, as a MOVED item
                         if not bounced.ask:
@@ -529,7 +529,7 @@ def _bounced(routes: ClusterRoutes, reply: object, asked: Address) -> Redirect |
 
 
 def _ask_item_flow(nodes: Any, address: Address, encode: Encoder, i: int, script: _scripts.Script | None,
-                   deadline: float, durable: bool) -> Flow[object]:
+                   deadline: float, durable: bool, orphans: OrphanTags | None = None) -> Flow[object]:
     def append(buf: Any) -> None:
         encode(buf, i, i + 1)
 
@@ -537,5 +537,8 @@ def _ask_item_flow(nodes: Any, address: Address, encode: Encoder, i: int, script
         return (yield Call(nodes.node(address).asking_one, (append, deadline, script, durable)))
     except Unconfirmed as exc:
         if not isinstance(exc.cause, Exception):  # interrupted or cancelled: the caller goes too
+            on_orphan = getattr(nodes, "on_orphan", None)
+            if orphans is not None and on_orphan is not None:  # what it may have taken: released
+                on_orphan(subset_orphans(orphans, [i])(0, 1), UNKNOWN)  # as a share's chunk's is
             raise exc.cause from None
         return UNKNOWN
