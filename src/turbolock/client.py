@@ -19,7 +19,7 @@ from turbolock._flows.bulk_flows import (
 )
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.cleanup_flows import cleanup_flow, owed_release_flow
-from turbolock._flows.client_rules import ClientRules
+from turbolock._flows.client_rules import FAIR_WAITERS_GRACE, ClientRules
 from turbolock._flows.client_settings import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_KEY_PREFIX,
@@ -56,8 +56,6 @@ from turbolock.lock import Lock
 log = logging.getLogger("turbolock")
 
 DEFAULT_MAX_CONNECTIONS = 32
-FAIR_WAITERS_GRACE = 1.0
-"""The longest close waits for woken fair waiters to leave their queues (an attempt in flight)."""
 
 
 class LockClient(ClientRules[Lock]):

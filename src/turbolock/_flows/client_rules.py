@@ -39,6 +39,8 @@ from turbolock.errors import ClientClosedError, LockError
 from turbolock.lease import FencedLease, Lease
 from turbolock.options import ConnectionOptions, options_from_keywords, options_from_redis, options_from_url
 
+FAIR_WAITERS_GRACE = 1.0
+"""The longest close waits for woken fair waiters to leave their queues (an attempt in flight)."""
 YIELD_SECONDS = 0.002
 """How long a client that released a lock others wait for lets them take it first."""
 

@@ -35,7 +35,7 @@ from turbolock._flows.bulk_plan import OwnTokensTag
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.cleanup_book import retry_delay
 from turbolock._flows.cleanup_flows import cleanup_flow, owed_release_flow
-from turbolock._flows.client_rules import ClientRules
+from turbolock._flows.client_rules import FAIR_WAITERS_GRACE, ClientRules
 from turbolock._flows.client_settings import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_KEY_PREFIX,
@@ -406,21 +406,32 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         self._adopt_running_loop()  # LockUsageError before anything is touched, if it must
         await run(stop_renewing_flow(self, deadline))
         self._leave_fair_queues()
-        if self._cleanup:
-            try:
-                finished, _ = await run_within(self._cleanup_once(), deadline - time.monotonic())
-                if not finished:
-                    log.debug("turbolock: cleanup at close failed: no answer before the deadline")
-            except LockError as exc:
-                log.debug("turbolock: cleanup at close failed: %s", exc)
+        await self._last_cleanup(deadline)
         self._closed = True
         runner = self._cleanup_runner
         if runner is not None and not runner.done() and runner.get_loop() is asyncio.get_running_loop():
             runner.cancel()
             await asyncio.wait([runner])
-        if self._waker_instance is not None:
+        if self._waker_instance is not None:  # every waiter ends, a fair one leaving its queue
             await self._waker_instance.close()
+        # Until the woken fair waiters have left (an attempt of theirs still running could queue
+        # them again after _leave_fair_queues), then what they left goes: the connections work.
+        end = min(deadline, time.monotonic() + FAIR_WAITERS_GRACE)
+        while self._fair_waiting and time.monotonic() < end:
+            await asyncio.sleep(0.001)
+        await self._last_cleanup(deadline)
         await self._close_connections()
+
+    async def _last_cleanup(self, deadline: float) -> None:
+        """One try at what is pending, by ``deadline`` (close's)."""
+        if not self._cleanup:
+            return
+        try:
+            finished, _ = await run_within(self._cleanup_once(), deadline - time.monotonic())
+            if not finished:
+                log.debug("turbolock: cleanup at close failed: no answer before the deadline")
+        except LockError as exc:
+            log.debug("turbolock: cleanup at close failed: %s", exc)
 
     async def _close_connections(self) -> None:
         await self._pool.close()
