@@ -17,10 +17,12 @@ def group_items(list numbers not None, list indices not None, list slots not Non
     cdef list items
     if len(slots) != n:
         raise ValueError("group_items: indices and slots differ in length")
+    for j in range(n):  # the core is built without bounds checks: every slot first, as the twin does
+        slot = <Py_ssize_t>(<object>PyList_GET_ITEM(slots, j))
+        if slot < 0 or slot >= slot_count:
+            raise IndexError("group_items: a slot past the numbers")
     for j in range(n):
         slot = <Py_ssize_t>(<object>PyList_GET_ITEM(slots, j))
-        if slot < 0 or slot >= slot_count:  # the core is built without bounds checks
-            raise IndexError("group_items: a slot past the numbers")
         number = <Py_ssize_t>(<object>PyList_GET_ITEM(numbers, slot))
         if number < 0 or number >= groups:
             raise ValueError("group_items: a number past the groups")

@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 import redis
 
-from _blocking_async import close_only
+from _blocking_async import FRONTS, Fronts, close_only
 from _eventually import eventually
 from turbolock import ClientClosedError
+from turbolock.redis_server import RedisServer
+
+SLACK = 0.5  # a loaded host's scheduling, beside the budget
 
 
 def _fair_queue(raw: redis.Redis, prefix: str, name: str) -> list[bytes]:
@@ -126,3 +129,46 @@ def test_close_right_after_fair_timeouts_leaves_the_queue(make_client: Callable[
         thread.join(5)
     close_only(client)
     assert _fair_queue(raw, key_prefix, "ft") == []
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("front", FRONTS)
+def test_close_with_fair_waiters_keeps_its_deadline_on_a_stopped_server(
+        own_server: RedisServer, core_name: str, key_prefix: str, front: str) -> None:
+    """close() waits a moment for its woken fair waiters and cleans up once more for them: on a
+    server that stopped answering (SIGSTOP) it still ends within its timeout, and they by their
+    attempts' own deadlines."""
+    fronts = Fronts.at(front, own_server.url, core=core_name, key_prefix=key_prefix, timeout=1.0)
+    raw = redis.Redis(port=own_server.port)
+    try:
+        holder, client = fronts.make(), fronts.make()
+        assert holder.try_acquire("stop", 30) is not None
+        ended: list[float] = []
+
+        def wait() -> None:
+            try:
+                client.lock("stop", 30, fair=True).acquire(timeout=8)
+            except BaseException:
+                pass
+            ended.append(time.monotonic())
+
+        threads = [threading.Thread(target=wait, daemon=True) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        assert eventually(lambda: len(_fair_queue(raw, key_prefix, "stop")) == 3, 5)
+        own_server.pause()
+        try:
+            started = time.monotonic()
+            close_only(client)
+            took = time.monotonic() - started
+            for thread in threads:
+                thread.join(5)
+        finally:
+            own_server.resume()
+        assert took < 1.0 + SLACK, f"close took {took:.2f}s against its 1.0s timeout"
+        # A waiter stops waiting at once; one whose attempt was on its way ends by that attempt's
+        # own deadline (1.0s), which may start near the end of close's.
+        assert len(ended) == 3 and max(ended) - started < 2 * 1.0 + SLACK, [t - started for t in ended]
+    finally:
+        fronts.close()
+        raw.close()

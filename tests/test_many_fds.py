@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import resource
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 import redis
 
-from _waking import PROMPT, stop_polling
+from _waking import PROMPT, acquire_in_thread, stop_polling
 from turbolock import LockClient
 from turbolock.redis_server import RedisServer
 
@@ -48,14 +47,7 @@ def test_waiters_are_woken_in_a_process_with_many_fds(redis_server: RedisServer,
     try:
         held = holder.try_acquire("fds", 30)
         assert held is not None
-        done: list[float] = []
-
-        def take() -> None:
-            if client.lock("fds", 30).acquire(timeout=5):
-                done.append(time.monotonic())
-
-        thread = threading.Thread(target=take, daemon=True)
-        thread.start()
+        thread, done = acquire_in_thread(client.lock("fds", 30), 5)
         time.sleep(0.2)
         before = raw.info("stats")
         sets_before = raw.info("commandstats").get("cmdstat_set", {}).get("calls", 0)

@@ -15,7 +15,7 @@ import redis
 
 from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
-from _waking import PROMPT, stop_polling
+from _waking import PROMPT, acquire_in_thread, stop_polling
 from turbolock import LockClient
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
@@ -65,14 +65,7 @@ def test_a_busy_script_does_not_deafen_the_client(front: str, own_server: RedisS
         # The script is long over. A new waiter on another name: it should subscribe and be woken.
         held = holder.try_acquire("k2", 30)
         assert held is not None
-        done: list[float] = []
-
-        def take() -> None:
-            if client.lock("k2", 30).acquire(timeout=5):
-                done.append(time.monotonic())
-
-        waiter = threading.Thread(target=take, daemon=True)
-        waiter.start()
+        waiter, done = acquire_in_thread(client.lock("k2", 30), 5)
         time.sleep(0.5)
         channel = (key_prefix + "k2").encode()
         subscribed = raw.execute_command("PUBSUB", "SHARDNUMSUB", channel)[1]

@@ -18,6 +18,7 @@ import pytest
 import redis
 from async_helpers import NewClient, Runner, keys_left, settle
 
+from _cancelling import cancel_after
 from turbolock import LockInfo
 from turbolock.asyncio import AsyncLockClient
 
@@ -38,21 +39,6 @@ def _count_cleanups(client: AsyncLockClient) -> list[bytes]:
     return seen
 
 
-async def _cancel_after(coro: Any, iterations: int, seconds: float = 0.0) -> tuple[bool, Any]:
-    """Run ``coro`` as a task, cancel it after ``iterations`` loop iterations (and ``seconds``);
-    (finished, result)."""
-    task = asyncio.ensure_future(coro)
-    for _ in range(iterations):
-        await asyncio.sleep(0)
-    if seconds:
-        await asyncio.sleep(seconds)
-    task.cancel()
-    try:
-        return True, await task
-    except asyncio.CancelledError:
-        return False, None
-
-
 def test_cancelled_try_acquire_never_leaves_a_lock(arun: Runner, new_client: NewClient,
                                                    raw: redis.Redis) -> None:
     async def body() -> None:
@@ -71,7 +57,7 @@ def test_cancelled_try_acquire_never_leaves_a_lock(arun: Runner, new_client: New
                     # A maybe-held lock pending cleanup adds the cleanup await in front of the SET.
                     client._remember_cleanup(b"ghost", b"g" * 16, time.monotonic() + 30)
                 name = f"c:{fresh}:{k}"
-                finished, lease = await _cancel_after(client.try_acquire(name, 30), k)
+                finished, lease = await cancel_after(client.try_acquire(name, 30), k)
                 outcomes.add(finished)
                 finished_in_a_row = finished_in_a_row + 1 if finished else 0
                 if finished:
@@ -156,7 +142,7 @@ def test_cancelled_acquire_many_leaves_nothing(arun: Runner, new_client: NewClie
             cleanups = _count_cleanups(client)
             for k in (0, 1, 2, 3, 5, 8, 13):
                 names = [f"m:{k}:{i}" for i in range(2000)]
-                finished, result = await _cancel_after(client.acquire_many(names, 30), k)
+                finished, result = await cancel_after(client.acquire_many(names, 30), k)
                 if finished:
                     await client.release_many(result.acquired)
                 await settle(client)
@@ -176,7 +162,7 @@ def test_cancelled_release_keeps_the_connection_usable_and_is_retried(arun: Runn
                 assert lease is not None
                 if k % 3 == 0:  # a pending cleanup puts one more await in front of the release
                     client._remember_cleanup(b"ghost", b"g" * 16, time.monotonic() + 30)
-                await _cancel_after(client.release(lease), 1 + k % 4)
+                await cancel_after(client.release(lease), 1 + k % 4)
                 # Replies still match their calls: an answer for the cancelled release never
                 # lands on this query.
                 info = await client.query("other")
@@ -189,14 +175,14 @@ def test_cancelled_release_keeps_the_connection_usable_and_is_retried(arun: Runn
             # Cancelled bulk releases too.
             for k in (1, 2, 3):
                 result = await client.acquire_many([f"b{i}" for i in range(1500)], 30)
-                await _cancel_after(client.release_many(result.acquired), k)
+                await cancel_after(client.release_many(result.acquired), k)
                 await settle(client)
                 assert keys_left(raw, client.key_prefix) == []
 
             # A release cancelled before its task ever ran did nothing: the lease still holds.
             lease = await client.try_acquire("unstarted", 30)
             assert lease is not None
-            assert await _cancel_after(client.release(lease), 0) == (False, None)
+            assert await cancel_after(client.release(lease), 0) == (False, None)
             assert await client.check(lease) is not None
             assert await client.release(lease)
 
@@ -224,7 +210,7 @@ def test_cancelled_fenced_acquire_many_leaves_nothing(arun: Runner, new_client: 
                 if flush:  # the transactions' EVAL needs no script loaded
                     raw.script_flush()
                 names = [f"f:{k}:{flush}:{i}" for i in range(20_000)]
-                finished, result = await _cancel_after(client.acquire_many(names, 30, fenced=True), k,
+                finished, result = await cancel_after(client.acquire_many(names, 30, fenced=True), k,
                                                        took * k / 10)
                 if finished:
                     await client.release_many(result.acquired)

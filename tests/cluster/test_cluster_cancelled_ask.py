@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import redis
 
+from _cancelling import cancel_after
 from _eventually import eventually
 from turbolock._wire.slots import key_slot
 from turbolock.asyncio import AsyncClusterLockClient
@@ -42,14 +43,9 @@ def test_a_cancelled_bulk_acquire_releases_what_its_ask_write_took(
             assert len(warm.acquired) == 1 and asking_get(dst, (key_prefix + "{moving}:warm").encode())
             target.pause()
             try:
-                task = asyncio.ensure_future(client.acquire_many([name], TTL))
-                await asyncio.sleep(0.5)  # the source answered ASK; the target holds the write
-                assert not task.done()
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
+                # the source answered ASK; the target holds the write
+                finished, _ = await cancel_after(client.acquire_many([name], TTL), seconds=0.5)
+                assert not finished
             finally:
                 target.resume()
             await asyncio.sleep(0.5)  # the write the target held has run by now

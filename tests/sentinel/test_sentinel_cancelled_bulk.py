@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 import redis
 
+from _cancelling import cancel_after
 from _eventually import eventually
 from turbolock.asyncio import AsyncSentinelLockClient
 from turbolock.redis_sentinel import RedisSentinel
@@ -33,14 +34,8 @@ def test_cancelled_while_master_stopped(own_sentinel_group: Callable[..., RedisS
             kwargs = {"fenced": True} if op == "fenced" else {"limit": 2000} if op == "claim" else {}
             master.pause()
             try:
-                task = asyncio.ensure_future(client.acquire_many(names, TTL, **kwargs))
-                await asyncio.sleep(0.5)
-                assert not task.done()
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
+                finished, _ = await cancel_after(client.acquire_many(names, TTL, **kwargs), seconds=0.5)
+                assert not finished
             finally:
                 master.resume()
             ok = await asyncio.to_thread(eventually, lambda: raw.exists(*keys) == 0, 5.0)

@@ -27,7 +27,6 @@ from turbolock._flows.bulk_plan import (
     extending,
     multikey_encoders,
     pttl_encoder,
-    renewal_of,
     script_encoders,
     settle_extend,
     settle_query,
@@ -36,7 +35,7 @@ from turbolock._flows.bulk_plan import (
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.claim import ClaimPlan, ClaimResult, MaybeHeld, check_claim
 from turbolock._flows.client_settings import check_fenced_keys
-from turbolock._flows.renewal_book import AutoRenew, OnLost, check_renewed_ttl
+from turbolock._flows.renewal_book import AutoRenew, OnLost, check_renewed_ttl, renewal_of
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
@@ -330,8 +329,7 @@ def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow
     keys, tokens = check_leases(client, leases)
     leases = as_list(leases)
     ms = ttl_ms(ttl)
-    if any(map(renewal_of, leases)):  # a C-level pass: a lease's RenewalState is never falsy
-        check_renewed_ttl(leases, ms)
+    check_renewed_ttl(leases, ms)
     sizes = call_sizes(len(keys)) if client._batches_keys else None
     as_set = sizes is not None and client._exec.offers_set_ifeq()
     if as_set:  # one server that has SET ... IFEQ: one per lease, pipelined

@@ -15,6 +15,7 @@ from operator import attrgetter
 from typing import Any, Protocol
 
 from turbolock._flows.client_settings import check_fenced_keys
+from turbolock._flows.renewal_book import renewal_of
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_DURABLE, NOT_SENT, UNKNOWN, Encoder, Reencoder, failures
 from turbolock._wire.replies import reply_error
@@ -106,8 +107,6 @@ def check_leases(client: BulkClient, leases: Sequence[Lease]) -> tuple[list[byte
 
 
 _owner_of = attrgetter("owner")
-renewal_of = attrgetter("renewal")
-"""A lease's RenewalState, never falsy, or None: ``any(map(renewal_of, leases))`` in C."""
 _token_of = attrgetter("token")
 
 

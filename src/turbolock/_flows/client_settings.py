@@ -115,12 +115,11 @@ def _check_slot_rule(argument: str, key_prefix: bytes, key: bytes, what: str, na
     start = full.find(b"{")
     tagged = start != -1 and full.find(b"}", start + 1) > start + 1
     if not tagged and b"}" in full:
-        if b"}" in key_prefix and b"}" not in key:
-            raise InvalidArgumentError("key_prefix", f"a {argument} lock's key (the key prefix and its "
-                                                     f"name) may not hold '}}' outside a {{hash tag}}: its "
-                                                     f"{what} would land in another cluster slot")
-        raise InvalidArgumentError(names, f"a {argument} lock's name may not hold '}}' outside a "
-                                          f"{{hash tag}}: its {what} would land in another cluster slot")
+        in_prefix = b"}" in key_prefix and b"}" not in key
+        raise InvalidArgumentError("key_prefix" if in_prefix else names,
+                                   f"a {argument} lock's {'key prefix' if in_prefix else 'name'} may not "
+                                   f"hold '}}' outside a {{hash tag}}: its {what} would land in another "
+                                   "cluster slot")
 
 
 def check_fenced_keys(fenced: object, key_prefix: bytes, keys: Sequence[bytes], replicas_ack: int) -> bool:

@@ -460,10 +460,17 @@ def _abandoned(nodes: Any, shares: list[tuple[Address, list[int]]], orphans: Orp
     """A master's share answered after its caller was interrupted: what it took goes to the
     orphan handler (``Gather.abandoned``)."""
     answered, replies = outcome
+    if answered and replies:
+        _orphaned(nodes, orphans, shares[index][1][:len(replies)], replies)
+
+
+def _orphaned(nodes: Any, orphans: OrphanTags | None, indices: list[int], replies: list[object]) -> None:
+    """The items ``indices`` of a call whose caller is gone answered ``replies`` (``UNKNOWN``: may
+    have run): what they took goes to the nodes' ``on_orphan``, released in the background."""
     on_orphan = getattr(nodes, "on_orphan", None)
-    if answered and replies and on_orphan is not None:
-        tags = subset_orphans(orphans, shares[index][1])
-        on_orphan(tags(0, len(replies)), replies if len(replies) > 1 else replies[0])
+    if orphans is not None and on_orphan is not None:
+        tags = subset_orphans(orphans, indices)(0, len(indices))
+        on_orphan(tags, replies if len(replies) > 1 else replies[0])
 
 
 def _share_call(nodes: Any, address: Address, indices: list[int], encode: Encoder,
@@ -537,8 +544,6 @@ def _ask_item_flow(nodes: Any, address: Address, encode: Encoder, i: int, script
         return (yield Call(nodes.node(address).asking_one, (append, deadline, script, durable)))
     except Unconfirmed as exc:
         if not isinstance(exc.cause, Exception):  # interrupted or cancelled: the caller goes too
-            on_orphan = getattr(nodes, "on_orphan", None)
-            if orphans is not None and on_orphan is not None:  # what it may have taken: released
-                on_orphan(subset_orphans(orphans, [i])(0, 1), UNKNOWN)  # as a share's chunk's is
+            _orphaned(nodes, orphans, [i], [UNKNOWN])  # as a share's unanswered chunk is
             raise exc.cause from None
         return UNKNOWN

@@ -269,7 +269,6 @@ class SingleLockFlows(LockFlows[Lease]):
         queue = wait != 0.0
         ticket = None
         attempts = 0
-        woken = False
         waiting_in = client._fair_waiting
         if queue:
             waiting_in[waiter] = (encode_name(self.name), max(self._ttl_ms, EXPIRE_MS) / 1000.0)
@@ -287,7 +286,6 @@ class SingleLockFlows(LockFlows[Lease]):
                         raise
                     got = None
                 if isinstance(got, Lease):
-                    woken = False  # used
                     return got
                 if not queue:
                     return None
@@ -313,7 +311,7 @@ class SingleLockFlows(LockFlows[Lease]):
                 if ticket is None:
                     yield Sleep(pause)
                 else:
-                    woken = yield Call(client._wake_wait, (ticket, pause))
+                    yield Call(client._wake_wait, (ticket, pause))
                 if client._closed:  # woken by close: it leaves now, in close's last cleanup
                     raise ClientClosedError()
         except GeneratorExit:
@@ -325,8 +323,6 @@ class SingleLockFlows(LockFlows[Lease]):
         finally:
             waiting_in.pop(waiter, None)
             if ticket is not None:
-                if woken:  # its last wake-up may have gone unused (the wait ended before its attempt)
-                    ticket.woken = True  # leaving passes it on: at worst the next waiter tries for nothing
                 client._wake_leave(ticket)
         yield from self._leave_queue(waiter)
         return None

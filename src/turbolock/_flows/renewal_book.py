@@ -103,12 +103,9 @@ def check_policy(policy: object, ttl_ms: int) -> AutoRenew:
                                                                                  "renew_before")
     if before is None or not 0 < before < ttl:
         raise InvalidArgumentError("renew_before", f"must be more than 0 and less than the ttl ({ttl:g}s)")
-    if before < MIN_RENEW_BEFORE:
-        hint = (f"; with the default renew_before (a third of the ttl) the smallest ttl is "
-                f"{MIN_RENEW_BEFORE * 3:g}s" if policy.renew_before is None else "")
-        raise InvalidArgumentError(
-            "renew_before", f"renewing {before:g}s before expiry is too late: auto-renewal needs at least "
-                            f"{MIN_RENEW_BEFORE:g}s of margin{hint}")
+    hint = (f"; with the default renew_before (a third of the ttl) the smallest ttl is "
+            f"{MIN_RENEW_BEFORE * 3:g}s" if policy.renew_before is None else "")
+    _check_margin(before, "renew_before", hint)
     renewals = policy.max_renewals
     if renewals is not None and (isinstance(renewals, bool) or not isinstance(renewals, int)):
         kind = type(renewals).__name__
@@ -124,18 +121,25 @@ def check_policy(policy: object, ttl_ms: int) -> AutoRenew:
     return checked(before, policy.max_renewals, hold)  # in seconds, as checked: a timedelta too
 
 
-def check_renewed_ttl(leases: Iterable[Lease], ttl_ms: int) -> None:
+def check_renewed_ttl(leases: Sequence[Lease], ttl_ms: int) -> None:
     """An extend to ``ttl_ms``: refused before anything is sent for an auto-renewed lease whose
     renewal could not keep up with that ttl, as an acquire with it and auto-renewal is."""
+    if not any(map(renewal_of, leases)):  # a C-level pass: most extends are of leases not renewed
+        return
     for lease in leases:
         state = lease.renewal
         if state is not None and not state.released:
-            before = state.terms.for_ttl(ttl_ms).renew_before
-            if before < MIN_RENEW_BEFORE:
-                raise InvalidArgumentError(
-                    "ttl", f"{ttl_ms / 1000.0:g}s is too short for an auto-renewed lock: renewing "
-                           f"{before:g}s before expiry is too late (auto-renewal needs at least "
-                           f"{MIN_RENEW_BEFORE:g}s)")
+            _check_margin(state.terms.for_ttl(ttl_ms).renew_before, "ttl",
+                          f" (an auto-renewed lock extended to {ttl_ms / 1000.0:g}s)")
+
+
+def _check_margin(before: float, argument: str, hint: str) -> None:
+    """Renewing ``before`` seconds before expiry leaves auto-renewal enough time, or ``argument``
+    is refused (an acquire's renew_before, an extend's ttl)."""
+    if before < MIN_RENEW_BEFORE:
+        raise InvalidArgumentError(
+            argument, f"renewing {before:g}s before expiry is too late: auto-renewal needs at least "
+                      f"{MIN_RENEW_BEFORE:g}s of margin{hint}")
 
 
 class ThirdOfTtl(AutoRenew):
@@ -233,6 +237,8 @@ class RenewalState(weakref.ref):  # type: ignore[type-arg]
         return self.terms.on_lost
 
 
+renewal_of = operator.attrgetter("renewal")
+"""A lease's RenewalState, never falsy, or None: ``any(map(renewal_of, leases))`` in C."""
 _ttl_ms = operator.attrgetter("ttl_ms")
 _token = operator.attrgetter("token")
 _expires_at = operator.attrgetter("expires_at")
@@ -312,13 +318,17 @@ class RenewalBook:
             wheel = self._wheel
             held = self._held
             ids = self._ids
-            self.poll = max(WHEEL_TICK, min(self.poll, before / 4))
+            self._poll_for(before)
             for lease in leases:
                 hold_until = NO_LIMIT if max_hold is None else lease.acquired_at + max_hold
                 state = RenewalState(lease, on_collected, next(ids), terms, hold_until)
                 lease.renewal = state
                 held[state.id] = state
                 wheel.schedule(state.id, lease.expires_at - before)
+
+    def _poll_for(self, before: float) -> None:
+        """Wake often enough for a margin of ``before`` seconds (under ``_lock``)."""
+        self.poll = max(WHEEL_TICK, min(self.poll, before / 4))
 
     def remove(self, leases: Iterable[Lease]) -> list[int]:
         """Stop renewing (the lease is being released); a renewal in flight is then ignored.
@@ -343,8 +353,8 @@ class RenewalBook:
             if state.ttl_ms != lease.ttl_ms:
                 state.ttl_ms = lease.ttl_ms
                 state.terms = terms = state.terms.for_ttl(lease.ttl_ms)
-                with self._lock:  # a shorter margin needs a shorter poll, as in add()
-                    self.poll = max(WHEEL_TICK, min(self.poll, terms.renew_before / 4))
+                with self._lock:
+                    self._poll_for(terms.renew_before)
             self._schedule(state, lease.expires_at - state.renew_before)
 
     def held_leases(self) -> list[Lease]:

@@ -94,7 +94,8 @@ class Waker(BookQueries):
     def wait(self, ticket: Ticket, seconds: float) -> bool:
         """Sleep until ``ticket`` is woken or ``seconds`` pass; whether it was woken."""
         event: threading.Event = ticket.event
-        event.wait(seconds)
+        if not self._closed:  # closed: the waiter looks up at once and finds its client closed
+            event.wait(seconds)
         with self._lock:
             event.clear()
             return self.book.consume(ticket)

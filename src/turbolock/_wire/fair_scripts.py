@@ -145,9 +145,11 @@ FAIR_ACQUIRE_IN_SLOT = {(queue, fenced): script.in_slot() if fenced else script
 FAIR_LEAVE = Script("fair_leave", b"""\
 local key, queue, asked = KEYS[1], KEYS[2], KEYS[3]
 local waiter = string.sub(ARGV[1], 1, %(waiter)d)
+local first = redis.call('zrank', queue, waiter) == 0
 redis.call('zrem', queue, waiter)
 redis.call('hdel', asked, waiter)
-if redis.call('zcard', queue) == 0 then
+local left = redis.call('zcard', queue)
+if left == 0 then
   redis.call('del', asked)
 end
 local holder = redis.call('get', key)
@@ -156,8 +158,13 @@ if holder and #holder == %(token)d and string.sub(holder, 1, %(waiter)d) == wait
   redis.pcall('spublish', key, '')
   return 1
 end
+if first and not holder and left > 0 then
+  redis.pcall('spublish', key, '')
+end
 return 0
 """ % {b"waiter": WAITER_BYTES, b"token": WAITER_BYTES + 4}, QUEUE_KEYS)
 """A fair waiter that gives up leaves the queue, and releases the lock if an attempt of its own
-took it (its reply lost). KEYS[1] = lock key, KEYS[2] and KEYS[3] its queue's; ARGV[1] = the
-waiter (or a token of it). Replies 1 when it released the lock, else 0."""
+took it (its reply lost). A waiter first in line that leaves a free lock tells the next ones (a
+release may have woken it, and only it, just as it gave up). KEYS[1] = lock key, KEYS[2] and
+KEYS[3] its queue's; ARGV[1] = the waiter (or a token of it). Replies 1 when it released the
+lock, else 0."""
