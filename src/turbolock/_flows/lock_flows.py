@@ -206,6 +206,7 @@ class SingleLockFlows(LockFlows[Lease]):
         client = self.client
         waiting = Waiting(wait)
         ticket = None
+        woken = False  # a wake-up not yet used by an attempt that answered: leaving passes it on
         try:
             first = client._wait_first(self.name) if client._wakes_waiters else None
             if first is not None:
@@ -216,15 +217,13 @@ class SingleLockFlows(LockFlows[Lease]):
                 if seconds is None:  # behind this client's own waiters: woken in turn
                     pause = waiting.pause()
                     if pause:
-                        yield Call(client._wake_wait, (ticket, pause))
+                        woken = yield Call(client._wake_wait, (ticket, pause))
                 else:  # letting waiters elsewhere go first; its own release's message must not wake it
                     yield Sleep(waiting.within(seconds))
                     client._wake_consume(ticket)  # the attempt below sees what any release did
-            attempted = woken = False
+            attempted = False
             while True:
                 if attempted and waiting.over():  # no attempt sent with no time left for its answer
-                    if woken and ticket is not None:
-                        ticket.woken = True  # unused: leaving passes it to the next waiter
                     return None
                 attempted = True
                 try:
@@ -236,6 +235,7 @@ class SingleLockFlows(LockFlows[Lease]):
                     if not worth_retrying(error, wait, waiting.slot_moving_for(error)):
                         raise
                     lease = None  # a lock it may have taken is released in the background
+                woken = False
                 if lease is not None:
                     return lease
                 if ticket is None and client._wakes_waiters:
@@ -256,6 +256,8 @@ class SingleLockFlows(LockFlows[Lease]):
                     woken = yield Call(client._wake_wait, (ticket, pause))
         finally:
             if ticket is not None:
+                if woken:  # its wait ended, or an error or a cancel came, before an attempt answered
+                    ticket.woken = True
                 client._wake_leave(ticket)
 
 
