@@ -36,7 +36,7 @@ from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.claim import ClaimPlan, ClaimResult, MaybeHeld, check_claim
 from turbolock._flows.client_settings import check_fenced_keys
 from turbolock._flows.renewal_book import AutoRenew, OnLost, check_renewed_ttl, renewal_of
-from turbolock._flows.steps import Call, Flow
+from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
@@ -201,9 +201,18 @@ def claim_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, lim
 
 
 def claim_plan_flow(client: Any, plan: ClaimPlan, many: Any) -> Flow[ClaimResult]:
-    """Run ``plan``'s chunks through ``many`` (a ``Server``'s) until it is finished."""
+    """Run ``plan``'s chunks through ``many`` (a ``Server``'s) until it is finished; a chunk
+    the server refused before it ran (``plan.resend_pause``) is sent again after the pause."""
+    pause = None
     while not plan.finished:
-        plan.next_chunk()
+        if pause is None:
+            plan.next_chunk()
+        else:
+            try:
+                yield Sleep(pause)
+            except BaseException:  # the refused chunk took nothing; what the claim took goes back
+                _give_back(client, plan.held(time.monotonic()))
+                raise
         plan.sent_at = time.monotonic()
         try:
             reply = (yield Call(many, (1, plan.encode, plan.script, plan.reencode)))[0]
@@ -224,9 +233,12 @@ def claim_plan_flow(client: Any, plan: ClaimPlan, many: Any) -> Flow[ClaimResult
         if reply is NOT_SENT:
             _give_back(client, plan.held(time.monotonic()))
             raise ConnectionError("the connection failed before the claim was sent")
+        pause = plan.resend_pause(reply)
+        if pause is not None:
+            continue
         if not plan.settle(reply):  # an error reply, or one it cannot read: it may have taken any
             now = time.monotonic()
-            _give_back(client, plan.held(now) + plan.maybe_held(now))
+            _give_back(client, plan.held(now) + ([] if plan.ran_none(reply) else plan.maybe_held(now)))
             raise plan.error(reply)
     return plan.result()
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from turbolock._flows.bulk_plan import batch_tokens, check_tokens, encode_unique_names
 from turbolock._flows.bulk_result import AcquireManyResult
-from turbolock._wire.replies import reply_error
+from turbolock._wire.replies import NOT_RUN, reply_error
 from turbolock._wire.scripts import CLAIMED_FENCE, Script, fence_counter
 from turbolock.errors import (
     InvalidArgumentError,
@@ -183,6 +183,15 @@ class ClaimPlan:
     def reencode(self, buf: Any, indices: Sequence[int]) -> None:
         """The same chunk again, same tokens and limit (a ``Reencoder``, after NOSCRIPT)."""
         self.encode(buf)
+
+    def resend_pause(self, reply: object) -> float | None:
+        """How long to wait before sending the chunk again, when ``reply`` says the server ran
+        none of it and may soon (a Redis Cluster's ``NodeClaimPlan``); None: settle it."""
+        return None
+
+    def ran_none(self, reply: object) -> bool:
+        """Whether ``reply`` is a refusal of the chunk before it ran: it took nothing."""
+        return type(reply) is ReplyError and reply.code in NOT_RUN
 
     def settle(self, reply: object) -> bool:
         """Leases for what the chunk took; False when the reply does not say (an error reply),

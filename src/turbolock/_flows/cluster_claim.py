@@ -27,7 +27,14 @@ from turbolock._flows.cluster_routes import RETRY_PAUSE
 from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire.scripts import CLAIMED_FENCE, Script
 from turbolock._wire.validate import Seconds, ttl_ms
-from turbolock.errors import AcquireOutcomeUnknownError, ClusterError, ConnectionError, ResponseError
+from turbolock.errors import (
+    AcquireOutcomeUnknownError,
+    ClusterError,
+    ConnectionError,
+    LockError,
+    ReplyError,
+    ResponseError,
+)
 from turbolock.lease import Lease
 
 REMAPS = 3
@@ -61,9 +68,30 @@ return taken
 
 
 class NodeClaimPlan(ClaimPlan):
-    """A claim plan over one master's names, its chunks in the ARGV form."""
+    """A claim plan over one master's names, its chunks in the ARGV form. A chunk the cluster
+    refused as down (a master failed and not yet replaced) took nothing: it is sent again,
+    every ``RETRY_PAUSE``, for up to ``timeout`` seconds, as a refused command is."""
 
     script = CLAIM_ARGV
+    timeout = 0.0
+    _resend_until = 0.0
+
+    def next_chunk(self) -> None:
+        super().next_chunk()
+        self._resend_until = time.monotonic() + self.timeout
+
+    def resend_pause(self, reply: object) -> float | None:
+        if _cluster_down(reply) and time.monotonic() + RETRY_PAUSE < self._resend_until:
+            return RETRY_PAUSE
+        return None
+
+    def ran_none(self, reply: object) -> bool:
+        return _cluster_down(reply) or super().ran_none(reply)
+
+    def error(self, reply: object) -> LockError:
+        if _cluster_down(reply):  # as any call refused with CLUSTERDOWN to its deadline
+            reply = ReplyError(f"CLUSTERDOWN {reply}")
+        return super().error(reply)
 
     def encode(self, buf: Any, start: int = 0, stop: int = 1) -> None:
         prefix: bytes = buf.key_prefix
@@ -127,6 +155,7 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
             plan = NodeClaimPlan([names[i] for i in indices], ms, wanted - len(acquired),
                                  None if checked is None else [checked[i] for i in indices], client._owner,
                                  client.chunk_size, fenced=fenced)
+            plan.timeout = cluster.timeout
             try:
                 part = yield from claim_plan_flow(client, plan, cluster.node(address).many)
             except ResponseError as error:
@@ -190,6 +219,12 @@ def _released(client: Any, plan: NodeClaimPlan, deadline: float) -> Flow[bool]:
     for key, token in zip(keys, tokens, strict=True):
         client._cleanup.drop(key, token)
     return True
+
+
+def _cluster_down(reply: object) -> bool:
+    """Whether ``reply`` is a script's refusal to run a command while the cluster is down: the
+    claim script's first command, since the cluster's state cannot change while a script runs."""
+    return type(reply) is ReplyError and reply.code == "ERR" and "while the cluster is down" in str(reply)
 
 
 def _not_served(error: ResponseError) -> bool:
