@@ -82,6 +82,11 @@ def _renew_group_flow(client: RedlockRules, renewer: Any, ttl_ms: int,
                     elif reply == 0:
                         theirs += 1
             summary = InstanceSummary(done, theirs, masters - done - theirs)
+            if one._released:  # released meanwhile: a master the renewal reached after the release's
+                if done or summary.errored:  # delete has the key set again, or may yet have
+                    client._abandoned(one.key, one.token, now + ttl_ms / 1000.0 + CLEANUP_GRACE,
+                                      bool(summary.errored))
+                continue
             verdict = extend_verdict(held, summary.errored, quorum)
             if verdict == EXTENDED and sent_at + (ttl_ms - one.drift_ms) / 1000.0 > now:
                 renewed.append(one)
