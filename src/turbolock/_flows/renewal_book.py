@@ -34,6 +34,7 @@ from turbolock._wire.scripts import KEYS_PER_CALL
 from turbolock._wire.validate import encode_name, timeout_seconds
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 from turbolock.lease import (
+    FencedLease,
     Lease,
     belief_changes,
     commands_abandoned,
@@ -243,6 +244,11 @@ _ttl_ms = operator.attrgetter("ttl_ms")
 _token = operator.attrgetter("token")
 _expires_at = operator.attrgetter("expires_at")
 
+PLAIN_LEASES = tuple(cls for cls in (Lease, FencedLease)
+                     if cls.expires_at is Lease.expires_at and cls.expiry_after is Lease.expiry_after)
+"""Leases whose believed expiry the core may read from their slots (``DueReader``)."""
+
+
 class DueLeases(list[Lease]):
     """The leases a wake-up found due, and the earliest expiry among them as it was then (read
     once, for ``round_deadline``: a round's leases are not looked over twice unless some belief
@@ -291,6 +297,7 @@ class RenewalBook:
         self._limit = limit  # a front end's own renewal limit (Redlock's max_extensions)
         self._lock = threading.Lock()
         self._wheel: Any = core.TimerWheel(WHEEL_TICK, WHEEL_SLOTS, now)
+        self._due_reader: Any = core.DueReader(RenewalState, RenewalTerms, PLAIN_LEASES)
         self._held: dict[int, RenewalState] = {}
         self._ids = itertools.count(1)
         self._collected: deque[RenewalState] = deque()
@@ -390,13 +397,17 @@ class RenewalBook:
             due_ids = self._wheel.advance(now + lead)
             get = self._held.get
             states = [state for state in map(get, due_ids) if state is not None]
-        to_send = DueLeases()
-        to_send.changes = belief_changes()
+        changes = belief_changes()
+        margin = SETTLE_MARGIN + ROUND_FLOOR
+        # The plainest states in one pass of the core (most of them); the others below.
+        plain, earliest, states = ((), math.inf, states) if self._limit is not None else \
+            self._due_reader.split(states, now, margin)
+        to_send = DueLeases(plain)
+        to_send.changes = changes
         send = to_send.append
         lost: list[tuple[Lease, str]] = []
         guard = self.loss_guard
         limit = self._limit
-        earliest = math.inf
         for state in states:
             lease = state()
             if lease is None or state.released:
@@ -411,7 +422,7 @@ class RenewalBook:
                     self._schedule(state, lease.expires_at - guard)
                 continue
             expires_at = lease.expires_at
-            if expires_at - SETTLE_MARGIN - ROUND_FLOOR <= now:
+            if expires_at - margin <= now:
                 lost.append((lease, NOT_RENEWED))
             else:
                 # Sent even when the renewer woke late: the round ends by the expiry less

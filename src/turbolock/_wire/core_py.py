@@ -7,7 +7,9 @@ so either implementation can sit under it.
 
 from __future__ import annotations
 
+import math
 import types
+import weakref
 from collections.abc import Sequence
 from itertools import repeat
 from operator import attrgetter, is_
@@ -537,3 +539,87 @@ def names_as_keys(names: Sequence[object], max_bytes: int) -> list[bytes] | None
     if 0 < min(map(len, keys)) and max(map(len, keys)) <= max_bytes:
         return keys
     return None
+
+
+class DueReader:
+    """Splits the renewal states a wake-up found due (instances of ``state_cls``, weak
+    references to their leases with slots ``released``, ``limit_reached`` and ``terms``, an
+    instance of ``terms_cls`` with a slot ``limited``): ``split`` sends the leases of the plain
+    ones, and leaves the others to the caller's general loop. The compiled core reads the slots
+    in C; this one by attribute, with the same outcome."""
+
+    def __init__(self, state_cls: type, terms_cls: type, lease_types: tuple[type, ...]) -> None:
+        """``lease_types``: classes whose instances' expiry is their slots' arithmetic, as
+        ``Lease.expires_at`` has it (``_expires``, else ``acquired_at + ttl_ms / 1000``, lowered
+        by the one command in ``_flight``)."""
+        for cls, names in ((state_cls, ("released", "limit_reached", "terms")), (terms_cls, ("limited",))):
+            for name in names:
+                if type(getattr(cls, name, None)) is not types.MemberDescriptorType:
+                    raise TypeError(f"{cls.__name__}.{name} is not a slot")
+        if not lease_types:
+            raise TypeError("DueReader needs at least one lease type")
+        for cls in lease_types:
+            if type(cls) is not type or not issubclass(cls, lease_types[0]):
+                raise TypeError("the lease types must be classes of one slot layout")
+        for name in ("_flight", "_expires", "acquired_at", "ttl_ms"):
+            if type(getattr(lease_types[0], name, None)) is not types.MemberDescriptorType:
+                raise TypeError(f"{lease_types[0].__name__}.{name} is not a slot")
+        if not issubclass(state_cls, weakref.ref):
+            raise TypeError(f"{state_cls.__name__} is not a weak reference")
+        self._state_cls: Any = state_cls
+        self._terms_cls: Any = terms_cls
+        self._lease_types = lease_types
+
+    def split(self, states: list[Any], now: float, margin: float) -> tuple[list[Any], float, list[Any]]:
+        """(leases to send, the earliest of their expiries, states left to the caller) for
+        ``states`` due at ``now``: a plain state's lease is sent when its expiry less ``margin``
+        is after ``now``; a state whose lease is gone or that was released is dropped; any other
+        (a slot of another type, or never set) is left over, in order."""
+        if type(states) is not list:
+            raise TypeError(f"states must be a list, not {type(states).__name__}")
+        send: list[Any] = []
+        rest: list[Any] = []
+        keep, leave = send.append, rest.append
+        earliest = math.inf
+        state_cls, terms_cls, lease_types = self._state_cls, self._terms_cls, self._lease_types
+        for state in states:
+            if type(state) is not state_cls:
+                leave(state)
+                continue
+            lease = state()
+            try:
+                released = state.released
+                if lease is None or released is True:
+                    continue
+                terms = state.terms
+                if (released is not False or state.limit_reached is not False or type(terms) is not terms_cls
+                        or terms.limited is not False or type(lease) not in lease_types):
+                    leave(state)
+                    continue
+                expiry = lease._expires
+                if expiry is None:
+                    acquired_at, ttl_ms = lease.acquired_at, lease.ttl_ms
+                    if type(acquired_at) is not float or type(ttl_ms) is not int:
+                        leave(state)
+                        continue
+                    expiry = acquired_at + ttl_ms / 1000.0
+                elif type(expiry) is not float:
+                    leave(state)
+                    continue
+                flight = lease._flight
+            except AttributeError:  # a slot never set
+                leave(state)
+                continue
+            if flight is not None:
+                if type(flight) is not tuple or len(flight) != 2 or type(flight[1]) is not float:
+                    leave(state)
+                    continue
+                if flight[1] < expiry:
+                    expiry = flight[1]
+            if expiry - margin <= now:  # too late to renew: the general loop says it is lost
+                leave(state)
+                continue
+            keep(lease)
+            if expiry < earliest:
+                earliest = expiry
+        return send, earliest, rest
