@@ -139,7 +139,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
         forget_at = time.monotonic() + ms / 1000.0 + CLEANUP_GRACE
         for key, token in zip(keys, tokens, strict=True):
             if token:  # encoded, so perhaps sent
-                client._abandoned(key, token, forget_at)
+                client._abandoned(key, token, forget_at, fresh_tokens)
         raise
     chunk = client.chunk_size
     for n, started in enumerate(outcome.started if fenced else ()):
@@ -155,7 +155,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
         leases = [None] * count
     if failed:
         yield from _release_failed(client, outcome.errors, outcome.replies, keys, tokens, failed, ms, timeout,
-                                   granted)
+                                   granted, fresh_tokens)
     return RedlockManyResult(names, leases, statuses, quorum, acquired, conflicted, errored)
 
 
@@ -168,9 +168,11 @@ def _tally(rows: list[list[object]], count: int, hit: Any) -> list[int]:
 
 def _release_failed(client: RedlockRules, errors: list[str | None], acquire_rows: list[list[object]],
                     keys: list[bytes], tokens: list[bytes], failed: list[int], ms: int,
-                    timeout: float, granted: Any) -> Flow[None]:
+                    timeout: float, granted: Any, own_tokens: bool) -> Flow[None]:
     """Release every name that did not count, on every master; remember it where it may be held
-    and the release got no answer."""
+    and the release got no answer. Where the acquire's own reply was lost, its write may still
+    land after that release: with tokens the client made (``own_tokens``), released again a
+    little later (``CleanupBook``'s recheck), as a single acquire's is."""
     sub_keys = [keys[i] for i in failed]
     sub_tokens = [tokens[i] for i in failed]
     # Masters that failed the acquire would cost another timeout: theirs go to the background.
@@ -179,9 +181,9 @@ def _release_failed(client: RedlockRules, errors: list[str | None], acquire_rows
     expires_at = time.monotonic() + ms / 1000.0 + CLEANUP_GRACE
     for master, acquire_row, release_row in zip(client.masters, acquire_rows, replies, strict=True):
         for j, i in enumerate(failed):
-            maybe_held = granted(acquire_row[i]) or acquire_row[i] is UNKNOWN
-            if maybe_held and type(release_row[j]) is not int:
-                remember(master, [keys[i]], [tokens[i]], expires_at)
+            lost = acquire_row[i] is UNKNOWN
+            if (granted(acquire_row[i]) or lost) and type(release_row[j]) is not int:
+                remember(master, [keys[i]], [tokens[i]], expires_at, own_tokens and lost)
 
 
 def run_release_flow(client: RedlockRules, keys: list[bytes], tokens: list[bytes],
