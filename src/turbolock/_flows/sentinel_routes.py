@@ -102,6 +102,13 @@ class SentinelRoutes:
         it is asked last from now on."""
         self._move(address, len(self.sentinels))
 
+    def unanswered(self, sentinel: Address) -> None:
+        """``sentinel`` could not be asked (no connection, no answer in time): it is asked last
+        from now on, so the next call does not wait for it first again."""
+        if sentinel in self.sentinels:
+            self.sentinels.remove(sentinel)
+            self.sentinels.append(sentinel)
+
     def _move(self, address: Address, position: int) -> None:
         named_by = self.named_by
         if named_by is None or named_by[1] != address or named_by[0] not in self.sentinels:
@@ -148,11 +155,17 @@ def ask_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Ad
     """The master's address, asked of the Sentinels in turn (``sentinels.node(address)`` is a
     Sentinel's ``Server``) until one knows it."""
     errors: list[str] = []
-    for sentinel in list(routes.sentinels):
+    order = list(routes.sentinels)
+    for position, sentinel in enumerate(order):
+        # Each gets its share of the time left: one that hangs (a stopped process, a host that
+        # drops packets) must not take the whole call from the others.
+        share = (deadline - time.monotonic()) / (len(order) - position)
         try:
             reply = yield Call(sentinels.node(sentinel).command_one,
-                               ((b"SENTINEL", GET_MASTER, routes.service.encode()), deadline))
+                               ((b"SENTINEL", GET_MASTER, routes.service.encode()),
+                                min(deadline, time.monotonic() + share)))
         except LockError as exc:
+            routes.unanswered(sentinel)
             errors.append(f"{sentinel[0]}:{sentinel[1]}: {exc}")
             continue
         address = routes.answered(sentinel, reply)
