@@ -35,7 +35,7 @@ from turbolock._flows.steps import Call, CallStep
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler, ReplyShape
 from turbolock._wire.slot_map import Address
-from turbolock.errors import ConnectionError, LockError
+from turbolock.errors import ClientClosedError, ConnectionError, LockError
 from turbolock.options import ConnectionOptions
 
 log = logging.getLogger("turbolock")
@@ -52,8 +52,11 @@ class SentinelNodes:
         self._options = options
         self._core = core
         self._nodes: dict[Address, Executor] = {}
+        self._closed = False
 
     def node(self, address: Address) -> Executor:
+        if self._closed:  # a question still under way opens nothing more
+            raise ClientClosedError()
         executor = self._nodes.get(address)
         if executor is None:
             options = dataclasses.replace(self._options, host=address[0], port=address[1])
@@ -65,6 +68,7 @@ class SentinelNodes:
         return [node.pool for node in self._nodes.values()]
 
     async def close(self) -> None:
+        self._closed = True
         nodes, self._nodes = list(self._nodes.values()), {}
         for node in nodes:
             await node.pool.close()

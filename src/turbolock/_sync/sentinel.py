@@ -34,7 +34,7 @@ from turbolock._sync.pool import ConnectionPool
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler, ReplyShape
 from turbolock._wire.slot_map import Address
-from turbolock.errors import UnsentTimeoutError
+from turbolock.errors import ClientClosedError, UnsentTimeoutError
 from turbolock.options import ConnectionOptions
 
 log = logging.getLogger("turbolock")
@@ -49,9 +49,12 @@ class SentinelNodes:
         self._timeout = timeout
         self._nodes: dict[Address, Executor] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
     def node(self, address: Address) -> Executor:
         with self._lock:
+            if self._closed:  # a question still under way (the watcher's) opens nothing more
+                raise ClientClosedError()
             executor = self._nodes.get(address)
             if executor is None:
                 options = dataclasses.replace(self._options, host=address[0], port=address[1])
@@ -61,6 +64,7 @@ class SentinelNodes:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             nodes, self._nodes = list(self._nodes.values()), {}
         for node in nodes:
             node.pool.close()
