@@ -74,6 +74,14 @@ def test_bad_arguments_are_refused_before_anything_is_sent(sentinel_group: Redis
          InvalidArgumentTypeError, "sentinel_username"),
         (lambda: AsyncSentinelLockClient(sentinel_group.sentinel_urls, "turbolock", sentinel_password=5),  # type: ignore[arg-type]
          InvalidArgumentTypeError, "sentinel_password"),
+        # The master's address is the Sentinels' to name; these were bare TypeErrors (found in review).
+        (lambda: SentinelLockClient(sentinel_group.sentinel_urls, "turbolock", host="10.0.0.1"),
+         InvalidArgumentTypeError, "host"),
+        (lambda: AsyncSentinelLockClient(sentinel_group.sentinel_urls, "turbolock", port=6380),
+         InvalidArgumentTypeError, "port"),
+        (lambda: SentinelLockClient.from_redis(redis.Redis(port=1)), InvalidArgumentError, "redis_client"),
+        (lambda: AsyncSentinelLockClient.from_redis(redis.Redis(port=1)), InvalidArgumentError,
+         "redis_client"),
     ]
     for make, error, argument in cases:
         with pytest.raises(error) as info:

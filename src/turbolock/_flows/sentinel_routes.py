@@ -300,9 +300,14 @@ class SentinelRules:
     options: ConnectionOptions
 
     def _take_sentinels(self, sentinels: object, service_name: object, username: str | None,
-                        password: str | None) -> Address:
+                        password: str | None, connection: dict[str, Any]) -> Address:
         """Check and keep the Sentinel arguments (before anything is sent); the address the
-        client's own options carry until a Sentinel names the master."""
+        client's own options carry until a Sentinel names the master. ``connection``: the
+        master's keyword arguments, which cannot give its address."""
+        for argument in ("host", "port"):
+            if argument in connection:
+                raise InvalidArgumentTypeError(argument, "unexpected keyword argument: the master's address "
+                                                         "is the one the Sentinels name")
         self._sentinel_addresses = check_sentinels(sentinels, service_name)
         assert isinstance(service_name, str)
         for value, argument in ((username, "sentinel_username"), (password, "sentinel_password")):
@@ -330,6 +335,11 @@ class SentinelRules:
     def from_url(cls, url: str, **kwargs: Any) -> Any:
         raise InvalidArgumentError("url", "a Sentinel client is made from its Sentinels: "
                                           f"{cls.__name__}(sentinels, service_name, ...)")
+
+    @classmethod
+    def from_redis(cls, redis_client: Any, **kwargs: Any) -> Any:
+        raise InvalidArgumentError("redis_client", "a Sentinel client is made from its Sentinels: "
+                                                   f"{cls.__name__}(sentinels, service_name, ...)")
 
     def __repr__(self) -> str:
         sentinels = ", ".join(f"{host}:{port}" for host, port in self._sentinel_addresses)

@@ -21,7 +21,8 @@ class AsyncSentinelLockClient(SentinelRules, AsyncLockClient):
                  sentinel_username: str | None = None, sentinel_password: str | None = None,
                  key_prefix: str | bytes = DEFAULT_KEY_PREFIX, max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, core: str | None = None, **connection: Any) -> None:
-        host, port = self._take_sentinels(sentinels, service_name, sentinel_username, sentinel_password)
+        host, port = self._take_sentinels(sentinels, service_name, sentinel_username, sentinel_password,
+                                           connection)
         super().__init__(host, port, key_prefix=key_prefix, max_connections=max_connections,
                          chunk_size=chunk_size, core=core, **connection)
 
