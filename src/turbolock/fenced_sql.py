@@ -42,13 +42,15 @@ def _statement_names(table: object, key_column: object, fence_column: object,
                                                   f"{type(columns).__name__}")
     names = [(column, _identifier(column, "columns")) for column in columns]
     key, fence = _identifier(key_column, "key_column"), _identifier(fence_column, "fence_column")
-    if key == fence:
+    # Compared without case: SQLite's identifiers ignore it even quoted ("ID" is id there).
+    assert isinstance(key_column, str) and isinstance(fence_column, str)
+    if key_column.casefold() == fence_column.casefold():
         raise InvalidArgumentError("fence_column", "must not be the key column")
     plain = [column for column, _ in names]
-    if len(set(plain)) != len(plain):
+    if len({column.casefold() for column in plain}) != len(plain):
         raise InvalidArgumentError("columns", "names a column twice")
     for column in plain:
-        if column in (key_column, fence_column):
+        if column.casefold() in (key_column.casefold(), fence_column.casefold()):
             raise InvalidArgumentError("columns", f"{column!r} is the key or the fence column, which the "
                                                   "statement sets itself")
         if column in _PARAMETERS:
@@ -68,8 +70,8 @@ def fenced_write_sql(table: str, key_column: str, columns: Sequence[str], fence_
                      paramstyle: str = "named") -> str:
     """``UPDATE table SET <columns>, fence_column = <fence> WHERE key_column = <key> AND
     fence_column <= <fence>``, with parameters named after the columns plus ``key`` and
-    ``fence``; identifiers quoted. Zero rows updated: a newer holder has been there (or no such
-    row)."""
+    ``fence``; identifiers quoted, a row with no fence yet (NULL) taken as fence 0. Zero rows
+    updated: a newer holder has been there (or no such row)."""
     mark = _placeholder(paramstyle)
     table, key_column, fence_column, names = _statement_names(table, key_column, fence_column, columns)
     if not names:
@@ -77,7 +79,7 @@ def fenced_write_sql(table: str, key_column: str, columns: Sequence[str], fence_
     assignments = [f"{quoted} = {mark.format(column)}" for column, quoted in names]
     fence = mark.format("fence")
     return (f"UPDATE {table} SET {', '.join(assignments)}, {fence_column} = {fence} "
-            f"WHERE {key_column} = {mark.format('key')} AND {fence_column} <= {fence}")
+            f"WHERE {_fresh(table, key_column, fence_column, mark)}")
 
 
 def fenced_read_sql(table: str, key_column: str, columns: Sequence[str], fence_column: str = "last_fence",
@@ -89,6 +91,17 @@ def fenced_read_sql(table: str, key_column: str, columns: Sequence[str], fence_c
     table, key_column, fence_column, names = _statement_names(table, key_column, fence_column, columns)
     if not names:
         raise InvalidArgumentError("columns", "must name at least one column to read")
+    returned = ", ".join(f"{table}.{quoted}" for _, quoted in names)
+    return (f"UPDATE {table} SET {fence_column} = {mark.format('fence')} "
+            f"WHERE {_fresh(table, key_column, fence_column, mark)} RETURNING {returned}")
+
+
+def _fresh(table: str, key_column: str, fence_column: str, mark: str) -> str:
+    """The row of the key, if no newer fence than the statement's has been there: its last
+    fence, or 0 while it has none (a column added to rows already there holds NULL). Columns
+    read here carry the table's name: SQLite takes an unknown double-quoted name standing alone
+    for a string, so a misspelled column would read as its own name instead of failing. (A
+    ``SET`` target takes none: PostgreSQL refuses it, and SQLite fails on an unknown one.)"""
     fence = mark.format("fence")
-    return (f"UPDATE {table} SET {fence_column} = {fence} WHERE {key_column} = {mark.format('key')} "
-            f"AND {fence_column} <= {fence} RETURNING {', '.join(quoted for _, quoted in names)}")
+    return (f"{table}.{key_column} = {mark.format('key')} "
+            f"AND COALESCE({table}.{fence_column}, 0) <= {fence}")
