@@ -105,16 +105,18 @@ class SentinelRoutes:
     def unanswered(self, sentinel: Address) -> None:
         """``sentinel`` could not be asked (no connection, no answer in time): it is asked last
         from now on, so the next call does not wait for it first again."""
-        if sentinel in self.sentinels:
-            self.sentinels.remove(sentinel)
-            self.sentinels.append(sentinel)
+        self._put(sentinel, len(self.sentinels))
 
     def _move(self, address: Address, position: int) -> None:
+        """The Sentinel that named ``address`` goes to ``position``."""
         named_by = self.named_by
-        if named_by is None or named_by[1] != address or named_by[0] not in self.sentinels:
-            return
-        self.sentinels.remove(named_by[0])
-        self.sentinels.insert(position, named_by[0])
+        if named_by is not None and named_by[1] == address:
+            self._put(named_by[0], position)
+
+    def _put(self, sentinel: Address, position: int) -> None:
+        if sentinel in self.sentinels:
+            self.sentinels.remove(sentinel)
+            self.sentinels.insert(position, sentinel)
 
 
 def master_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Address]:
@@ -156,14 +158,15 @@ def ask_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Ad
     Sentinel's ``Server``) until one knows it."""
     errors: list[str] = []
     order = list(routes.sentinels)
+    last = len(order) - 1
     for position, sentinel in enumerate(order):
-        # Each gets its share of the time left: one that hangs (a stopped process, a host that
-        # drops packets) must not take the whole call from the others.
-        share = (deadline - time.monotonic()) / (len(order) - position)
+        # Half the time left (the last one: all of it): one that hangs (a stopped process, a
+        # host that drops packets) leaves the others time, and one that is only slow, most.
+        now = time.monotonic()
+        until = deadline if position == last else min(deadline, now + (deadline - now) / 2)
         try:
             reply = yield Call(sentinels.node(sentinel).command_one,
-                               ((b"SENTINEL", GET_MASTER, routes.service.encode()),
-                                min(deadline, time.monotonic() + share)))
+                               ((b"SENTINEL", GET_MASTER, routes.service.encode()), until))
         except LockError as exc:
             routes.unanswered(sentinel)
             errors.append(f"{sentinel[0]}:{sentinel[1]}: {exc}")
