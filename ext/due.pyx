@@ -20,14 +20,25 @@ cdef extern from "Python.h":
 
 
 cdef Py_ssize_t _slot_offset(type cls, str name) except -1:
+    """The offset of ``cls``'s own slot ``name`` (one of its layout: a descriptor of another
+    class's slot, set as a class attribute, would be read at an offset outside the object)."""
     descriptor = getattr(cls, name, None)
-    if type(descriptor) is not types.MemberDescriptorType:
-        raise TypeError(f"{cls.__name__}.{name} is not a slot")
+    if type(descriptor) is not types.MemberDescriptorType or not issubclass(cls, descriptor.__objclass__):
+        raise TypeError(f"{cls.__name__}.{name} is not a slot of its own")
     return (<PyMemberDescrObject *>descriptor).d_member.offset
 
 
 cdef inline PyObject* _slot_value(object item, Py_ssize_t offset) noexcept:
     return (<PyObject **>((<char *><PyObject *>item) + offset))[0]
+
+
+cdef inline bint _one_of(type cls, tuple classes) noexcept:
+    """By identity: ``in`` would compare with ``==``, which a metaclass may define."""
+    cdef Py_ssize_t i
+    for i in range(PyTuple_GET_SIZE(classes)):
+        if <PyObject *>cls == PyTuple_GET_ITEM(classes, i):
+            return True
+    return False
 
 
 @cython.final
@@ -53,8 +64,10 @@ cdef class DueReader:
         if not lease_types:
             raise TypeError("DueReader needs at least one lease type")
         base = lease_types[0]
+        names = ("_flight", "_expires", "acquired_at", "ttl_ms")
         for cls in lease_types:
-            if type(cls) is not type or not issubclass(cls, base):
+            if (type(cls) is not type or not issubclass(cls, base)
+                    or any(getattr(cls, name, None) is not getattr(base, name, None) for name in names)):
                 raise TypeError("the lease types must be classes of one slot layout")
         self.flight_at = _slot_offset(base, "_flight")
         self.expires_at = _slot_offset(base, "_expires")
@@ -75,6 +88,7 @@ cdef class DueReader:
         cdef PyObject *terms
         cdef PyObject *slot
         cdef PyObject *flight
+        cdef PyObject *acquired
         cdef object state
         for state in states:
             if type(state) is not self.state_cls:
@@ -88,24 +102,24 @@ cdef class DueReader:
             if (slot != Py_False or _slot_value(state, self.limit_reached_at) != Py_False or terms == NULL
                     or type(<object>terms) is not self.terms_cls
                     or _slot_value(<object>terms, self.limited_at) != Py_False
-                    or type(<object>lease) not in self.lease_types):
+                    or not _one_of(type(<object>lease), self.lease_types)):
                 rest.append(state)
                 continue
+            flight = _slot_value(<object>lease, self.flight_at)  # (read as Lease.expires_at does)
             slot = _slot_value(<object>lease, self.expires_at)
             if slot == <PyObject *>None:
-                flight = _slot_value(<object>lease, self.acquired_at)
+                acquired = _slot_value(<object>lease, self.acquired_at)
                 slot = _slot_value(<object>lease, self.ttl_at)
-                if (flight == NULL or type(<object>flight) is not float or slot == NULL
+                if (acquired == NULL or type(<object>acquired) is not float or slot == NULL
                         or type(<object>slot) is not int):
                     rest.append(state)
                     continue
-                expiry = PyFloat_AS_DOUBLE(<object>flight) + PyLong_AsDouble(<object>slot) / 1000.0
+                expiry = PyFloat_AS_DOUBLE(<object>acquired) + PyLong_AsDouble(<object>slot) / 1000.0
             elif slot != NULL and type(<object>slot) is float:
                 expiry = PyFloat_AS_DOUBLE(<object>slot)
             else:
                 rest.append(state)
                 continue
-            flight = _slot_value(<object>lease, self.flight_at)
             if flight != <PyObject *>None:
                 if (flight == NULL or type(<object>flight) is not tuple or PyTuple_GET_SIZE(<object>flight) != 2
                         or type(<object>PyTuple_GET_ITEM(<object>flight, 1)) is not float):

@@ -123,3 +123,48 @@ def test_a_reader_refuses_classes_without_the_slots(core: ModuleType) -> None:
         core.DueReader(RenewalState, RenewalTerms, (Lease, RedlockLease, str))
     with pytest.raises(TypeError):
         _reader(core).split(tuple(), NOW, MARGIN)
+
+
+class _Wide:
+    __slots__ = tuple(f"s{i}" for i in range(64))
+
+
+class _BorrowingState(RenewalState):
+    """A state whose ``released`` is another class's slot: read by offset, it would lie outside
+    the object (the compiled core read past its end: found in review)."""
+
+    __slots__ = ()
+    released = _Wide.__dict__["s63"]  # type: ignore[assignment]
+
+
+class _BorrowingLease(Lease):
+    __slots__ = ()
+    _expires = _Wide.__dict__["s62"]  # type: ignore[assignment]
+
+
+class _EqualToEverything(type):
+    def __eq__(cls, other: object) -> bool:
+        return True
+
+    def __hash__(cls) -> int:
+        return id(cls)
+
+
+class _Impostor(Lease, metaclass=_EqualToEverything):
+    __slots__ = ()
+
+
+def test_a_reader_refuses_another_class_s_slot(core: ModuleType) -> None:
+    with pytest.raises(TypeError, match="slot of its own"):
+        core.DueReader(_BorrowingState, RenewalTerms, PLAIN_LEASES)
+    with pytest.raises(TypeError, match="one slot layout"):
+        core.DueReader(RenewalState, RenewalTerms, (Lease, _BorrowingLease))
+
+
+def test_lease_types_are_matched_by_identity(core: ModuleType) -> None:
+    kept: list[object] = []
+    impostor = _Impostor("n", b"t", 30_000, NOW, None)
+    kept.append(impostor)
+    state = RenewalState(impostor, lambda _: None, 1, PLAIN_TERMS, math.inf)
+    send, _, rest = _reader(core).split([state], NOW, MARGIN)
+    assert send == [] and rest == [state]  # its class compares equal to Lease, yet is not one

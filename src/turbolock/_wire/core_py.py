@@ -541,6 +541,14 @@ def names_as_keys(names: Sequence[object], max_bytes: int) -> list[bytes] | None
     return None
 
 
+def _own_slot(cls: type, name: str) -> None:
+    """Refuse unless ``name`` is a slot of ``cls``'s own layout (not another class's descriptor
+    set as a class attribute, which the compiled core would read outside the object)."""
+    descriptor = getattr(cls, name, None)
+    if type(descriptor) is not types.MemberDescriptorType or not issubclass(cls, descriptor.__objclass__):
+        raise TypeError(f"{cls.__name__}.{name} is not a slot of its own")
+
+
 class DueReader:
     """Splits the renewal states a wake-up found due (instances of ``state_cls``, weak
     references to their leases with slots ``released``, ``limit_reached`` and ``terms``, an
@@ -554,16 +562,17 @@ class DueReader:
         by the one command in ``_flight``)."""
         for cls, names in ((state_cls, ("released", "limit_reached", "terms")), (terms_cls, ("limited",))):
             for name in names:
-                if type(getattr(cls, name, None)) is not types.MemberDescriptorType:
-                    raise TypeError(f"{cls.__name__}.{name} is not a slot")
+                _own_slot(cls, name)
         if not lease_types:
             raise TypeError("DueReader needs at least one lease type")
+        base = lease_types[0]
+        lease_slots = ("_flight", "_expires", "acquired_at", "ttl_ms")
         for cls in lease_types:
-            if type(cls) is not type or not issubclass(cls, lease_types[0]):
+            if type(cls) is not type or not issubclass(cls, base) or any(
+                    getattr(cls, name, None) is not getattr(base, name, None) for name in lease_slots):
                 raise TypeError("the lease types must be classes of one slot layout")
-        for name in ("_flight", "_expires", "acquired_at", "ttl_ms"):
-            if type(getattr(lease_types[0], name, None)) is not types.MemberDescriptorType:
-                raise TypeError(f"{lease_types[0].__name__}.{name} is not a slot")
+        for name in lease_slots:
+            _own_slot(base, name)
         if not issubclass(state_cls, weakref.ref):
             raise TypeError(f"{state_cls.__name__} is not a weak reference")
         self._state_cls: Any = state_cls
@@ -593,9 +602,10 @@ class DueReader:
                     continue
                 terms = state.terms
                 if (released is not False or state.limit_reached is not False or type(terms) is not terms_cls
-                        or terms.limited is not False or type(lease) not in lease_types):
+                        or terms.limited is not False or not any(type(lease) is cls for cls in lease_types)):
                     leave(state)
                     continue
+                flight = lease._flight  # before _expires, as Lease.expires_at reads them
                 expiry = lease._expires
                 if expiry is None:
                     acquired_at, ttl_ms = lease.acquired_at, lease.ttl_ms
@@ -606,7 +616,6 @@ class DueReader:
                 elif type(expiry) is not float:
                     leave(state)
                     continue
-                flight = lease._flight
             except AttributeError:  # a slot never set
                 leave(state)
                 continue
