@@ -212,3 +212,74 @@ def test_auto_renewal_across_consecutive_runs(loop_name: str, redis_server: Redi
     run_once(loop_name, renew_then_go_idle)
     run_once(loop_name, client.close)
     assert keys_left(raw, key_prefix) == []
+
+
+# The subscriber and the renewal task belong to a loop too: they follow the connections to the
+# next run (found in review: close() in a later run raised "Event loop is closed" from the
+# subscriber, a later blocking acquire waited a whole call timeout for a subscription written on
+# the dead loop's connection, and an auto-renewed lock expired unrenewed and unreported).
+
+
+def _blocking_acquire_of_released(client: AsyncLockClient, holder: Any, name: str
+                                  ) -> Callable[[], Coroutine[Any, Any, float]]:
+    """A run that waits for ``name``, held by ``holder`` (a threaded client) and released 0.2 s
+    later; how long after the release the wait had the lock."""
+    async def wait() -> float:
+        lease = holder.try_acquire(name, 30)
+        assert lease is not None
+        asyncio.get_running_loop().call_later(0.2, holder.release, lease)
+        began = time.monotonic()
+        async with client.lock(name, ttl=5, timeout=10):
+            pass
+        return time.monotonic() - began - 0.2
+    return wait
+
+
+def test_a_woken_wait_then_close_in_a_later_run(loop_name: str, redis_server: RedisServer, core_name: str,
+                                               key_prefix: str) -> None:
+    from turbolock import LockClient
+
+    holder = LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix)
+    client = AsyncLockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix)
+    try:
+        assert run_once(loop_name, _blocking_acquire_of_released(client, holder, "woken")) < 0.5
+        run_once(loop_name, client.close)
+        assert client.closed
+    finally:
+        holder.close()
+
+
+def test_a_blocking_acquire_in_a_later_run_is_woken(loop_name: str, redis_server: RedisServer, core_name: str,
+                                                    key_prefix: str) -> None:
+    from turbolock import LockClient
+
+    holder = LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix, timeout=3)
+    client = AsyncLockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix, timeout=3)
+    try:
+        assert run_once(loop_name, _blocking_acquire_of_released(client, holder, "first")) < 0.5
+        assert run_once(loop_name, _blocking_acquire_of_released(client, holder, "second")) < 0.5
+        run_once(loop_name, client.close)
+    finally:
+        holder.close()
+
+
+def test_an_auto_renewed_lock_is_renewed_in_the_next_run(loop_name: str, redis_server: RedisServer,
+                                                        core_name: str, key_prefix: str) -> None:
+    client = AsyncLockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix)
+
+    async def take() -> Lease | None:
+        return await client.try_acquire("job", ttl=0.6, auto_renew=True)
+
+    lease = run_once(loop_name, take)
+    assert lease is not None
+
+    async def later() -> tuple[float | None, bool]:
+        assert (await client.query("other")).held is False  # the client works on this loop
+        await asyncio.sleep(1.5)  # two and a half ttls
+        left = await client.check(lease)
+        lost = lease.is_lost
+        await client.close()
+        return left, lost
+
+    left, lost = run_once(loop_name, later)
+    assert left is not None and not lost, "the lock was neither renewed in the next run nor reported lost"

@@ -49,6 +49,8 @@ class ClusterExecutor:
         self._size = size
         self.on_orphan = on_orphan
         """Each master's pool's, and the cluster's own for a cancelled bulk acquire's finished shares."""
+        self.on_new_loop: Callable[[], None] | None = None
+        """Each master's pool's (``ConnectionPool.on_new_loop``)."""
         self.timeout = options.timeout
         self.chunk_size = chunk_size
         self.routes = ClusterRoutes(key_prefix, startup, options.ssl, core)
@@ -63,6 +65,7 @@ class ClusterExecutor:
                 raise ClientClosedError()
             options = dataclasses.replace(self._options, host=address[0], port=address[1])
             pool = ConnectionPool(options, self._core, self._key_prefix, self._size, self.on_orphan)
+            pool.on_new_loop = self.on_new_loop
             executor = self._nodes[address] = Executor(pool, self.chunk_size)
         return executor
 

@@ -70,6 +70,13 @@ class AsyncClusterWaker:
     def waiting(self) -> bool:
         return any(waker.waiting() for waker in self._wakers.values())
 
+    def abandon(self) -> None:
+        for waker in list(self._wakers.values()):
+            waker.abandon()
+
+    def in_running_loop(self) -> bool:
+        return all(waker.in_running_loop() for waker in self._wakers.values())
+
     async def close(self) -> None:
         for waker in list(self._wakers.values()):
             await waker.close()

@@ -13,6 +13,7 @@ idle; while their loop still runs (in another thread) it refuses with ``LockUsag
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from threading import get_ident
 from typing import Any
 
@@ -37,7 +38,8 @@ def _cancelling() -> bool:
 
 class ConnectionPool:
     __slots__ = ("options", "core", "key_prefix", "size", "on_orphan", "_open", "_next", "_connecting",
-                 "_closed", "_loop", "_thread", "set_ifeq", "_parents", "_retired", "connected_once")
+                 "_closed", "_loop", "_thread", "set_ifeq", "_parents", "_retired", "connected_once",
+                 "on_new_loop")
 
     def __init__(self, options: ConnectionOptions, core: Any, key_prefix: bytes, size: int,
                  on_orphan: OrphanHandler) -> None:
@@ -62,6 +64,9 @@ class ConnectionPool:
         self._parents: list[Any] = []
         """In a forked child: the parent's connections, kept from the garbage collector (see
         ``forget_after_fork``)."""
+        self.on_new_loop: Callable[[], None] | None = None
+        """Called once the pool moved to the running loop from another one (the client's other
+        loop-bound parts follow it)."""
 
     def ready(self) -> RedisProtocol | None:
         """An open connection when the pool is full, else None (then ``await connect()``).
@@ -174,6 +179,8 @@ class ConnectionPool:
             self._leave(old)
         self._loop = loop
         self._thread = get_ident()
+        if old is not None and self.on_new_loop is not None:
+            self.on_new_loop()
 
     def _leave(self, old: asyncio.AbstractEventLoop) -> None:
         """Drop every connection and the connect in progress of ``old``, a loop that is not running."""

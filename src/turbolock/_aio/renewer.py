@@ -70,13 +70,24 @@ class Renewer:
         if self._stopping:
             raise ClientClosedError(CLOSED_DURING_ACQUIRE)
         self.book.add(leases, policy, on_lost)
+        self._run_in_running_loop()
+        self._wakeup.set()
+
+    def follow_running_loop(self) -> None:
+        """The client moved to the running loop: the task of the loop it left renews nothing
+        more (that loop is closed, or idle), so one starts here while any lease is renewed."""
+        if not self._stopping and len(self.book):
+            self._run_in_running_loop()
+
+    def _run_in_running_loop(self) -> None:
         task = self._task
         loop = asyncio.get_running_loop()
         if task is None or task.done() or task.get_loop() is not loop:
             if task is not None and task.get_loop() is not loop:
                 self._wakeup = asyncio.Event()  # an Event stays bound to the loop of its first wait()
+                if not task.done() and not task.get_loop().is_closed():
+                    task.cancel()  # should that idle loop run again, no second task renews there
             self._task = loop.create_task(self._run())
-        self._wakeup.set()
 
     def remove(self, leases: Iterable[Lease]) -> None:
         """Stop renewing (the lease is being released); a renewal in flight is then ignored."""

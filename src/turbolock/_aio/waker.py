@@ -45,6 +45,8 @@ class AsyncWaker(BookQueries):
         self._keepalive: asyncio.TimerHandle | None = None
         self._alive = Keepalive(options.timeout, time.monotonic())
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop of its first waiter: its connection, tasks and timers are that loop's."""
         self.failures = 0
         self.connects = 0
 
@@ -53,6 +55,8 @@ class AsyncWaker(BookQueries):
         ``deadline`` (``time.monotonic()``) passed."""
         if self._closed:
             raise ClientClosedError()
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
         ticket = Ticket(key, (event := asyncio.Event()).set, event, self)
         subscribe, unsubscribe = self.book.join(ticket)
         protocol = self._protocol
@@ -193,6 +197,31 @@ class AsyncWaker(BookQueries):
         self._tell_waiters(None)
         if not self._closed and self.book.queues and self._connecting is None:
             self._connecting = protocol.loop.create_task(self._connect())
+
+    def abandon(self) -> None:
+        """The client moved to another event loop: this subscriber is dropped, without running
+        anything in its loop once that one is closed (its waiters, of that loop, poll there)."""
+        self._closed = True
+        protocol, self._protocol = self._protocol, None
+        connecting, self._connecting = self._connecting, None
+        timers, self._expiry, self._keepalive = (self._expiry, self._keepalive), None, None
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            if protocol is not None:
+                protocol.forget(ClientClosedError())
+            return
+        for timer in timers:
+            if timer is not None:
+                timer.cancel()
+        if connecting is not None:
+            connecting.cancel()
+        if protocol is not None:
+            protocol.on_close = None
+            protocol.abort(ClientClosedError())
+
+    def in_running_loop(self) -> bool:
+        """Whether this subscriber belongs to the running loop (or to none yet)."""
+        return self._loop is None or self._loop is asyncio.get_running_loop()
 
     async def close(self) -> None:
         self._closed = True

@@ -105,6 +105,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         """The server side: the pipelining connections and the executor over them."""
         self._pool = ConnectionPool(self.options, self.core, self.key_prefix, max_connections,
                                     self._on_orphan)
+        self._pool.on_new_loop = self._follow_running_loop
         self._direct = Executor(self._pool, self._chunk_size)
         """The executor over the connections ``try_acquire`` writes on itself (a cluster client's
         acquires go through its ``_exec``)."""
@@ -124,6 +125,19 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         if self._waker_instance is None:
             self._waker_instance = self._new_waker()
         return self._waker_instance
+
+    def _follow_running_loop(self) -> None:
+        """The connections moved to the running loop (the one they were in is closed, or idle):
+        the subscriber of that loop is dropped (the next waiter makes one here) and the renewal
+        task starts again here, so an auto-renewed lock held across ``asyncio.run()`` calls is
+        still renewed, or reported lost."""
+        waker = self._waker_instance
+        if waker is not None and not waker.in_running_loop():
+            self._waker_instance = None
+            waker.abandon()
+        renewer = self._renewer_instance
+        if renewer is not None:
+            renewer.follow_running_loop()
 
     def _new_waker(self) -> AsyncWaker | AsyncClusterWaker:
         """The subscriber of this client's waiters: it connects where the pool does."""

@@ -59,6 +59,7 @@ class AsyncClusterLockClient(AsyncLockClient):
         self._size = max_connections
         self._exec = self._cluster = ClusterExecutor(options, self.core, self.key_prefix, max_connections,
                                                      self._on_orphan, self._chunk_size, startup)
+        self._cluster.on_new_loop = self._follow_running_loop
         self._wakes_waiters = options.wake_waiters
 
     def _new_waker(self) -> AsyncClusterWaker:

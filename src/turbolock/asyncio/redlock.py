@@ -62,6 +62,8 @@ class AsyncRedlockClient(RedlockFlows):
         self._closed = False
         self._parents: list[Any] = []
         forget_parent_locks_after_fork(self)  # after the masters' clients: each forgets its own first
+        for master in self.masters:  # the Redlock renewal task follows the masters to a new loop
+            master._pool.on_new_loop = partial(_follow_running_loop, master, self)
 
     def _forget_parent_locks(self) -> None:
         # In a forked child: the parent's Redlock leases and their renewal task are the parent's.
@@ -219,3 +221,12 @@ class AsyncRedlockLock(AsyncLockCalls, RedlockLockFlows):
                  max_extensions: int | None = None, fenced: bool = False) -> None:
         self._setup(name, ttl, blocking, timeout, token, auto_renew, on_lost)
         self._init_redlock(client, max_extensions, fenced)
+
+
+def _follow_running_loop(master: AsyncLockClient, client: AsyncRedlockClient) -> None:
+    """A master's connections moved to the running loop: its own loop-bound parts follow, and
+    the Redlock renewal task (``AsyncLockClient._follow_running_loop``)."""
+    master._follow_running_loop()
+    renewer = client._renewer_instance
+    if renewer is not None:
+        renewer.follow_running_loop()

@@ -31,6 +31,7 @@ class AsyncSentinelLockClient(SentinelRules, AsyncLockClient):
         self._sentinels = SentinelNodes(self._sentinel_options(), self.core)
         self._pool = SentinelPool(self.options, self.core, self.key_prefix, max_connections, self._on_orphan,
                                   routes, self._sentinels)
+        self._pool.on_new_loop = self._follow_running_loop
         self._exec = self._direct = SentinelExecutor(self._pool, self._chunk_size)
         self._wakes_waiters = self.options.wake_waiters  # the subscriber follows the master (the pool's)
 
