@@ -27,7 +27,7 @@ from turbolock._flows.client_settings import (
 )
 from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.fair import fair_attempt_flow
-from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
+from turbolock._flows.ownership import forget_parent_locks_after_fork
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch, OnLost
 from turbolock._flows.single import (
     acquire_result,
@@ -93,8 +93,7 @@ class LockClient(ClientRules[Lock]):
 
     def _forget_parent_locks(self) -> None:
         # In a forked child: the parent's leases, renewals and cleanups are the parent's business.
-        self._owner = Owner()
-        self._cleanup.clear()
+        self._forget_parent_bookkeeping()
         self._cleaner.forget_after_fork()
         self._renewer_lock = threading.Lock()
         if self._renewer_instance is not None:

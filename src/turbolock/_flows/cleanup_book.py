@@ -185,14 +185,23 @@ class CleanupBook:
             return soonest
 
     def clear(self) -> None:
-        """Forget every entry, those on their way too (after a fork: the parent's, which no
-        thread of this process will ever settle)."""
+        """Forget every entry, those on their way too."""
         with self._lock:
-            self._pending.clear()
-            self._in_flight.clear()
-            self._in_flight_count = 0
-            self._rechecked.clear()
-            self._rechecks.clear()
+            self._forget()
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: forget the parent's entries, which no thread of this process will
+        ever settle, under a new lock (the inherited one may be held by a parent's thread that
+        does not exist here: taking it would hang the child in ``os.fork()``)."""
+        self._lock = threading.Lock()
+        self._forget()
+
+    def _forget(self) -> None:
+        self._pending.clear()
+        self._in_flight.clear()
+        self._in_flight_count = 0
+        self._rechecked.clear()
+        self._rechecks.clear()
 
 
 def retry_delay(previous: float | None) -> float:

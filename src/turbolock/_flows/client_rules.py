@@ -90,6 +90,14 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
         self._fair_waiting: dict[bytes, tuple[bytes, float]] = {}
         """Fair waiters in a queue now: waiter -> (the name as a key, how long its place may last)."""
 
+    def _forget_parent_bookkeeping(self) -> None:
+        """In a forked child: the parent's leases, cleanups and fair waiters are the parent's
+        (a child's close must not make a parent's waiter leave its queue: that leave deletes the
+        lock its waiter took meanwhile)."""
+        self._owner = Owner()
+        self._cleanup.forget_after_fork()
+        self._fair_waiting = {}
+
     def _leave_fair_queues(self) -> None:
         """At close, before the last cleanup: every fair waiter still queued leaves its queue
         (its own leave comes once close has woken it, too late for that cleanup; its place would

@@ -44,7 +44,7 @@ from turbolock._flows.client_settings import (
 from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.fair import fair_attempt_flow
 from turbolock._flows.lock_flows import give_back
-from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
+from turbolock._flows.ownership import forget_parent_locks_after_fork
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch
 from turbolock._flows.single import (
     acquire_result,
@@ -459,8 +459,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
     def _forget_parent_locks(self) -> None:
         # In a forked child: the parent's leases, renewals, cleanups and connections are the
         # parent's (their tasks and sockets belong to its event loop, never touched here).
-        self._owner = Owner()
-        self._cleanup.clear()
+        self._forget_parent_bookkeeping()
         self._parents.append((self._renewer_instance, self._waker_instance, self._cleanup_runner))
         self._renewer_instance = self._waker_instance = self._cleanup_runner = None
         for pool in self._connection_pools():
