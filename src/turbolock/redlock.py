@@ -214,10 +214,12 @@ class RedlockClient(RedlockFlows):
     def release_many(self, leases: Sequence[RedlockLease]) -> list[bool]:
         """``release`` for every lease, pipelined; True/False per lease in input order.
         ``QuorumError`` (after all were tried) lists the leases no majority answered for."""
+        self._refuse_if_closed()
         return run(release_many_flow(self, leases))
 
     def extend_many(self, leases: Sequence[RedlockLease], ttl: Seconds) -> list[bool]:
         """``extend`` for every lease, pipelined; True/False per lease in input order."""
+        self._refuse_if_closed()
         return run(extend_many_flow(self, leases, ttl))
 
     # -- renewal and lifetime -------------------------------------------------------------------
@@ -255,7 +257,7 @@ class RedlockClient(RedlockFlows):
             client._close(time.monotonic())
 
     def _release_renewed(self, leases: list[RedlockLease], deadline: float) -> list[bool]:
-        return self.release_many(leases)
+        return run(release_many_flow(self, leases))  # close's own: the client is closing
 
     def __enter__(self) -> RedlockClient:
         return self

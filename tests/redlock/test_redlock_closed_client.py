@@ -1,7 +1,9 @@
 """A closed RedlockClient: a blocking acquire stops at once with ``ClientClosedError``, as on the
 single-server client (tests/test_closed_client.py). The masters raised it, but the Redlock
 attempt folded it into a no-quorum result its wait retried: a wait with a timeout ran the whole
-of it, one without never ended (found by review)."""
+of it, one without never ended (found by review). Every other call raises it too, before
+anything is sent: they reported a ``QuorumError`` promising a retry a closed client never makes,
+and a release marked its lease unlocked with nothing deleted (found in review)."""
 
 from __future__ import annotations
 
@@ -55,3 +57,46 @@ def test_a_blocking_async_redlock_acquire_on_a_closed_client_stops_at_once(
 
     result, took = asyncio.run(main())
     assert took < 0.5 and isinstance(result, ClientClosedError), (result, took)
+
+
+CALLS = ["release", "release_many", "extend", "extend_many", "check", "query"]
+
+
+def _call(client: Any, call: str, lease: Any) -> Any:
+    if call == "release":
+        return client.release(lease)
+    if call == "release_many":
+        return client.release_many([lease])
+    if call == "extend":
+        return client.extend(lease, 5)
+    if call == "extend_many":
+        return client.extend_many([lease], 5)
+    if call == "check":
+        return client.check(lease)
+    return client.query("closed-seat")
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_every_call_on_a_closed_redlock_client_raises_client_closed(
+        three: list[RedisServer], core_name: str, key_prefix: str, call: str) -> None:
+    client = RedlockClient([s.url for s in three], core=core_name, key_prefix=key_prefix)
+    lease = client.try_acquire("closed-seat", 10)
+    assert lease is not None
+    client.close()
+    with pytest.raises(ClientClosedError):
+        _call(client, call, lease)
+    assert lease.status.value != "unlocked"
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_every_call_on_a_closed_async_redlock_client_raises_client_closed(
+        three: list[RedisServer], core_name: str, key_prefix: str, call: str) -> None:
+    async def main() -> None:
+        client = AsyncRedlockClient([s.url for s in three], core=core_name, key_prefix=key_prefix)
+        lease = await client.try_acquire("closed-seat", 10)
+        assert lease is not None
+        await client.close()
+        with pytest.raises(ClientClosedError):
+            await _call(client, call, lease)
+
+    asyncio.run(main())

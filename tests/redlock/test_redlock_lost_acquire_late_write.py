@@ -1,4 +1,4 @@
-"""Redlock: an attempt (a single one, or a bulk acquire's) whose reply from one master was lost
+"""Redlock: an attempt (a single one, a bulk acquire's, a claim's) whose reply from one master was lost
 can still run there after the background release of it (the command was on its way on the
 connection given up: here a proxy holds it back past the release, and delivers it after the
 client closed that connection). A lock whose token the client made for that attempt is released
@@ -58,14 +58,17 @@ def _attempt_held_back(client: RedlockClient, proxy: FaultProxy, op: str, held_b
     try:
         if op == "try_acquire":
             assert client.try_acquire("seat", TTL) is None  # Conflicted: two masters hold it
-        else:
+        elif op == "acquire_many":
             assert client.acquire_many(["seat"], TTL).acquired == []
+        else:
+            assert client.acquire_many(["seat"], TTL, limit=1).acquired == []
     finally:
         proxy.heal()
 
 
-OPS = ["try_acquire", "acquire_many"]
-HELD_BACK_FOR = {"try_acquire": HELD_BACK, "acquire_many": HELD_BACK + MAX_CHUNK_TIMEOUT}
+OPS = ["try_acquire", "acquire_many", "claim"]
+HELD_BACK_FOR = {"try_acquire": HELD_BACK, "acquire_many": HELD_BACK + MAX_CHUNK_TIMEOUT,
+                 "claim": HELD_BACK + MAX_CHUNK_TIMEOUT}
 """Past the attempt's wait for that master: its node timeout, a bulk chunk's longer one."""
 
 

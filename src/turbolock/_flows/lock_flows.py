@@ -133,8 +133,9 @@ class LockFlows(LockState[LeaseT]):
     def _release_unsent(self, lease: LeaseT, exc: BaseException) -> None:
         """A release that never went out (no connection could be made): the Lock keeps its lease,
         to be released again (no longer renewed). One sent without a reply is retried in the
-        background (``OutcomeUnknownError``), and an interrupted one too: the Lock lets go."""
-        if isinstance(exc, ConnectionError) and not isinstance(exc, OutcomeUnknownError):
+        background (``OutcomeUnknownError``, and a Redlock release no majority answered,
+        ``QuorumError``), and an interrupted one too: the Lock lets go."""
+        if isinstance(exc, ConnectionError) and not isinstance(exc, OutcomeUnknownError | QuorumError):
             self._lease = lease
             self._released = False
 

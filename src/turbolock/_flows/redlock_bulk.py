@@ -45,9 +45,11 @@ _OK = b"OK"
 
 def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: int, drift: float,
                       all_or_nothing: bool, tokens: Sequence[bytes] | None,
-                      max_extensions: int | None, fenced: bool = False) -> Flow[RedlockManyResult]:
+                      max_extensions: int | None, fenced: bool = False,
+                      own_tokens: bool = False) -> Flow[RedlockManyResult]:
     """Every name on every master at once, the quorum decided per name. ``fenced``: the fenced
-    acquire script instead of ``SET NX``, each lease a ``FencedRedlockLease``."""
+    acquire script instead of ``SET NX``, each lease a ``FencedRedlockLease``. ``own_tokens``:
+    ``tokens`` were made by the client (a claim's), as when none are given."""
     if client._closed:
         raise ClientClosedError()
     keys = encode_unique_names(names)
@@ -55,6 +57,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
     count = len(keys)
     fenced = check_fenced_keys(fenced, client.key_prefix, keys, 0)
     fresh_tokens = tokens is None
+    made_here = fresh_tokens or own_tokens  # a lost reply's lock is released again a little later
     tokens = [b""] * count if tokens is None else check_tokens(tokens, count)
     append_fenced = _scripts.FENCED_ACQUIRE.append_each
 
@@ -139,7 +142,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
         forget_at = time.monotonic() + ms / 1000.0 + CLEANUP_GRACE
         for key, token in zip(keys, tokens, strict=True):
             if token:  # encoded, so perhaps sent
-                client._abandoned(key, token, forget_at, fresh_tokens)
+                client._abandoned(key, token, forget_at, made_here)
         raise
     chunk = client.chunk_size
     for n, started in enumerate(outcome.started if fenced else ()):
@@ -155,7 +158,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
         leases = [None] * count
     if failed:
         yield from _release_failed(client, outcome.errors, outcome.replies, keys, tokens, failed, ms, timeout,
-                                   granted, fresh_tokens)
+                                   granted, made_here)
     return RedlockManyResult(names, leases, statuses, quorum, acquired, conflicted, errored)
 
 

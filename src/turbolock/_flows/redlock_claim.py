@@ -64,10 +64,11 @@ def claim_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: int,
             chunk_tokens = [given[i] for i in chunk]
         try:
             sub = yield from acquire_many_flow(client, [names[i] for i in chunk], ms, drift, False,
-                                               chunk_tokens, max_extensions, fenced)
+                                               chunk_tokens, max_extensions, fenced, own_tokens=given is None)
         except BaseException:
             _give_back(client, [(lease.key, lease.token) for lease in mine]
-                       + [(keys[i], token) for i, token in zip(chunk, chunk_tokens, strict=True)], ms)
+                       + [(keys[i], token) for i, token in zip(chunk, chunk_tokens, strict=True)], ms,
+                       given is None)
             raise
         decided = False
         for j, i in enumerate(chunk):
@@ -83,12 +84,14 @@ def claim_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: int,
     return RedlockManyResult(names, leases, statuses, client.quorum, acquired, conflicted, errored)
 
 
-def _give_back(client: RedlockRules, locks: list[tuple[bytes, bytes]], ms: int) -> None:
-    """Release these (key, token) pairs on every master in the background, until they expired."""
+def _give_back(client: RedlockRules, locks: list[tuple[bytes, bytes]], ms: int,
+               recheck: bool = False) -> None:
+    """Release these (key, token) pairs on every master in the background, until they expired
+    (``recheck``: tokens the claim made, released again a little later, see ``remember``)."""
     if not locks:
         return
     forget_at = time.monotonic() + ms / 1000.0 + CLEANUP_GRACE
     keys = [key for key, _ in locks]
     tokens = [token for _, token in locks]
     for master in client.masters:
-        remember(master, keys, tokens, forget_at)
+        remember(master, keys, tokens, forget_at, recheck)

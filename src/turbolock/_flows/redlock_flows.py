@@ -249,6 +249,7 @@ class RedlockFlows(RedlockRules):
     def _releasing(self, lease: RedlockLease) -> tuple[RedlockLease, float, float]:
         """A release begins: the lease checked, its renewal stopped; (lease, per-node timeout,
         when its maybe-held releases are forgotten)."""
+        self._refuse_if_closed()
         lease = self._check_lease(lease)
         if lease.renewal is not None:
             self._renewer().remove((lease,))
@@ -280,6 +281,7 @@ class RedlockFlows(RedlockRules):
         return False
 
     def _query_flow(self, name: str | bytes) -> Flow[LockInfo]:
+        self._refuse_if_closed()
         key = encode_name(name)
 
         def encode(buf: Any) -> None:
@@ -298,6 +300,7 @@ class RedlockFlows(RedlockRules):
         return info_from_pttl(-1 if standing == math.inf else int(standing))
 
     def _check_flow(self, lease: RedlockLease) -> Flow[float | None]:
+        self._refuse_if_closed()
         lease = self._check_lease(lease)
         key, token, sha = lease.key, lease.token, _scripts.CHECK.sha
 
@@ -317,6 +320,7 @@ class RedlockFlows(RedlockRules):
         return math.inf if standing == math.inf else standing / 1000.0
 
     def _extend_flow(self, lease: RedlockLease, ttl: Seconds, additive: bool) -> Flow[bool]:
+        self._refuse_if_closed()
         lease = self._check_lease(lease)
         ms, drift, node_timeout = self._ttl(extend_ms(lease, ttl, additive) / 1000.0)
         if lease._released:

@@ -23,7 +23,7 @@ from turbolock._wire.validate import (
     timeout_seconds,
     ttl_ms,
 )
-from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, ReplyError
+from turbolock.errors import ClientClosedError, InvalidArgumentError, InvalidArgumentTypeError, ReplyError
 
 DEFAULT_NODE_TIMEOUT = 0.05
 """Longest wait for one master's reply, unless a tenth of the ttl is shorter."""
@@ -71,6 +71,12 @@ class RedlockRules(CodecAndChunks):
     """A fan-out of one command to the masters, for a flow's Call (see ``steps``)."""
     _fan_many: Callable[..., Any]
     """A fan-out of many items in chunks to the masters, for a flow's Call (see ``steps``)."""
+
+    def _refuse_if_closed(self) -> None:
+        """A call on a closed client: ``ClientClosedError`` before anything is sent (the masters'
+        connections are closed; their failures would read as masters that did not answer)."""
+        if self._closed:
+            raise ClientClosedError()
 
     def _configure(self, node_timeout: Seconds | None, retry_count: int | None, retry_delay: Seconds,
                    drift_factor: float) -> None:

@@ -158,10 +158,12 @@ class AsyncRedlockClient(RedlockFlows):
 
     async def release_many(self, leases: Sequence[RedlockLease]) -> list[bool]:
         """``release`` for every lease, pipelined; True/False per lease in input order."""
+        self._refuse_if_closed()
         return await run(release_many_flow(self, leases))
 
     async def extend_many(self, leases: Sequence[RedlockLease], ttl: Seconds) -> list[bool]:
         """``extend`` for every lease, pipelined; True/False per lease in input order."""
+        self._refuse_if_closed()
         return await run(extend_many_flow(self, leases, ttl))
 
     # -- renewal and lifetime -------------------------------------------------------------------
@@ -196,7 +198,7 @@ class AsyncRedlockClient(RedlockFlows):
         await asyncio.gather(*(client._close(deadline) for client in self._opened))
 
     async def _release_renewed(self, leases: list[RedlockLease], deadline: float) -> list[bool]:
-        return await self.release_many(leases)
+        return await run(release_many_flow(self, leases))  # close's own: the client is closing
 
     async def __aenter__(self) -> AsyncRedlockClient:
         return self
