@@ -276,9 +276,10 @@ def test_an_interrupted_claim_gives_back_what_it_took(three: list[RedisServer], 
     calls: list[int] = []
     held: list[int] = []
 
-    def interrupted_after_the_second_chunk(*args: Any) -> Generator[Any, Any, RedlockManyResult]:
+    def interrupted_after_the_second_chunk(*args: Any,
+                                           **kwargs: Any) -> Generator[Any, Any, RedlockManyResult]:
         calls.append(len(args[1]))
-        result = yield from real(*args)
+        result = yield from real(*args, **kwargs)
         if len(calls) == 2:  # the 2nd chunk ran: interrupted on its way back
             held.extend(len(stored(raw, key_prefix)) for raw in connections)
             raise KeyboardInterrupt
