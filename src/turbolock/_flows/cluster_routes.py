@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+from turbolock._flows.asking import turn_deadline
 from turbolock._flows.bulk_plan import OrphanTags, subset_orphans
 from turbolock._flows.steps import Call, CallStep, Flow, Gather, Sleep
 from turbolock._wire import scripts as _scripts
@@ -105,6 +106,9 @@ class ClusterRoutes:
         self.suspects: set[Address] = set()
         """Nodes whose last call failed: asked for the map last, so one stopped master does not
         spend every later call's deadline (the map is read again after each such failure)."""
+        self.ids: frozenset[str] = frozenset()
+        """The node IDs of the last map installed: a map that shares none of them comes from
+        another cluster (a start-up node of it, down when the first map was checked)."""
 
     def candidates(self) -> list[Address]:
         """Whom to ask for the map: the masters known, then the start-up nodes; suspects last."""
@@ -133,6 +137,11 @@ class ClusterRoutes:
             fresh = map_from_shards(reply, host, self.use_tls)
         if not fresh.masters:
             raise ProtocolError(f"{host}:{address[1]} serves no slots (is the cluster created?)")
+        if self.ids and fresh.ids and not self.ids & fresh.ids:
+            raise ClusterError(f"{host}:{address[1]} belongs to another cluster than the one this client "
+                               "uses (no node in common); give the nodes of one cluster")
+        if fresh.ids:
+            self.ids = fresh.ids
         self.map = fresh
         self.stale = False
         self._expires = time.monotonic() + self.max_age
@@ -187,13 +196,15 @@ def refresh_flow(routes: ClusterRoutes, nodes: Any, deadline: float) -> Flow[Slo
 def _same_cluster_flow(routes: ClusterRoutes, nodes: Any, fresh: SlotMap, deadline: float) -> Flow[None]:
     """Each start-up node that answers must be a node of the cluster the map came from: two
     clusters' nodes given to one client would split its locks between them."""
-    for address in routes.startup:
-        if not fresh.ids or address in fresh.masters:
-            continue
+    others = [address for address in routes.startup if fresh.ids and address not in fresh.masters]
+    checks_end = turn_deadline(deadline, 0, 2)  # the other half is the call's own
+    for position, address in enumerate(others):
         try:
-            reply = yield Call(nodes.node(address).command_one, ((b"CLUSTER", b"MYID"), deadline))
+            reply = yield Call(nodes.node(address).command_one,
+                               ((b"CLUSTER", b"MYID"), turn_deadline(checks_end, position, len(others))))
         except (ConnectionError, ProtocolError):
-            continue  # down now: it is checked if it ever gives the map
+            routes.suspects.add(address)
+            continue  # down now: a map it gives later must share a node with this one (``install``)
         if type(reply) is bytes and reply.decode() in fresh.ids:
             continue
         routes.map, routes.stale = None, True
@@ -208,15 +219,17 @@ def _same_cluster_flow(routes: ClusterRoutes, nodes: Any, fresh: SlotMap, deadli
 def _read_map_flow(routes: ClusterRoutes, nodes: Any, deadline: float) -> Flow[SlotMap]:
     errors: list[str] = []
     refused: AuthenticationError | None = None
-    for address in routes.candidates():
+    candidates = routes.candidates()
+    for position, address in enumerate(candidates):
         if time.monotonic() >= deadline:
             break
         node = nodes.node(address)
+        until = turn_deadline(deadline, position, len(candidates))
         try:
-            reply = yield Call(node.command_one, ((b"CLUSTER", b"SHARDS"), deadline))
+            reply = yield Call(node.command_one, ((b"CLUSTER", b"SHARDS"), until))
             fallback = None
             if type(reply) is ReplyError and "unknown" in str(reply).lower():
-                fallback = yield Call(node.command_one, ((b"CLUSTER", b"SLOTS"), deadline))
+                fallback = yield Call(node.command_one, ((b"CLUSTER", b"SLOTS"), until))
             return routes.install(reply, fallback, address)
         except (ConnectionError, ProtocolError) as exc:
             routes.suspects.add(address)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from turbolock._flows.asking import turn_deadline
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
 from turbolock._flows.steps import Call, CallStep, Flow
 from turbolock._wire.outcomes import (
@@ -158,15 +159,11 @@ def ask_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Ad
     Sentinel's ``Server``) until one knows it."""
     errors: list[str] = []
     order = list(routes.sentinels)
-    last = len(order) - 1
     for position, sentinel in enumerate(order):
-        # Half the time left (the last one: all of it): one that hangs (a stopped process, a
-        # host that drops packets) leaves the others time, and one that is only slow, most.
-        now = time.monotonic()
-        until = deadline if position == last else min(deadline, now + (deadline - now) / 2)
         try:
             reply = yield Call(sentinels.node(sentinel).command_one,
-                               ((b"SENTINEL", GET_MASTER, routes.service.encode()), until))
+                               ((b"SENTINEL", GET_MASTER, routes.service.encode()),
+                                turn_deadline(deadline, position, len(order))))
         except LockError as exc:
             routes.unanswered(sentinel)
             errors.append(f"{sentinel[0]}:{sentinel[1]}: {exc}")
