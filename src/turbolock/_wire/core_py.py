@@ -578,6 +578,8 @@ class DueReader:
         self._state_cls: Any = state_cls
         self._terms_cls: Any = terms_cls
         self._lease_types = lease_types
+        self._lease_ids = frozenset(map(id, lease_types))
+        """Matched by identity (``in`` would compare with ``==``, which a metaclass may define)."""
 
     def split(self, states: list[Any], now: float, margin: float) -> tuple[list[Any], float, list[Any]]:
         """(leases to send, the earliest of their expiries, states left to the caller) for
@@ -590,7 +592,7 @@ class DueReader:
         rest: list[Any] = []
         keep, leave = send.append, rest.append
         earliest = math.inf
-        state_cls, terms_cls, lease_types = self._state_cls, self._terms_cls, self._lease_types
+        state_cls, terms_cls, lease_ids = self._state_cls, self._terms_cls, self._lease_ids
         for state in states:
             if type(state) is not state_cls:
                 leave(state)
@@ -602,7 +604,7 @@ class DueReader:
                     continue
                 terms = state.terms
                 if (released is not False or state.limit_reached is not False or type(terms) is not terms_cls
-                        or terms.limited is not False or not any(type(lease) is cls for cls in lease_types)):
+                        or terms.limited is not False or id(type(lease)) not in lease_ids):
                     leave(state)
                     continue
                 flight = lease._flight  # before _expires, as Lease.expires_at reads them
