@@ -42,6 +42,14 @@ def _spare_slot(cluster: RedisCluster, node: RedisServer, busy: int) -> int:
     return next(slot for slot in range(16384) if slot != busy and owners[slot] == node.port)
 
 
+def _the_names_master(cluster: RedisCluster, key_prefix: str, raws: Callable[[RedisServer], redis.Redis]
+                      ) -> tuple[int, RedisServer, redis.Redis, int]:
+    """The names' slot, its master, a raw client of it and a spare slot of that master."""
+    slot = key_slot((key_prefix + NAMES[0]).encode())
+    node = cluster.master_of(slot)
+    return slot, node, raws(node), _spare_slot(cluster, node, slot)
+
+
 def _down(raw: redis.Redis, slot: int) -> None:
     raw.execute_command("CLUSTER", "DELSLOTS", slot)
     assert b"cluster_state:fail" in raw.execute_command("CLUSTER", "INFO")
@@ -55,9 +63,7 @@ def _up(raw: redis.Redis, slot: int) -> None:
 def test_a_claim_rides_out_a_cluster_down_within_its_deadline(
         down_cluster: RedisCluster, core_name: str, key_prefix: str,
         raws: Callable[[RedisServer], redis.Redis], front: str) -> None:
-    slot = key_slot((key_prefix + NAMES[0]).encode())
-    node = down_cluster.master_of(slot)
-    raw, spare = raws(node), _spare_slot(down_cluster, node, slot)
+    slot, _, raw, spare = _the_names_master(down_cluster, key_prefix, raws)
     fronts = cluster_fronts(front, down_cluster.url, core_name, key_prefix, timeout=TIMEOUT)
     try:
         client = fronts.make()
@@ -83,9 +89,7 @@ def test_a_claim_rides_out_a_cluster_down_within_its_deadline(
 def test_a_claim_refused_as_down_to_its_deadline_is_a_timeout_holding_nothing(
         down_cluster: RedisCluster, core_name: str, key_prefix: str,
         raws: Callable[[RedisServer], redis.Redis], front: str) -> None:
-    slot = key_slot((key_prefix + NAMES[0]).encode())
-    node = down_cluster.master_of(slot)
-    raw, spare = raws(node), _spare_slot(down_cluster, node, slot)
+    slot, node, raw, spare = _the_names_master(down_cluster, key_prefix, raws)
     owners = slot_owners(down_cluster)
     other = next(name for name in (f"elsewhere{i}" for i in range(100))
                  if owners[key_slot((key_prefix + name).encode())] != node.port)
