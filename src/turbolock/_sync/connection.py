@@ -39,7 +39,7 @@ _TIMEOUT_SLACK = 0.001
 
 class Connection:
     __slots__ = ("options", "buffer", "parser", "sock", "generation", "last_used", "broken", "tls",
-                 "handshake", "kernel_timeout", "set_ifeq", "_read_buf", "_read_view")
+                 "handshake", "kernel_timeout", "set_ifeq", "_read_buf", "_read_view", "written")
 
     def __init__(self, options: ConnectionOptions, core: ModuleType, key_prefix: bytes) -> None:
         self.options = options
@@ -56,6 +56,9 @@ class Connection:
         self.kernel_timeout = 0.0
         self.set_ifeq = False
         """Whether the server offers ``SET ... IFEQ`` (the handshake's HELLO says)."""
+        self.written = 0
+        """Bytes of the last write that went out: after a write that failed part-way, its
+        commands written may run."""
 
     def connect(self, deadline: float, finish: bool = True) -> None:
         """Open the socket, TLS included, then AUTH, SELECT and PING, all before ``deadline``
@@ -186,20 +189,39 @@ class Connection:
         except BaseException as exc:
             raise self._break(exc) from None
         try:
-            sock.sendall(data)
+            self._write(sock, data, deadline)
         except BaseException as exc:
             raise self._break(exc) from None
         return sock
 
     def send(self, data: bytes, deadline: float) -> None:
+        """Write ``data`` by ``deadline``; on a failure the connection is broken, and ``written``
+        says how much went out."""
+        self.written = 0
         sock = self.sock
         if sock is None:
             raise ConnectionError(f"connection to {self.options.address} is closed")
         try:
             self._arm(sock, deadline)
-            sock.sendall(data)
+            self._write(sock, data, deadline)
         except BaseException as exc:
             raise self._break(exc) from None
+
+    def _write(self, sock: socket.socket, data: bytes, deadline: float) -> None:
+        """``sendall`` by ``deadline`` (the socket armed for it): a kernel timeout covers one
+        send(), and sendall() gave each one that made some progress the whole timeout again
+        (three timeouts for a chunk bigger than the socket buffers on a server that stopped
+        reading). Each send() after a partial one gets what is left."""
+        self.written = 0
+        written = self.written = sock.send(data)
+        size = len(data)
+        if written == size:
+            return
+        view = memoryview(data)
+        while written < size:
+            self._arm(sock, deadline)
+            written += sock.send(view[written:])
+            self.written = written
 
     def read(self, count: int, deadline: float) -> list[object]:
         """The next ``count`` replies, waiting no later than ``deadline``."""

@@ -64,7 +64,12 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
                 data = buf.take()
                 if prologue:
                     data, prologue = prologue + data, b""
-                conn.send(data, min(time.monotonic() + timeout, deadline))
+                try:
+                    conn.send(data, min(time.monotonic() + timeout, deadline))
+                except BaseException:
+                    if conn.written:  # cut off part-way: the commands that went out may run
+                        next_start = stop
+                    raise
                 inflight.append((next_start, stop))
                 next_start = stop
             if prologue_replies:
