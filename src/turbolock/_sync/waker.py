@@ -142,7 +142,8 @@ class Waker(BookQueries):
                 with self._lock:
                     self.failures += 1
                     self._changed.notify_all()
-                time.sleep(next(delays, RECONNECT_DELAYS[-1]))
+                    if not self._closed:  # a pause close() ends (it notifies)
+                        self._changed.wait(next(delays, RECONNECT_DELAYS[-1]))
                 continue
             delays = iter(RECONNECT_DELAYS)
             try:
