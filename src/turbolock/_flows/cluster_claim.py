@@ -73,8 +73,11 @@ class NodeClaimPlan(ClaimPlan):
     every ``RETRY_PAUSE``, for up to ``timeout`` seconds, as a refused command is."""
 
     script = CLAIM_ARGV
-    timeout = 0.0
     _resend_until = 0.0
+
+    def __init__(self, *args: Any, timeout: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.timeout = timeout
 
     def next_chunk(self) -> None:
         super().next_chunk()
@@ -154,8 +157,7 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
                 continue
             plan = NodeClaimPlan([names[i] for i in indices], ms, wanted - len(acquired),
                                  None if checked is None else [checked[i] for i in indices], client._owner,
-                                 client.chunk_size, fenced=fenced)
-            plan.timeout = cluster.timeout
+                                 client.chunk_size, fenced=fenced, timeout=cluster.timeout)
             try:
                 part = yield from claim_plan_flow(client, plan, cluster.node(address).many)
             except ResponseError as error:

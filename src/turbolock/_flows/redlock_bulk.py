@@ -30,7 +30,7 @@ from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
 from turbolock._wire.validate import Seconds
-from turbolock.errors import ClientClosedError, ExtensionLimitError, InvalidArgumentError, QuorumError
+from turbolock.errors import ExtensionLimitError, InvalidArgumentError, QuorumError
 from turbolock.lease import (
     commands_ran,
     commands_refused,
@@ -50,8 +50,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
     """Every name on every master at once, the quorum decided per name. ``fenced``: the fenced
     acquire script instead of ``SET NX``, each lease a ``FencedRedlockLease``. ``own_tokens``:
     ``tokens`` were made by the client (a claim's), as when none are given."""
-    if client._closed:
-        raise ClientClosedError()
+    client._refuse_if_closed()
     keys = encode_unique_names(names)
     names = list(names)
     count = len(keys)

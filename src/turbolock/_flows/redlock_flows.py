@@ -52,7 +52,7 @@ from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, extended
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_flag, check_token, encode_name
-from turbolock.errors import ClientClosedError, ExtensionLimitError, QuorumError
+from turbolock.errors import ExtensionLimitError, QuorumError
 from turbolock.lease import (
     FREE,
     LockInfo,
@@ -195,8 +195,7 @@ class RedlockFlows(RedlockRules):
     def _attempt_flow(self, name: str | bytes, attempt: Attempt, attempts: int, until: float | None = None,
                       own_token: bool = False) -> Flow[RedlockResult]:
         key, token, ms, _, node_timeout, _, _, _ = attempt
-        if self._closed:
-            raise ClientClosedError()
+        self._refuse_if_closed()
         started = time.monotonic()
         if any(client._cleanup.on_its_way(key, token) for client in self.masters if len(client._cleanup)):
             # A release some master's cleanup sends with this token (a Lock given one, whose

@@ -189,7 +189,9 @@ class Connection:
         except BaseException as exc:
             raise self._break(exc) from None
         try:
-            self._write(sock, data, deadline)
+            sent = sock.send(data)  # all of it, but for a server that stopped reading
+            if sent != len(data):
+                self._write_rest(sock, data, sent, deadline)
         except BaseException as exc:
             raise self._break(exc) from None
         return sock
@@ -203,25 +205,22 @@ class Connection:
             raise ConnectionError(f"connection to {self.options.address} is closed")
         try:
             self._arm(sock, deadline)
-            self._write(sock, data, deadline)
+            sent = self.written = sock.send(data)
+            if sent != len(data):
+                self._write_rest(sock, data, sent, deadline)
         except BaseException as exc:
             raise self._break(exc) from None
 
-    def _write(self, sock: socket.socket, data: bytes, deadline: float) -> None:
-        """``sendall`` by ``deadline`` (the socket armed for it): a kernel timeout covers one
-        send(), and sendall() gave each one that made some progress the whole timeout again
-        (three timeouts for a chunk bigger than the socket buffers on a server that stopped
-        reading). Each send() after a partial one gets what is left."""
-        self.written = 0
-        written = self.written = sock.send(data)
-        size = len(data)
-        if written == size:
-            return
+    def _write_rest(self, sock: socket.socket, data: bytes, sent: int, deadline: float) -> None:
+        """The rest of ``data`` after a send() that wrote ``sent`` bytes, by ``deadline``: a
+        kernel timeout covers one send(), and sendall() gave each one that made some progress
+        the whole timeout again (three timeouts for a chunk bigger than the socket buffers on a
+        server that stopped reading). ``written`` follows."""
         view = memoryview(data)
-        while written < size:
+        while sent < len(data):
             self._arm(sock, deadline)
-            written += sock.send(view[written:])
-            self.written = written
+            sent += sock.send(view[sent:])
+            self.written = sent
 
     def read(self, count: int, deadline: float) -> list[object]:
         """The next ``count`` replies, waiting no later than ``deadline``."""
