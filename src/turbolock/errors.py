@@ -148,6 +148,17 @@ class ResponseError(LockError):
         self.code = code
 
 
+class FencedWriteError(ResponseError):
+    """``FencedStore.write_many``: the server refused some items with an error (a key holding
+    another type: WRONGTYPE...); the others went through. ``written`` has one flag per item in
+    input order (True: written; False: refused by its fence, or by this error); ``names`` lists
+    the keys of the items the server refused."""
+
+    def __init__(self, message: str, code: str, *, names: Names, written: list[bool]) -> None:
+        super().__init__(message, code, names=names)
+        self.written = written
+
+
 class LockNotOwnedError(LockError):
     """A release or extend found the lock no longer ours (expired, or someone else's)."""
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from turbolock.errors import InvalidArgumentTypeError, StaleFenceError
+from turbolock.errors import FencedWriteError, InvalidArgumentTypeError, ReplyError, StaleFenceError
 
 __all__ = ["MAX_FENCE", "Fence", "FencedStore"]
 
@@ -129,6 +129,20 @@ def write_calls(items: Sequence[tuple[str | bytes, str | bytes | int, Fence]]) -
     return calls
 
 
+def write_many_result(replies: list[Any], calls: list[Call]) -> list[bool]:
+    """Whether each item was written; ``FencedWriteError`` when the server refused some of them
+    (the others were written: the error says which)."""
+    written = [not isinstance(reply, Exception) and bool(reply) for reply in replies]
+    failed = [i for i, reply in enumerate(replies) if isinstance(reply, Exception)]
+    if not failed:
+        return written
+    # Through ReplyError: an error quoting the command's arguments back is shown without them.
+    first = ReplyError(str(replies[failed[0]]))
+    raise FencedWriteError(f"the server refused {len(failed)} of {len(replies)} fenced writes: {first}; "
+                           "the others went through (see .written)", first.code,
+                           names=[calls[i][0][0] for i in failed], written=written)
+
+
 class FencedStore:
     """Values guarded by fences, in a Redis reached through ``redis`` (a ``redis.Redis``).
     A fence is a lease's ``fence``, or a Redlock lease's ``fences`` (see ``Fence``). The asyncio
@@ -151,9 +165,11 @@ class FencedStore:
         return bool(self._write(keys=keys, args=args))
 
     def write_many(self, items: Sequence[tuple[str | bytes, str | bytes | int, Fence]]) -> list[bool]:
-        """``write`` for each (key, value, fence), pipelined; whether each was written."""
+        """``write`` for each (key, value, fence), pipelined; whether each was written.
+        ``FencedWriteError`` when the server refused some (their keys in ``names``, ``written``
+        saying which of the others went through)."""
         calls = write_calls(items)
         pipe = self.redis.pipeline(transaction=False)
         for keys, args in calls:
             self._write(keys=keys, args=args, client=pipe)
-        return [bool(reply) for reply in pipe.execute()]
+        return write_many_result(pipe.execute(raise_on_error=False), calls)

@@ -6,7 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from turbolock.fencing import READ, WRITE, Fence, read_call, read_result, write_call, write_calls
+from turbolock.fencing import (
+    READ,
+    WRITE,
+    Fence,
+    read_call,
+    read_result,
+    write_call,
+    write_calls,
+    write_many_result,
+)
 
 
 class AsyncFencedStore:
@@ -30,9 +39,11 @@ class AsyncFencedStore:
         return bool(await self._write(keys=keys, args=args))
 
     async def write_many(self, items: Sequence[tuple[str | bytes, str | bytes | int, Fence]]) -> list[bool]:
-        """``write`` for each (key, value, fence), pipelined; whether each was written."""
+        """``write`` for each (key, value, fence), pipelined; whether each was written.
+        ``FencedWriteError`` when the server refused some (their keys in ``names``, ``written``
+        saying which of the others went through)."""
         calls = write_calls(items)
         async with self.redis.pipeline(transaction=False) as pipe:
             for keys, args in calls:
                 await self._write(keys=keys, args=args, client=pipe)
-            return [bool(reply) for reply in await pipe.execute()]
+            return write_many_result(await pipe.execute(raise_on_error=False), calls)
