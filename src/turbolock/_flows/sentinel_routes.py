@@ -31,6 +31,7 @@ from turbolock._wire.outcomes import (
 from turbolock._wire.replies import reply_error
 from turbolock._wire.slot_map import Address
 from turbolock.errors import (
+    ClientClosedError,
     ConnectionError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
@@ -164,6 +165,8 @@ def ask_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Ad
             reply = yield Call(sentinels.node(sentinel).command_one,
                                ((b"SENTINEL", GET_MASTER, routes.service.encode()),
                                 turn_deadline(deadline, position, len(order))))
+        except ClientClosedError:
+            raise  # the client closed under the call: no other Sentinel will do
         except LockError as exc:
             routes.unanswered(sentinel)
             errors.append(f"{sentinel[0]}:{sentinel[1]}: {exc}")

@@ -1,0 +1,53 @@
+"""close() while a call asks the Sentinels for the master (the first one hung): the call ends in
+``ClientClosedError``, as any call on a closed client does. The Sentinel loop caught the closed
+table's error as one more Sentinel that did not answer, and the call ended in a plain
+``ConnectionError`` ("no Sentinel gave the master"), telling the caller to look at the Sentinels.
+The control: a call left alone finds the master past the hung Sentinel."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from _blocking_async import FRONTS
+from turbolock import ClientClosedError
+from turbolock.redis_sentinel import RedisSentinel
+
+from ._helpers import sentinel_fronts
+
+TIMEOUT = 2.0
+
+
+@pytest.mark.parametrize("close", [True, False], ids=["closed", "control"])
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_call_asking_the_sentinels_ends_closed_when_the_client_closes(
+        sentinel_group: RedisSentinel, core_name: str, key_prefix: str, front: str, close: bool) -> None:
+    fronts = sentinel_fronts(front, sentinel_group, core_name, key_prefix, timeout=TIMEOUT,
+                             connect_timeout=TIMEOUT)
+    outcome: list[object] = []
+    sentinel_group.sentinels[0].pause()
+    try:
+        client = fronts.make()
+
+        def call() -> None:
+            try:
+                outcome.append(client.query("asking"))
+            except Exception as exc:  # the outcome under test
+                outcome.append(exc)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        time.sleep(0.3)  # the call waits on the hung Sentinel (half its deadline)
+        if close:
+            client.close()
+        caller.join(TIMEOUT + 2)
+        assert not caller.is_alive()
+    finally:
+        sentinel_group.sentinels[0].resume()
+        fronts.close()
+    if close:
+        assert isinstance(outcome[0], ClientClosedError), repr(outcome[0])
+    else:
+        assert getattr(outcome[0], "held", None) is False, repr(outcome[0])
