@@ -16,9 +16,23 @@ _URL_WITH_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*(?:@|pas
 
 class _Parser(argparse.ArgumentParser):
     """argparse quotes a value it refuses ("invalid choice: '...'", "unrecognized arguments:
-    ..."): a URL given in the wrong place is never quoted with its credentials."""
+    ..."): a URL given in the wrong place is never quoted with its credentials. Each argument
+    holding some is taken out whole (a password may hold a quote or a space, where a pattern
+    for URLs in the message would stop); the pattern catches what is left."""
+
+    secret_arguments: list[str] = []  # the run's, shared by every subparser
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: Any = None) -> tuple[Any, list[str]]:
+        given = sys.argv[1:] if args is None else list(args)
+        # Added to, not replaced: a subparser sees only the arguments after its command's name.
+        secrets = {arg for arg in given if "://" in arg and ("@" in arg or "password=" in arg)}
+        _Parser.secret_arguments = sorted(secrets.union(_Parser.secret_arguments), key=len, reverse=True)
+        return super().parse_known_args(given, namespace)
 
     def error(self, message: str) -> NoReturn:
+        for argument in _Parser.secret_arguments:
+            message = message.replace(argument, "<a URL with credentials>")
         super().error(_URL_WITH_CREDENTIALS.sub("<a URL with credentials>", message))
 
 
