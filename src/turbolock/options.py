@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import ssl as _ssl
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -65,9 +66,7 @@ class ConnectionOptions:
     wake_waiters: bool = True
 
     def __post_init__(self) -> None:
-        _check_str(self.host, "host")
-        if not self.host.strip():
-            raise InvalidArgumentError("host", "must not be empty")
+        check_host(self.host, "host")
         _check_int(self.port, "port")
         if not 0 < self.port < 65536:
             raise InvalidArgumentError("port", "must be an int from 1 to 65535")
@@ -170,6 +169,21 @@ def _unloadable(path: str | None, exc: OSError) -> str:
 def _check_str(value: object, argument: str) -> None:
     if not isinstance(value, str):
         raise InvalidArgumentTypeError(argument, f"must be str, not {type(value).__name__}")
+
+
+_NOT_IN_A_HOST = re.compile(r"[\s\x00-\x1f\x7f/@]")
+
+
+def check_host(host: object, argument: str) -> None:
+    """A host name or an IP address. A URL given as a host (the common slip for ``from_url``)
+    is refused without quoting it: it may hold a password."""
+    if not isinstance(host, str):
+        raise InvalidArgumentTypeError(argument, f"must be str, not {type(host).__name__}")
+    if not host.strip():
+        raise InvalidArgumentError(argument, "must not be empty")
+    if _NOT_IN_A_HOST.search(host):
+        raise InvalidArgumentError(argument, "must be a host name or an IP address (no '/', '@', spaces or "
+                                             "control characters); a URL goes to from_url")
 
 
 def _check_int(value: object, argument: str) -> None:
@@ -499,6 +513,7 @@ def node_address(node: object, argument: str) -> tuple[str, int]:
         return options.host, options.port
     if (isinstance(node, tuple) and len(node) == 2 and isinstance(node[0], str)
             and type(node[1]) is int and 0 < node[1] < 65536):
+        check_host(node[0], argument)
         return node[0], node[1]
     # The item's type alone: a URL given as bytes or a (host, port, password) carries a secret.
     raise InvalidArgumentTypeError(argument, f"items must be URLs or (host, port) pairs, not a "
