@@ -16,6 +16,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX
+from turbolock._wire.validate import encode_name
 from turbolock.errors import InvalidArgumentError
 from turbolock.options import options_from_url, redis_py_url
 
@@ -134,14 +135,15 @@ def _escape_glob(text: bytes) -> bytes:
     return b"".join(b"\\" + bytes((byte,)) if byte in b"*?[]\\" else bytes((byte,)) for byte in text)
 
 
-def _key(prefix: str, name: str) -> bytes:
-    return raw(prefix, "--prefix") + raw(name, "name")
+def lock_key(prefix: str, name: str) -> bytes:
+    """The key of the lock ``name``, refused as the clients refuse it (empty, too long)."""
+    return raw(prefix, "--prefix") + encode_name(raw(name, "name"))
 
 
 def inspect(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> HeldLock | None:
     """The lock ``name`` if anyone holds it, else None (a key without a ttl, or one that is not a
     string, is no lock: ``NO_TTL``)."""
-    key = _key(prefix, name)
+    key = lock_key(prefix, name)
     pttl = server.pttl(key)
     if not _is_lock(server.type(key), pttl):
         return None
@@ -152,7 +154,7 @@ def force_release(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> b
     """Delete the lock ``name`` whoever holds it; whether there was one to delete. Its holder is
     not told: it finds the lock gone at its next renewal, extend or check; its waiters are. A key
     without a ttl, or one that is not a string, is never deleted (``NO_TTL``)."""
-    key = _key(prefix, name)
+    key = lock_key(prefix, name)
     if not _is_lock(server.type(key), server.pttl(key)):
         return False
     if not server.delete(key):

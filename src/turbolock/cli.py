@@ -115,6 +115,8 @@ def _add_locks(commands: Any) -> None:
 def _run_locks(args: argparse.Namespace) -> int:
     from turbolock import admin
 
+    if args.action != "list":
+        admin.lock_key(args.prefix, args.name)  # a bad name is bad input, before any connection
     server = admin.connect(args.url)
     try:
         if args.action == "list":
