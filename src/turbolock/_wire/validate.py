@@ -128,11 +128,18 @@ def timeout_seconds(timeout: object, argument: str = "timeout") -> float | None:
     return seconds
 
 
+MAX_TIMEOUT_SECONDS = 365 * 24 * 3600
+"""The longest connect or call timeout (a year): the platform's socket and thread waits refuse
+ones not much longer (``OverflowError`` past about 1e9 s), so a call would fail, not wait."""
+
+
 def positive_seconds(value: object, argument: str) -> float:
-    """A finite, positive duration (connect and call timeouts)."""
+    """A finite, positive duration (connect and call timeouts), at most a year."""
     seconds = _seconds(value, argument)
     if math.isnan(seconds) or math.isinf(seconds) or seconds <= 0:
         raise InvalidArgumentError(argument, "must be a finite, positive number of seconds")
+    if seconds > MAX_TIMEOUT_SECONDS:
+        raise InvalidArgumentError(argument, f"must be at most {MAX_TIMEOUT_SECONDS} seconds (a year)")
     return seconds
 
 
