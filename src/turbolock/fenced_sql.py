@@ -61,6 +61,8 @@ def _statement_names(table: object, key_column: object, fence_column: object,
 
 
 def _placeholder(paramstyle: str) -> str:
+    if not isinstance(paramstyle, str):
+        raise InvalidArgumentTypeError("paramstyle", f"must be str, not {type(paramstyle).__name__}")
     if paramstyle not in _PLACEHOLDERS:
         raise InvalidArgumentError("paramstyle", "must be 'named' (sqlite3) or 'pyformat' (psycopg)")
     return _PLACEHOLDERS[paramstyle]

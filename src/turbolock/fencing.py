@@ -119,6 +119,9 @@ def write_call(key: object, value: object, fence: object) -> Call:
 
 def write_calls(items: Sequence[tuple[str | bytes, str | bytes | int, Fence]]) -> list[Call]:
     """Every item's call, all checked before any is sent."""
+    if isinstance(items, str | bytes) or not hasattr(items, "__iter__"):
+        raise InvalidArgumentTypeError("items", f"must be a sequence of (key, value, fence) tuples, not "
+                                                f"{type(items).__name__}")
     calls = []
     for item in items:
         try:
