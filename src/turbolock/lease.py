@@ -185,7 +185,8 @@ def lease_released(lease: Lease, released: bool) -> None:
     ``ensure_held()`` raises); one the server said was not ours is lost (a lease released
     before, answered again, stays released)."""
     if released:
-        lease._expires = RELEASED
+        with _belief_lock:  # so a success settled at the same time (a renewal's) cannot undo it
+            lease._expires = RELEASED
     elif lease._expires != RELEASED:
         lease.mark_lost("a release found its key gone or held by another token")
 
@@ -193,7 +194,8 @@ def lease_released(lease: Lease, released: bool) -> None:
 def leases_released(core: Any, leases: list[Lease], released: Sequence[bool]) -> None:
     """``lease_released`` for a bulk release's leases (the usual case in one pass of ``core``)."""
     if all(released):
-        core.set_slot(leases, _EXPIRES, RELEASED)
+        with _belief_lock:
+            core.set_slot(leases, _EXPIRES, RELEASED)
         return
     for lease, done in zip(leases, released, strict=True):
         lease_released(lease, done)
@@ -319,6 +321,10 @@ def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> list[f
         _belief_changes += 1
         for lease in leases:
             flight = lease._flight
+            if lease._expires is RELEASED:  # a release answered while this was in flight: it stays so
+                believe(RELEASED)
+                _take(lease, sent_at)
+                continue
             if isinstance(flight, tuple) and flight[0] == sent_at and lease._ghost is None:
                 believe(flight[1])
                 lease._expires = flight[1]  # alone in flight: believed as it is

@@ -102,6 +102,8 @@ def _renew_group_flow(client: RedlockRules, renewer: Any, ttl_ms: int,
         if renewed:
             book.renewed(renewed, sent_at, ttl_ms)
             for red, summary in zip(renewed, summaries, strict=True):
+                if red._released:  # released while other leases' on_lost ran: not extended for it
+                    continue
                 red.extensions += 1
                 red.instances = summary
     if retry:
