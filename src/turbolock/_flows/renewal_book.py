@@ -22,6 +22,7 @@ import logging
 import math
 import operator
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -362,7 +363,9 @@ class RenewalBook:
                 state.terms = terms = state.terms.for_ttl(lease.ttl_ms)
                 with self._lock:
                     self._poll_for(terms.renew_before)
-            self._schedule(state, lease.expires_at - state.renew_before)
+            expires_at, now = lease.expires_at, time.monotonic()
+            when = expires_at - state.renew_before
+            self._schedule(state, when if when > now else _capped_due(state, expires_at, now))
 
     def held_leases(self) -> list[Lease]:
         with self._lock:
@@ -465,7 +468,8 @@ class RenewalBook:
                     continue
                 state.renewals += 1
                 state.ttl_ms = ttl_ms
-                schedule(state.id, expires_at - state.terms.renew_before)
+                when = expires_at - state.terms.renew_before
+                schedule(state.id, when if when > sent_at else _capped_due(state, expires_at, sent_at))
 
     def settle(self, batch: list[Lease], failed: list[tuple[int, object]], sent_at: float,
                ttl_ms: int) -> tuple[list[Lease], list[tuple[Lease, object]]]:
@@ -528,6 +532,7 @@ class RenewalBook:
         with self._lock:
             if state.released:
                 return None
+            state.released = True  # forgotten: not renewed, nor released if the program drops it
             self._wheel.cancel(state.id)
             self._held.pop(state.id, None)
         if not lease.mark_lost(reason):
@@ -546,6 +551,16 @@ class RenewalBook:
         self._held.clear()
         self._collected.clear()
         self._wheel = self._core.TimerWheel(WHEEL_TICK, WHEEL_SLOTS, now)
+
+
+def _capped_due(state: RenewalState, expires_at: float, since: float) -> float:
+    """When to renew a lease whose belief, from ``since``, is shorter than its margin: capped by
+    a renewal that got no reply and may still run (``lease._ghost``: it would set its own, shorter
+    ttl), whatever ttl later commands set. Renewing at once would leave it as short again: it is
+    renewed at the pace of that shorter ttl instead, each renewal restoring the longer one on
+    the server should the old one run."""
+    life_ms = max(1, int((expires_at - since) * 1000))
+    return expires_at - state.terms.for_ttl(life_ms).renew_before
 
 
 def _alive(state: RenewalState) -> Lease | None:
