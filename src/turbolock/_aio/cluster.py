@@ -14,7 +14,7 @@ from typing import Any
 
 from turbolock._aio.drive import run
 from turbolock._aio.executor import Executor
-from turbolock._aio.pool import ConnectionPool
+from turbolock._aio.pool import ConnectionPool, cancelling
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags
 from turbolock._flows.cluster_renewal import renew_flow
 from turbolock._flows.cluster_routes import (
@@ -74,21 +74,34 @@ class ClusterExecutor:
         return False
 
     async def refresh(self, deadline: float) -> SlotMap:
-        """Read the slot map, one refresh at a time: a task that finds one under way waits for it."""
-        task = self._refreshing
-        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
-            task = asyncio.get_running_loop().create_task(run(refresh_flow(self.routes, self, deadline)))
-            self._refreshing = task
-            # Shielded: a caller cancelled while waiting must not cancel the refresh others wait
-            # on. The read is bounded by this caller's deadline already.
-            return await asyncio.shield(task)
-        # Another call's read: waited for no later than this caller's own deadline.
-        try:
-            return await asyncio.wait_for(asyncio.shield(task), max(0.0, deadline - time.monotonic()))
-        except asyncio.TimeoutError:  # builtins.TimeoutError from 3.11; its own class before
-            if task.done():  # it ended as the wait did: its own result, or its own error
-                return task.result()
-            raise refresh_waited_too_long() from None
+        """Read the slot map, one refresh at a time: a task that finds one under way waits for it,
+        no later than its own ``deadline``; when that read fails while this caller has time left
+        (it ended by another call's deadline), this caller reads the map itself."""
+        while True:
+            task = self._refreshing
+            if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+                if self._closed:
+                    raise ClientClosedError()
+                task = asyncio.get_running_loop().create_task(run(refresh_flow(self.routes, self, deadline)))
+                self._refreshing = task
+                try:
+                    # Shielded: a caller cancelled while waiting must not cancel the read others
+                    # wait on. The read is bounded by this caller's deadline already.
+                    return await asyncio.shield(task)
+                except asyncio.CancelledError:
+                    if self._closed and task.cancelled() and not cancelling():
+                        raise ClientClosedError() from None  # close() cancelled the read, not the caller
+                    raise
+            # Another call's read (asyncio.wait neither cancels it on timeout nor with the caller).
+            done, _ = await asyncio.wait([task], timeout=max(0.0, deadline - time.monotonic()))
+            if not done:
+                raise refresh_waited_too_long()
+            if task.cancelled():
+                if self._closed:
+                    raise ClientClosedError()
+                continue
+            if task.exception() is None or time.monotonic() >= deadline:
+                return task.result()  # its map, or its error when this caller has no time left either
 
     def _deadline(self) -> float:
         return time.monotonic() + self.timeout

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from turbolock._aio.pool import ConnectionPool
 from turbolock._aio.protocol import RedisProtocol
-from turbolock._aio.waiting import done_by
+from turbolock._aio.waiting import done_by, run_within
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, raw_replies_tag, subset_orphans
 from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
@@ -33,7 +34,7 @@ from turbolock._wire.outcomes import (
     noscript_indices,
     wait_command,
 )
-from turbolock.errors import ReplyError
+from turbolock.errors import ReplyError, UnsentTimeoutError
 
 
 def _script_load(conn: RedisProtocol, script: _scripts.Script) -> None:
@@ -76,6 +77,27 @@ class Executor:
         """Whether the server offers ``SET ... IFEQ``, as the pool's newest connection's handshake said."""
         return self.pool.set_ifeq
 
+    async def _connection(self, conn: RedisProtocol | None,
+                          deadline: float | None) -> tuple[RedisProtocol, float | None]:
+        """A connection (``conn``, the pool's ready one, if any), and the loop time its call's
+        reply counts from (``RedisProtocol.submit``): the connect's start, or earlier so that the
+        reply is due by ``deadline`` (monotonic), the end of a call that spent part of its time
+        elsewhere (a Redis Cluster's map read). Opening the connection past ``deadline``:
+        ``UnsentTimeoutError``. (Awaited only off the hot path: no ready connection, or a deadline.)"""
+        since = None
+        if deadline is None:
+            if conn is None:
+                conn, since = await self.pool.connect_since()
+            return conn, since
+        if conn is None:
+            finished, opened = await run_within(self.pool.connect_since(), deadline - time.monotonic())
+            if not finished or opened is None:
+                raise UnsentTimeoutError(f"the call's deadline passed while a connection to "
+                                         f"{self.pool.options.address} was opened; nothing was sent")
+            conn, since = opened
+        due_from = conn.loop.time() + (deadline - time.monotonic()) - conn.timeout
+        return conn, due_from if since is None or due_from < since else since
+
     async def _acked(self, conn: RedisProtocol) -> object:
         """How many replicas have this connection's writes (``WAIT``), None when it cannot tell."""
         assert self.wait is not None
@@ -87,10 +109,10 @@ class Executor:
 
     async def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
         """PTTL of one lock key. Transport errors propagate. Every call here is bounded by the
-        connection's timeout; ``deadline`` is the blocking twin's (a Redis Cluster's flows pass it)."""
+        connection's timeout, and by ``deadline`` when one is given (a Redis Cluster's flows pass it)."""
         conn, since = self.pool.ready(), None
-        if conn is None:
-            conn, since = await self.pool.connect_since()
+        if conn is None or deadline is not None:
+            conn, since = await self._connection(conn, deadline)
         conn.buffer.append_pttl(key)
         try:
             return await conn.submit(1, None, since)
@@ -119,8 +141,8 @@ class Executor:
         """``SET key token NX PX ttl_ms``; ``Unconfirmed`` when it was written and no reply came. A
         cancelled caller's lock is released once its reply comes (the pool's ``on_orphan``)."""
         conn, since = self.pool.ready(), None
-        if conn is None:
-            conn, since = await self.pool.connect_since()
+        if conn is None or deadline is not None:
+            conn, since = await self._connection(conn, deadline)
         conn.buffer.append_set_nx_px(key, token, ttl_ms)
         tag = (key, token, ttl_ms)
         try:
@@ -158,8 +180,8 @@ class Executor:
         when the command was written and no reply came. ``durable``: an acquire, followed by
         ``WAIT`` when the client waits for replicas."""
         conn, since = self.pool.ready(), None
-        if conn is None:
-            conn, since = await self.pool.connect_since()
+        if conn is None or deadline is not None:
+            conn, since = await self._connection(conn, deadline)
         buf = conn.buffer
         buf.append_command((b"ASKING",))
         append(buf)
@@ -195,8 +217,8 @@ class Executor:
         caller) raises ``Unconfirmed``; a failure before anything was sent propagates as it is.
         """
         conn, since = self.pool.ready(), None
-        if conn is None:
-            conn, since = await self.pool.connect_since()
+        if conn is None or deadline is not None:
+            conn, since = await self._connection(conn, deadline)
         buf = conn.buffer
         # Only EXTEND ever goes as SET IFEQ: a release (the hot path) reads one flag, calls nothing.
         as_set = conn.set_ifeq and script is _scripts.EXTEND and ttl_ms is not None
@@ -243,15 +265,17 @@ class Executor:
             return results
         size = self.chunk_size if chunk_size is None else chunk_size
         conn, since = self.pool.ready(), None
-        if conn is None:
-            conn, since = await self.pool.connect_since()
+        bounded = deadline != math.inf  # a renewal round's, a Redis Cluster master's share of one
+        if conn is None or bounded:
+            conn, since = await self._connection(conn, deadline if bounded else None)
 
         def store(start: int, replies: list[object]) -> None:
             results[start:start + len(replies)] = replies
             if on_replies is not None:
                 on_replies(start, replies)
 
-        await _run_chunks(conn, count, size, encode, store, results, orphans, since, shape)
+        await _run_chunks(conn, count, size, encode, store, results, orphans, since, shape,
+                          since if bounded else None)
         if script is not None and reencode is not None:
             await self._reload_and_retry(script, reencode, results, size, orphans)
         if durable and self.wait is not None:
@@ -307,10 +331,12 @@ class Executor:
 
 async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encoder,
                       on_replies: ReplyHandler, results: list[object], orphans: OrphanTags | None,
-                      since: float | None = None, shape: ReplyShape | None = None) -> None:
+                      since: float | None = None, shape: ReplyShape | None = None,
+                      every_since: float | None = None) -> None:
     """Send items 0..count-1 in chunks of ``size``, two chunks in flight; a broken connection
     marks items ``UNKNOWN`` (sent) or leaves them ``NOT_SENT`` instead of raising. ``since``: the
-    first chunk's deadline counts from then (the call waited for its connection to open)."""
+    first chunk's deadline counts from then (the call waited for its connection to open);
+    ``every_since``: every chunk's does (a call with a deadline of its own)."""
     buf = conn.buffer
     inflight: deque[tuple[int, int, asyncio.Future[Any], Any]] = deque()
     next_start = 0
@@ -325,7 +351,7 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
                     replies_due = shape.count(next_start, stop)
                     tag = None if tag is None else raw_replies_tag(tag)
                 try:
-                    fut = conn.submit(replies_due, tag, since if next_start == 0 else None)
+                    fut = conn.submit(replies_due, tag, since if next_start == 0 else every_since)
                 except NotSent:  # broken, or retired: the rest stays NOT_SENT, the chunks sent are answered
                     count = next_start
                     break

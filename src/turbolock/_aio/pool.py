@@ -29,11 +29,11 @@ from turbolock.options import ConnectionOptions
 STALE_CHECK_AFTER = 0.001
 
 
-def _cancelling() -> bool:
+def cancelling() -> bool:
     """Whether the running task is being cancelled (unknown before Python 3.11: taken as not)."""
     current = asyncio.current_task()
-    cancelling = getattr(current, "cancelling", None)
-    return bool(cancelling()) if cancelling is not None else False
+    count = getattr(current, "cancelling", None)
+    return bool(count()) if count is not None else False
 
 
 class ConnectionPool:
@@ -111,7 +111,7 @@ class ConnectionPool:
             # Shielded: a caller cancelled while waiting must not cancel the connect others wait on.
             return await asyncio.shield(task)
         except asyncio.CancelledError:
-            if self._closed and task.cancelled() and not _cancelling():
+            if self._closed and task.cancelled() and not cancelling():
                 raise ClientClosedError() from None  # close() cancelled the connect, not the caller
             raise
         except Exception:

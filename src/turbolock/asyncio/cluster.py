@@ -6,6 +6,7 @@ threaded client's. Everything else is ``AsyncLockClient``'s.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from turbolock._aio.cluster import ClusterExecutor
 from turbolock._aio.cluster_waker import AsyncClusterWaker
 from turbolock._aio.pool import ConnectionPool
+from turbolock._aio.waiting import run_within
 from turbolock._flows.claim import ClaimResult
 from turbolock._flows.client_settings import (
     CLIENT_KEYWORDS,
@@ -22,15 +24,17 @@ from turbolock._flows.client_settings import (
 )
 from turbolock._flows.cluster_claim import cluster_claim_flow
 from turbolock._flows.cluster_routes import cluster_startup, startup_addresses
-from turbolock._flows.renewal_book import AutoRenew, Batch, OnLost
+from turbolock._flows.renewal_book import SETTLE_MARGIN, AutoRenew, Batch, OnLost
 from turbolock._flows.single import acquire_result
 from turbolock._flows.steps import Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.fair_scripts import FAIR_ACQUIRE_IN_SLOT
-from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler, Unconfirmed
+from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, ReplyHandler, Unconfirmed
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
 from turbolock.asyncio.client import DEFAULT_MAX_CONNECTIONS, AsyncLockClient
 from turbolock.lease import Lease
+
+log = logging.getLogger("turbolock.renewal")
 
 
 class AsyncClusterLockClient(AsyncLockClient):
@@ -104,5 +108,13 @@ class AsyncClusterLockClient(AsyncLockClient):
 
     async def _renew_batches(self, batches: list[Batch], encode: Encoder, reencode: Reencoder,
                              on_replies: ReplyHandler, deadline: float) -> list[object]:
-        # The batches themselves: each is split per master and sent in the form a node accepts.
-        return list(await self._cluster.renew(batches, deadline))
+        # The batches themselves: each is split per master and sent in the form a node accepts,
+        # each master's share answered by the round's deadline (the leases' expiry less the time
+        # to settle: a loss is signalled before it), or marked unanswered. Cut short here only
+        # if that failed: a round cut short loses what the masters that answered said.
+        sending = self._cluster.renew(batches, deadline)
+        finished, replies = await run_within(sending, deadline + SETTLE_MARGIN / 2 - time.monotonic())
+        if finished and replies is not None:
+            return list(replies)
+        log.warning("turbolock: renewal of %d batches got no answer in time", len(batches))
+        return [UNKNOWN] * len(batches)
