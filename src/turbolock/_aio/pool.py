@@ -92,32 +92,47 @@ class ConnectionPool:
         conn.abort(ConnectionError(f"{self.options.address} closed the connection"))  # dropped from _open
         return None
 
-    async def connect(self) -> RedisProtocol:
+    async def connect(self, until: float | None = None) -> RedisProtocol:
         """Open one more connection (one at a time; concurrent callers share it). While one is
-        being opened, callers are served by an open one if there is any."""
-        if self._closed:
-            raise ClientClosedError()
-        self.adopt_running_loop()
-        task = self._connecting
-        if task is None:
-            if len(self._open) >= self.size:
-                return self._open[0]
-            task = asyncio.get_running_loop().create_task(self._connect_one())
-            self._connecting = task
-            task.add_done_callback(self._connected)
-        elif self._open:
-            return self._open[self._next % len(self._open)]
-        try:
-            # Shielded: a caller cancelled while waiting must not cancel the connect others wait on.
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if self._closed and task.cancelled() and not cancelling():
-                raise ClientClosedError() from None  # close() cancelled the connect, not the caller
-            raise
-        except Exception:
-            if self._open and not self._closed:  # one more connection could not be opened: make do
-                return self._open[0]
-            raise
+        being opened, callers are served by an open one if there is any. ``until`` (loop time):
+        the caller's deadline, past which it waits for no connect (``UnsentTimeoutError``), and
+        before which it opens one itself when the one it shared failed (that one ended by
+        another call's deadline)."""
+        while True:
+            if self._closed:
+                raise ClientClosedError()
+            self.adopt_running_loop()
+            task = self._connecting
+            shared = task is not None
+            if task is None:
+                if len(self._open) >= self.size:
+                    return self._open[0]
+                task = asyncio.get_running_loop().create_task(self._connect_one())
+                self._connecting = task
+                task.add_done_callback(self._connected)
+            elif self._open:
+                return self._open[self._next % len(self._open)]
+            try:
+                if until is None:
+                    # Shielded: a caller cancelled while waiting must not cancel the connect others wait on.
+                    return await asyncio.shield(task)
+                # (asyncio.wait neither cancels the connect at its timeout nor with the caller)
+                done, _ = await asyncio.wait([task], timeout=max(0.0, until - task.get_loop().time()))
+                if not done:
+                    raise self._unsent()
+                return task.result()
+            except asyncio.CancelledError:
+                if self._closed and task.cancelled() and not cancelling():
+                    raise ClientClosedError() from None  # close() cancelled the connect, not the caller
+                raise
+            except UnsentTimeoutError:
+                raise
+            except Exception:
+                if self._open and not self._closed:  # one more connection could not be opened: make do
+                    return self._open[0]
+                if shared and until is not None and task.get_loop().time() < until and not self._closed:
+                    continue
+                raise
 
     async def connect_since(self) -> tuple[RedisProtocol, float]:
         """``connect()``, and the loop time the caller began waiting: its call's deadline counts
@@ -125,11 +140,14 @@ class ConnectionPool:
         ``UnsentTimeoutError`` when the whole of it went on opening the connection."""
         loop = asyncio.get_running_loop()
         since = loop.time()
-        conn = await self.connect()
+        conn = await self.connect(since + self.options.timeout)
         if loop.time() >= since + self.options.timeout:
-            raise UnsentTimeoutError(f"the call's deadline passed while a connection to "
-                                     f"{self.options.address} was opened; nothing was sent")
+            raise self._unsent()
         return conn, since
+
+    def _unsent(self) -> UnsentTimeoutError:
+        return UnsentTimeoutError(f"the call's deadline passed while a connection to "
+                                  f"{self.options.address} was opened; nothing was sent")
 
     async def _connect_one(self) -> RedisProtocol:
         conn = await self._open_connection()
