@@ -9,13 +9,32 @@ import asyncio
 import threading
 from typing import Any
 
+import pytest
+
+from turbolock import Lease, LockError
+
 T = 2.0
 B_STARTS = 0.8
 RESUME_AT = 2.3
 
 
-async def call_after_a_shared_connect_failed(client: Any, server: Any) -> tuple[object, object]:
-    """(A's outcome, B's), ``client`` having just lost its connection to ``server``, paused."""
+async def a_shared_connect_fails(client: Any, server: Any) -> None:
+    """``client`` (warmed up) loses its connection to ``server``, left paused; then A and B call,
+    and ``server`` answers again between A's deadline and B's."""
+    try:
+        assert await client.try_acquire("warm-up", 30) is not None
+        server.pause()
+        with pytest.raises(LockError):  # times out: the connection dropped (Sentinel: the master forgotten)
+            await client.try_acquire("first", 30)
+        a, b = await _two_calls(client, server)
+    finally:
+        server.resume()
+        await client.close()
+    assert isinstance(a, LockError), a
+    assert isinstance(b, Lease), f"B ended with {b!r} with 0.5 s of its own left"
+
+
+async def _two_calls(client: Any, server: Any) -> tuple[object, object]:
     timer = threading.Timer(RESUME_AT, server.resume)
     timer.start()
     try:
