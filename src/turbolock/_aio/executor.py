@@ -95,8 +95,11 @@ class Executor:
                 raise UnsentTimeoutError(f"the call's deadline passed while a connection to "
                                          f"{self.pool.options.address} was opened; nothing was sent")
             conn, since = opened
-        due_from = conn.loop.time() + (deadline - time.monotonic()) - conn.timeout
-        return conn, due_from if since is None or due_from < since else since
+        # Never later than the connection's own timeout from now (a far deadline, a blocking
+        # acquire's, leaves each attempt its usual time).
+        now = conn.loop.time()
+        due_from = now + (deadline - time.monotonic()) - conn.timeout
+        return conn, due_from if due_from < (now if since is None else since) else since
 
     async def _acked(self, conn: RedisProtocol) -> object:
         """How many replicas have this connection's writes (``WAIT``), None when it cannot tell."""
