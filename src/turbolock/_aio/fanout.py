@@ -170,7 +170,6 @@ async def fan_out_one(masters: Sequence[Any], buffer: Any, encode: Callable[[Any
     targets = range(count) if only is None else only
     encode(buffer)
     data: bytes = buffer.take()
-    started = time.monotonic()
     conns, opening = _start_connections(masters, targets)
     futs = _submit(conns, targets, data, 1, errors)
 
@@ -188,8 +187,7 @@ async def fan_out_one(masters: Sequence[Any], buffer: Any, encode: Callable[[Any
         buffer.append_command((b"SCRIPT", b"LOAD", script.source))
         encode(buffer)
         again = _submit(conns, retry, buffer.take(), 2, errors)  # not sent: the NOSCRIPT reply stays
-        # Within the attempt's own node timeout, as every reply of it (not a new one).
-        await _wait(masters, {}, again, max(0.0, started + timeout - time.monotonic()), _no_joining, errors)
+        await _wait(masters, {}, again, timeout, _no_joining, errors)
         _collect(masters, again, timeout, replies, errors)
         for m in again:
             got = replies[m]

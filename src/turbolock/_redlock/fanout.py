@@ -145,8 +145,7 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
                     buf = conn.buffer
                     buf.append_command((b"SCRIPT", b"LOAD", script.source))
                     encode(buf)
-                    # Within the attempt's own node timeout, as every reply of it (not a new one).
-                    loaded, reply = conn.roundtrip(buf.take(), 2, deadline)
+                    loaded, reply = conn.roundtrip(buf.take(), 2, time.monotonic() + timeout)
                     if type(loaded) is ReplyError:
                         reply = loaded
             except (LockError, OSError, NotSent) as exc:  # NotSent: a late NOSCRIPT retry
