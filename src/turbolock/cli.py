@@ -31,7 +31,8 @@ class _Parser(argparse.ArgumentParser):
         return super().parse_known_args(given, namespace)
 
     def error(self, message: str) -> NoReturn:
-        for argument in _Parser.secret_arguments:
+        for argument in _Parser.secret_arguments:  # as quoted by %r (quotes escaped), then as given
+            message = message.replace(repr(argument), "<a URL with credentials>")
             message = message.replace(argument, "<a URL with credentials>")
         super().error(_URL_WITH_CREDENTIALS.sub("<a URL with credentials>", message))
 
