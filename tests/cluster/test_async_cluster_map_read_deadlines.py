@@ -8,7 +8,10 @@
 - auto-renewal signals a lock lost by the expiry the lease believed (2.7 s late: the round
   waited the connection's whole timeout);
 - close() while another task's call reads the map ends that call in ClientClosedError (it got
-  a bare CancelledError, which asyncio code takes for its own cancellation).
+  a bare CancelledError, which asyncio code takes for its own cancellation);
+- and a call's shorter deadline is waited for by that call alone: a renewal round's, made the
+  reply deadline on the master's connection, broke that connection for another task's acquire
+  (found in review of the fix).
 
 One cluster for the module, no replicas, a node timeout long enough that no pause here makes
 a node look failed."""
@@ -89,10 +92,11 @@ def test_a_call_waiting_for_another_calls_failed_map_read_reads_it_itself(
     assert isinstance(b, Lease), f"B ended with {b!r} with 0.5 s of its own left"
 
 
-def _name_on(client: AsyncClusterLockClient, prefix: str, address: tuple[str, int]) -> str:
+def _name_on(client: AsyncClusterLockClient, prefix: str, address: tuple[str, int],
+             tag: str = "n") -> str:
     routes = client._cluster.routes
     assert routes.map is not None
-    return next(name for name in (f"{{n{i}}}" for i in range(100_000))
+    return next(name for name in (f"{{{tag}{i}}}" for i in range(100_000))
                 if routes.map.node_of(key_slot((prefix + name).encode())) == address)
 
 
@@ -189,3 +193,37 @@ def test_close_during_another_calls_map_read_ends_it_in_client_closed(
     outcome, cancelled = asyncio.run(scenario())
     assert not cancelled
     assert isinstance(outcome, ClientClosedError), f"the call ended with {outcome!r}"
+
+
+@pytest.mark.parametrize("renewed", [False, True], ids=["control", "renewed"])
+def test_a_renewal_rounds_deadline_does_not_fail_another_tasks_call(
+        quiet_cluster: RedisCluster, core_name: str, key_prefix: str, renewed: bool) -> None:
+    # A lease of 1 s (auto-renewed: its round due at ~0.67 s, its deadline before 1 s) and another
+    # task's acquire with 3 s of its own, on the same master, stopped from 0.55 s to 1.55 s.
+    async def scenario() -> object:
+        client = _client(quiet_cluster, core_name, key_prefix, timeout=3.0)
+        try:
+            assert (await client.query("warm-up")).held is False
+            master = client._cluster.routes.candidates()[0]
+            node = next(n for n in quiet_cluster.nodes if n.port == master[1])
+            started = time.monotonic()
+            name = _name_on(client, key_prefix, master, "a")
+            lease = await client.try_acquire(name, 1.0, auto_renew=renewed)
+            assert lease is not None
+            await asyncio.sleep(max(0.0, started + 0.55 - time.monotonic()))
+            node.pause()
+            timer = threading.Timer(1.0, node.resume)
+            timer.start()
+            try:
+                try:
+                    return await client.try_acquire(_name_on(client, key_prefix, master, "b"), 30)
+                except LockError as exc:
+                    return exc
+            finally:
+                timer.join()
+                node.resume()
+        finally:
+            await client.close()
+
+    outcome = asyncio.run(scenario())
+    assert isinstance(outcome, Lease), f"the acquire ended with {outcome!r}, the master answering after ~1 s"

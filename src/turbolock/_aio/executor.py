@@ -34,7 +34,11 @@ from turbolock._wire.outcomes import (
     noscript_indices,
     wait_command,
 )
-from turbolock.errors import ReplyError, UnsentTimeoutError
+from turbolock.errors import ReplyError, TimeoutError, UnsentTimeoutError
+
+DEADLINE_TOLERANCE = 0.01
+"""A call's deadline this close to the end of its connection's own timeout is left to that timeout
+(no wait of its own: the usual case, a call that went straight to its node)."""
 
 
 def _script_load(conn: RedisProtocol, script: _scripts.Script) -> None:
@@ -80,26 +84,39 @@ class Executor:
     async def _connection(self, conn: RedisProtocol | None,
                           deadline: float | None) -> tuple[RedisProtocol, float | None]:
         """A connection (``conn``, the pool's ready one, if any), and the loop time its call's
-        reply counts from (``RedisProtocol.submit``): the connect's start, or earlier so that the
-        reply is due by ``deadline`` (monotonic), the end of a call that spent part of its time
-        elsewhere (a Redis Cluster's map read). Opening the connection past ``deadline``:
-        ``UnsentTimeoutError``. (Awaited only off the hot path: no ready connection, or a deadline.)"""
+        reply counts from (``RedisProtocol.submit``: the connect's start). With ``deadline`` (a
+        call that spent part of its time elsewhere: a Redis Cluster's map read), nothing is sent
+        once it has passed, nor after a connect that outlived it: ``UnsentTimeoutError``.
+        (Awaited only off the hot path: no ready connection, or a deadline.)"""
         since = None
-        if deadline is None:
-            if conn is None:
-                conn, since = await self.pool.connect_since()
-            return conn, since
         if conn is None:
+            if deadline is None:
+                return await self.pool.connect_since()
             finished, opened = await run_within(self.pool.connect_since(), deadline - time.monotonic())
             if not finished or opened is None:
-                raise UnsentTimeoutError(f"the call's deadline passed while a connection to "
-                                         f"{self.pool.options.address} was opened; nothing was sent")
+                raise self._unsent()
             conn, since = opened
-        # Never later than the connection's own timeout from now (a far deadline, a blocking
-        # acquire's, leaves each attempt its usual time).
-        now = conn.loop.time()
-        due_from = now + (deadline - time.monotonic()) - conn.timeout
-        return conn, due_from if due_from < (now if since is None else since) else since
+        if deadline is not None and deadline <= time.monotonic():
+            raise self._unsent()
+        return conn, since
+
+    def _unsent(self) -> UnsentTimeoutError:
+        return UnsentTimeoutError(f"the call's deadline passed before anything was sent to "
+                                  f"{self.pool.options.address}")
+
+    async def _by(self, fut: asyncio.Future[Any], deadline: float | None, orphan: Any = None) -> Any:
+        """``fut``'s reply, waited for no later than ``deadline`` when it comes well before the
+        connection's own timeout would (a call that spent part of its time elsewhere). Past it,
+        the reply is left to the protocol (an acquire's lock, ``orphan``, released by the pool's
+        ``on_orphan`` once it comes) and ``TimeoutError`` raised: the connection, which other
+        calls share, is not broken for one call's shorter deadline."""
+        if deadline is None or deadline - time.monotonic() > self.pool.options.timeout - DEADLINE_TOLERANCE:
+            return await fut  # the protocol's own timeout ends the wait by then
+        done, _ = await asyncio.wait([fut], timeout=max(0.0, deadline - time.monotonic()))
+        if not done:
+            abandon(fut, orphan, self.pool.on_orphan)
+            raise TimeoutError(f"{self.pool.options.address} did not answer within the call's deadline")
+        return fut.result()
 
     async def _acked(self, conn: RedisProtocol) -> object:
         """How many replicas have this connection's writes (``WAIT``), None when it cannot tell."""
@@ -118,7 +135,7 @@ class Executor:
             conn, since = await self._connection(conn, deadline)
         conn.buffer.append_pttl(key)
         try:
-            return await conn.submit(1, None, since)
+            return await self._by(conn.submit(1, None, since), deadline)
         except NotSent as exc:
             raise exc.cause from None
 
@@ -153,7 +170,7 @@ class Executor:
         except NotSent as exc:
             raise exc.cause from None
         try:
-            reply = await fut
+            reply = await self._by(fut, deadline, tag)
         except NotSent as exc:
             raise exc.cause from None
         except asyncio.CancelledError:
@@ -194,15 +211,15 @@ class Executor:
         loaded: object = None
         try:
             if wait is None:
-                reply = (await conn.submit(2, None, since))[1]
+                reply = (await self._by(conn.submit(2, None, since), deadline))[1]
             else:
-                _, reply, acked = await conn.submit(3, None, since)
+                _, reply, acked = await self._by(conn.submit(3, None, since), deadline)
                 reply = durable_reply(reply, acked, self.replicas)
             if script is not None and type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 _script_load(conn, script)
                 buf.append_command((b"ASKING",))
                 append(buf)
-                loaded, _, reply = await conn.submit(3, None, since)
+                loaded, _, reply = await self._by(conn.submit(3, None, since), deadline)
         except NotSent as exc:
             raise exc.cause from None
         except BaseException as exc:
@@ -231,13 +248,13 @@ class Executor:
             script.append(buf, key, token, ttl_ms)
         loaded: object = None
         try:
-            reply = await conn.submit(1, None, since)
+            reply = await self._by(conn.submit(1, None, since), deadline)
             if as_set:
                 reply = set_ifeq.as_script_reply(reply)
             elif type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 _script_load(conn, script)
                 script.append(buf, key, token, ttl_ms)
-                loaded, reply = await conn.submit(2, None, since)
+                loaded, reply = await self._by(conn.submit(2, None, since), deadline)
         except NotSent as exc:
             raise exc.cause from None
         except BaseException as exc:
@@ -278,7 +295,7 @@ class Executor:
                 on_replies(start, replies)
 
         await _run_chunks(conn, count, size, encode, store, results, orphans, since, shape,
-                          since if bounded else None)
+                          deadline if bounded else None)
         if script is not None and reencode is not None:
             await self._reload_and_retry(script, reencode, results, size, orphans)
         if durable and self.wait is not None:
@@ -335,11 +352,12 @@ class Executor:
 async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encoder,
                       on_replies: ReplyHandler, results: list[object], orphans: OrphanTags | None,
                       since: float | None = None, shape: ReplyShape | None = None,
-                      every_since: float | None = None) -> None:
+                      deadline: float | None = None) -> None:
     """Send items 0..count-1 in chunks of ``size``, two chunks in flight; a broken connection
     marks items ``UNKNOWN`` (sent) or leaves them ``NOT_SENT`` instead of raising. ``since``: the
-    first chunk's deadline counts from then (the call waited for its connection to open);
-    ``every_since``: every chunk's does (a call with a deadline of its own)."""
+    first chunk's deadline counts from then (the call waited for its connection to open).
+    ``deadline`` (monotonic; a renewal round's): replies not in by then are left to the protocol
+    and their items ``UNKNOWN``, the rest ``NOT_SENT`` (the connection, shared, is not broken)."""
     buf = conn.buffer
     inflight: deque[tuple[int, int, asyncio.Future[Any], Any]] = deque()
     next_start = 0
@@ -354,7 +372,7 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
                     replies_due = shape.count(next_start, stop)
                     tag = None if tag is None else raw_replies_tag(tag)
                 try:
-                    fut = conn.submit(replies_due, tag, since if next_start == 0 else every_since)
+                    fut = conn.submit(replies_due, tag, since if next_start == 0 else None)
                 except NotSent:  # broken, or retired: the rest stays NOT_SENT, the chunks sent are answered
                     count = next_start
                     break
@@ -364,7 +382,16 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
             if not inflight:
                 break
             start, stop, fut, _ = inflight[0]
-            replies = await fut
+            if deadline is None:
+                replies = await fut
+            else:
+                done, _ = await asyncio.wait([fut], timeout=max(0.0, deadline - time.monotonic()))
+                if not done:
+                    for first, last, late, tag in inflight:
+                        abandon(late, tag, conn.on_orphan)
+                        results[first:last] = [UNKNOWN] * (last - first)
+                    return
+                replies = fut.result()
             inflight.popleft()
             if shape is not None:
                 replies = shape.fold(start, stop, replies)
