@@ -15,6 +15,7 @@ from typing import Any
 from turbolock._aio.drive import run
 from turbolock._aio.executor import Executor
 from turbolock._aio.pool import ConnectionPool, cancelling
+from turbolock._aio.waiting import finished_within
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags
 from turbolock._flows.cluster_renewal import renew_flow
 from turbolock._flows.cluster_routes import (
@@ -92,9 +93,8 @@ class ClusterExecutor:
                     if self._closed and task.cancelled() and not cancelling():
                         raise ClientClosedError() from None  # close() cancelled the read, not the caller
                     raise
-            # Another call's read (asyncio.wait neither cancels it on timeout nor with the caller).
-            done, _ = await asyncio.wait([task], timeout=max(0.0, deadline - time.monotonic()))
-            if not done:
+            # Another call's read, never cancelled by this caller's wait.
+            if not await finished_within(task, deadline - time.monotonic()):
                 raise refresh_waited_too_long()
             if task.cancelled():
                 if self._closed:

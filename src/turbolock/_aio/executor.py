@@ -12,9 +12,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from turbolock._aio.pool import ConnectionPool
+from turbolock._aio.pool import ConnectionPool, deadline_passed
 from turbolock._aio.protocol import RedisProtocol
-from turbolock._aio.waiting import done_by, run_within
+from turbolock._aio.waiting import done_by, finished_within
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, raw_replies_tag, subset_orphans
 from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
@@ -34,7 +34,7 @@ from turbolock._wire.outcomes import (
     noscript_indices,
     wait_command,
 )
-from turbolock.errors import ReplyError, TimeoutError, UnsentTimeoutError
+from turbolock.errors import ReplyError, TimeoutError
 
 DEADLINE_TOLERANCE = 0.01
 """A call's deadline this close to the end of its connection's own timeout is left to that timeout
@@ -81,28 +81,11 @@ class Executor:
         """Whether the server offers ``SET ... IFEQ``, as the pool's newest connection's handshake said."""
         return self.pool.set_ifeq
 
-    async def _connection(self, conn: RedisProtocol | None,
-                          deadline: float | None) -> tuple[RedisProtocol, float | None]:
-        """A connection (``conn``, the pool's ready one, if any), and the loop time its call's
-        reply counts from (``RedisProtocol.submit``: the connect's start). With ``deadline`` (a
-        call that spent part of its time elsewhere: a Redis Cluster's map read), nothing is sent
-        once it has passed, nor after a connect that outlived it: ``UnsentTimeoutError``.
-        (Awaited only off the hot path: no ready connection, or a deadline.)"""
-        since = None
-        if conn is None:
-            if deadline is None:
-                return await self.pool.connect_since()
-            finished, opened = await run_within(self.pool.connect_since(), deadline - time.monotonic())
-            if not finished or opened is None:
-                raise self._unsent()
-            conn, since = opened
-        if deadline is not None and deadline <= time.monotonic():
-            raise self._unsent()
-        return conn, since
-
-    def _unsent(self) -> UnsentTimeoutError:
-        return UnsentTimeoutError(f"the call's deadline passed before anything was sent to "
-                                  f"{self.pool.options.address}")
+    def _refuse_past(self, deadline: float) -> None:
+        """Nothing is sent once a call's ``deadline`` has passed (a call that spent its time
+        elsewhere: a Redis Cluster's map read)."""
+        if deadline <= time.monotonic():
+            raise deadline_passed(self.pool.options.address)
 
     async def _by(self, fut: asyncio.Future[Any], deadline: float | None, orphan: Any = None) -> Any:
         """``fut``'s reply, waited for no later than ``deadline`` when it comes well before the
@@ -112,8 +95,7 @@ class Executor:
         calls share, is not broken for one call's shorter deadline."""
         if deadline is None or deadline - time.monotonic() > self.pool.options.timeout - DEADLINE_TOLERANCE:
             return await fut  # the protocol's own timeout ends the wait by then
-        done, _ = await asyncio.wait([fut], timeout=max(0.0, deadline - time.monotonic()))
-        if not done:
+        if not await finished_within(fut, deadline - time.monotonic()):
             abandon(fut, orphan, self.pool.on_orphan)
             raise TimeoutError(f"{self.pool.options.address} did not answer within the call's deadline")
         return fut.result()
@@ -131,8 +113,10 @@ class Executor:
         """PTTL of one lock key. Transport errors propagate. Every call here is bounded by the
         connection's timeout, and by ``deadline`` when one is given (a Redis Cluster's flows pass it)."""
         conn, since = self.pool.ready(), None
-        if conn is None or deadline is not None:
-            conn, since = await self._connection(conn, deadline)
+        if conn is None:
+            conn, since = await self.pool.connect_since(deadline)
+        elif deadline is not None:
+            self._refuse_past(deadline)
         conn.buffer.append_pttl(key)
         try:
             return await self._by(conn.submit(1, None, since), deadline)
@@ -161,8 +145,10 @@ class Executor:
         """``SET key token NX PX ttl_ms``; ``Unconfirmed`` when it was written and no reply came. A
         cancelled caller's lock is released once its reply comes (the pool's ``on_orphan``)."""
         conn, since = self.pool.ready(), None
-        if conn is None or deadline is not None:
-            conn, since = await self._connection(conn, deadline)
+        if conn is None:
+            conn, since = await self.pool.connect_since(deadline)
+        elif deadline is not None:
+            self._refuse_past(deadline)
         conn.buffer.append_set_nx_px(key, token, ttl_ms)
         tag = (key, token, ttl_ms)
         try:
@@ -200,8 +186,10 @@ class Executor:
         when the command was written and no reply came. ``durable``: an acquire, followed by
         ``WAIT`` when the client waits for replicas."""
         conn, since = self.pool.ready(), None
-        if conn is None or deadline is not None:
-            conn, since = await self._connection(conn, deadline)
+        if conn is None:
+            conn, since = await self.pool.connect_since(deadline)
+        elif deadline is not None:
+            self._refuse_past(deadline)
         buf = conn.buffer
         buf.append_command((b"ASKING",))
         append(buf)
@@ -237,8 +225,10 @@ class Executor:
         caller) raises ``Unconfirmed``; a failure before anything was sent propagates as it is.
         """
         conn, since = self.pool.ready(), None
-        if conn is None or deadline is not None:
-            conn, since = await self._connection(conn, deadline)
+        if conn is None:
+            conn, since = await self.pool.connect_since(deadline)
+        elif deadline is not None:
+            self._refuse_past(deadline)
         buf = conn.buffer
         # Only EXTEND ever goes as SET IFEQ: a release (the hot path) reads one flag, calls nothing.
         as_set = conn.set_ifeq and script is _scripts.EXTEND and ttl_ms is not None
@@ -286,8 +276,10 @@ class Executor:
         size = self.chunk_size if chunk_size is None else chunk_size
         conn, since = self.pool.ready(), None
         bounded = deadline != math.inf  # a renewal round's, a Redis Cluster master's share of one
-        if conn is None or bounded:
-            conn, since = await self._connection(conn, deadline if bounded else None)
+        if conn is None:
+            conn, since = await self.pool.connect_since(deadline if bounded else None)
+        elif bounded:
+            self._refuse_past(deadline)
 
         def store(start: int, replies: list[object]) -> None:
             results[start:start + len(replies)] = replies
@@ -385,8 +377,7 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
             if deadline is None:
                 replies = await fut
             else:
-                done, _ = await asyncio.wait([fut], timeout=max(0.0, deadline - time.monotonic()))
-                if not done:
+                if not await finished_within(fut, deadline - time.monotonic()):
                     for first, last, late, tag in inflight:
                         abandon(late, tag, conn.on_orphan)
                         results[first:last] = [UNKNOWN] * (last - first)

@@ -13,12 +13,14 @@ idle; while their loop still runs (in another thread) it refuses with ``LockUsag
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from threading import get_ident
 from typing import Any
 
 from turbolock._aio.connect import open_connection
 from turbolock._aio.protocol import RedisProtocol
+from turbolock._aio.waiting import finished_within
 from turbolock._flows.bulk_plan import OrphanHandler
 from turbolock._wire.outcomes import DroppedConnectionError
 from turbolock.errors import ClientClosedError, ConnectionError, LockUsageError, UnsentTimeoutError
@@ -34,6 +36,12 @@ def cancelling() -> bool:
     current = asyncio.current_task()
     count = getattr(current, "cancelling", None)
     return bool(count()) if count is not None else False
+
+
+def deadline_passed(address: str) -> UnsentTimeoutError:
+    """A call's deadline passed before anything was sent to ``address`` (waiting for, or opening,
+    a connection)."""
+    return UnsentTimeoutError(f"the call's deadline passed before anything was sent to {address}")
 
 
 class ConnectionPool:
@@ -103,6 +111,8 @@ class ConnectionPool:
                 raise ClientClosedError()
             self.adopt_running_loop()
             task = self._connecting
+            if task is not None and task.done():  # ended, its ``_connected`` not run yet: not shared
+                task = self._connecting = None
             shared = task is not None
             if task is None:
                 if len(self._open) >= self.size:
@@ -116,10 +126,8 @@ class ConnectionPool:
                 if until is None:
                     # Shielded: a caller cancelled while waiting must not cancel the connect others wait on.
                     return await asyncio.shield(task)
-                # (asyncio.wait neither cancels the connect at its timeout nor with the caller)
-                done, _ = await asyncio.wait([task], timeout=max(0.0, until - task.get_loop().time()))
-                if not done:
-                    raise self._unsent()
+                if not await finished_within(task, until - task.get_loop().time()):  # never cancels it
+                    raise deadline_passed(self.options.address)
                 return task.result()
             except asyncio.CancelledError:
                 if self._closed and task.cancelled() and not cancelling():
@@ -134,20 +142,20 @@ class ConnectionPool:
                     continue
                 raise
 
-    async def connect_since(self) -> tuple[RedisProtocol, float]:
+    async def connect_since(self, deadline: float | None = None) -> tuple[RedisProtocol, float]:
         """``connect()``, and the loop time the caller began waiting: its call's deadline counts
-        from there (``RedisProtocol.submit``), so opening the connection is part of it.
+        from there (``RedisProtocol.submit``), so opening the connection is part of it; or from
+        ``deadline`` (monotonic) when that comes first (a call that spent time elsewhere).
         ``UnsentTimeoutError`` when the whole of it went on opening the connection."""
         loop = asyncio.get_running_loop()
         since = loop.time()
-        conn = await self.connect(since + self.options.timeout)
-        if loop.time() >= since + self.options.timeout:
-            raise self._unsent()
+        until = since + self.options.timeout
+        if deadline is not None:
+            until = min(until, since + deadline - time.monotonic())
+        conn = await self.connect(until)
+        if loop.time() >= until:
+            raise deadline_passed(self.options.address)
         return conn, since
-
-    def _unsent(self) -> UnsentTimeoutError:
-        return UnsentTimeoutError(f"the call's deadline passed while a connection to "
-                                  f"{self.options.address} was opened; nothing was sent")
 
     async def _connect_one(self) -> RedisProtocol:
         conn = await self._open_connection()

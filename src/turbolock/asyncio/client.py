@@ -349,11 +349,17 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         of the round past its deadline."""
         sending = self._exec.many(len(batches), encode, _scripts.RENEW_MANY, reencode,
                                   chunk_size=COMMANDS_PER_WRITE)
+        return await self._round_by(sending, len(batches), deadline)
+
+    @staticmethod
+    async def _round_by(sending: Awaitable[Sequence[object]], count: int, deadline: float) -> list[object]:
+        """A round's ``count`` batch replies by ``deadline``, or all of them ``UNKNOWN`` (the
+        round is cut short: whatever was sent may have run)."""
         finished, replies = await run_within(sending, deadline - time.monotonic())
         if finished and replies is not None:
-            return replies
-        log.warning("turbolock: renewal of %d batches got no answer in time", len(batches))
-        return [UNKNOWN] * len(batches)
+            return list(replies)
+        log.warning("turbolock: renewal of %d batches got no answer in time", count)
+        return [UNKNOWN] * count
 
     async def _release_renewed(self, leases: list[Lease], deadline: float) -> list[bool]:
         """``close()``'s release of the renewed locks, by its deadline (what gets no answer by

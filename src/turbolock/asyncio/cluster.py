@@ -6,7 +6,6 @@ threaded client's. Everything else is ``AsyncLockClient``'s.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -14,7 +13,6 @@ from typing import Any
 from turbolock._aio.cluster import ClusterExecutor
 from turbolock._aio.cluster_waker import AsyncClusterWaker
 from turbolock._aio.pool import ConnectionPool
-from turbolock._aio.waiting import run_within
 from turbolock._flows.claim import ClaimResult
 from turbolock._flows.client_settings import (
     CLIENT_KEYWORDS,
@@ -29,12 +27,10 @@ from turbolock._flows.single import acquire_result
 from turbolock._flows.steps import Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.fair_scripts import FAIR_ACQUIRE_IN_SLOT
-from turbolock._wire.outcomes import UNKNOWN, Encoder, Reencoder, ReplyHandler, Unconfirmed
+from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler, Unconfirmed
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
 from turbolock.asyncio.client import DEFAULT_MAX_CONNECTIONS, AsyncLockClient
 from turbolock.lease import Lease
-
-log = logging.getLogger("turbolock.renewal")
 
 
 class AsyncClusterLockClient(AsyncLockClient):
@@ -113,8 +109,4 @@ class AsyncClusterLockClient(AsyncLockClient):
         # to settle: a loss is signalled before it), or marked unanswered. Cut short here only
         # if that failed: a round cut short loses what the masters that answered said.
         sending = self._cluster.renew(batches, deadline)
-        finished, replies = await run_within(sending, deadline + SETTLE_MARGIN / 2 - time.monotonic())
-        if finished and replies is not None:
-            return list(replies)
-        log.warning("turbolock: renewal of %d batches got no answer in time", len(batches))
-        return [UNKNOWN] * len(batches)
+        return await self._round_by(sending, len(batches), deadline + SETTLE_MARGIN / 2)
