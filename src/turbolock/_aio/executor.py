@@ -9,7 +9,7 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from turbolock._aio.pool import ConnectionPool, deadline_passed
@@ -87,14 +87,19 @@ class Executor:
         if deadline <= time.monotonic():
             raise deadline_passed(self.pool.options.address)
 
-    async def _by(self, fut: asyncio.Future[Any], deadline: float | None, orphan: Any = None) -> Any:
-        """``fut``'s reply, waited for no later than ``deadline`` when it comes well before the
-        connection's own timeout would (a call that spent part of its time elsewhere). Past it,
-        the reply is left to the protocol (an acquire's lock, ``orphan``, released by the pool's
-        ``on_orphan`` once it comes) and ``TimeoutError`` raised: the connection, which other
-        calls share, is not broken for one call's shorter deadline."""
+    def _by(self, fut: asyncio.Future[Any], deadline: float | None, orphan: Any = None) -> Awaitable[Any]:
+        """``fut`` itself to await (the hot path: no coroutine of its own), or, when ``deadline``
+        comes well before the connection's own timeout would (a call that spent part of its time
+        elsewhere), a wait for it that ends by then (``_bounded``)."""
         if deadline is None or deadline - time.monotonic() > self.pool.options.timeout - DEADLINE_TOLERANCE:
-            return await fut  # the protocol's own timeout ends the wait by then
+            return fut  # the protocol's own timeout ends the wait by then
+        return self._bounded(fut, deadline, orphan)
+
+    async def _bounded(self, fut: asyncio.Future[Any], deadline: float, orphan: Any) -> Any:
+        """``fut``'s reply by ``deadline``. Past it, the reply is left to the protocol (an
+        acquire's lock, ``orphan``, released by the pool's ``on_orphan`` once it comes) and
+        ``TimeoutError`` raised: the connection, which other calls share, is not broken for one
+        call's shorter deadline."""
         if not await finished_within(fut, deadline - time.monotonic()):
             abandon(fut, orphan, self.pool.on_orphan)
             raise TimeoutError(f"{self.pool.options.address} did not answer within the call's deadline")
