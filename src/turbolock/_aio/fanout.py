@@ -46,6 +46,7 @@ def _noscript(reply: object) -> bool:
 
 Opening = dict[int, "asyncio.Future[RedisProtocol]"]
 Joined = Callable[[int, RedisProtocol], None]
+Answered = Callable[[dict[int, "asyncio.Future[Any]"]], None]
 
 
 def _start_connections(masters: Sequence[Any], targets: Sequence[int]) -> tuple[list[RedisProtocol | None],
@@ -64,11 +65,13 @@ def _start_connections(masters: Sequence[Any], targets: Sequence[int]) -> tuple[
 
 
 async def _wait(masters: Sequence[Any], opening: Opening, futs: dict[int, asyncio.Future[Any]],
-                timeout: float, joined: Joined, errors: list[str | None], until: float | None = None) -> None:
+                timeout: float, joined: Joined, errors: list[str | None], until: float | None = None,
+                answered: Answered | None = None) -> None:
     """Wait for ``futs`` and for the connections being opened, together, for ``timeout``: a
     master whose connection opens in time is handed to ``joined`` (which sends it what the others
     got, adding to ``futs``) and has ``timeout`` from then to answer. Masters that cannot be
-    reached and masters that do not answer cost one timeout together."""
+    reached and masters that do not answer cost one timeout together. ``answered`` sees ``futs``
+    after every wake-up, and may replace a finished one by one to wait for within the same time."""
     deadline = time.monotonic() + timeout
     # A cold client (too few masters connected to decide anything) gives the first connections
     # it opens their own connect timeout, no later than ``until`` (a blocking acquire's wait): a
@@ -97,6 +100,8 @@ async def _wait(masters: Sequence[Any], opening: Opening, futs: dict[int, asynci
                     deadline = max(deadline, time.monotonic() + timeout)
                 else:
                     errors[m] = _describe(error)
+            if answered is not None:
+                answered(futs)
     except BaseException:
         _abandon([*opening.values(), *futs.values()])
         raise
@@ -140,10 +145,6 @@ def _collect(masters: Sequence[Any], futs: dict[int, asyncio.Future[Any]], timeo
             replies[m] = reply
 
 
-def _no_joining(m: int, conn: RedisProtocol) -> None:
-    raise AssertionError("no connection is being opened")
-
-
 def _submit(conns: list[RedisProtocol | None], targets: Sequence[int], data: bytes, count: int,
             errors: list[str | None]) -> dict[int, asyncio.Future[Any]]:
     futs: dict[int, asyncio.Future[Any]] = {}
@@ -177,23 +178,31 @@ async def fan_out_one(masters: Sequence[Any], buffer: Any, encode: Callable[[Any
         conns[m] = conn
         futs.update(_submit(conns, (m,), data, 1, errors))
 
-    await _wait(masters, opening, futs, timeout, joined, errors, until)
+    retried: list[int] = []
+    again = b""
+
+    def reload(futs: dict[int, asyncio.Future[Any]]) -> None:
+        """A master that forgot the script (a restart, SCRIPT FLUSH) is sent SCRIPT LOAD and the
+        command again as soon as its NOSCRIPT reply is in, answered within the same wait."""
+        nonlocal again
+        for m, fut in list(futs.items()):
+            if m in retried or not fut.done() or not _noscript(_settled(fut)[0]):
+                continue
+            retried.append(m)
+            if not again:
+                assert script is not None
+                buffer.append_command((b"SCRIPT", b"LOAD", script.source))
+                encode(buffer)
+                again = buffer.take()
+            futs.update(_submit(conns, (m,), again, 2, errors))  # not sent: the NOSCRIPT reply stays
+
+    await _wait(masters, opening, futs, timeout, joined, errors, until, None if script is None else reload)
     _collect(masters, futs, timeout, replies, errors)
-    if script is None:
-        return replies, errors
-    retry = [m for m in targets if _noscript(replies[m])]
-    if retry:
-        # The masters that forgot the script (a restart, SCRIPT FLUSH): load it and send again.
-        buffer.append_command((b"SCRIPT", b"LOAD", script.source))
-        encode(buffer)
-        again = _submit(conns, retry, buffer.take(), 2, errors)  # not sent: the NOSCRIPT reply stays
-        await _wait(masters, {}, again, timeout, _no_joining, errors)
-        _collect(masters, again, timeout, replies, errors)
-        for m in again:
-            got = replies[m]
-            if type(got) is list:
-                loaded, reply = got
-                replies[m] = loaded if type(loaded) is ReplyError else reply
+    for m in retried:
+        got = replies[m]
+        if type(got) is list:
+            loaded, reply = got
+            replies[m] = loaded if type(loaded) is ReplyError else reply
     return replies, errors
 
 

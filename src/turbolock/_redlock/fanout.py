@@ -98,6 +98,7 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
     errors: list[str | None] = [None] * masters
     conns = links.take()
     sent: list[tuple[int, Connection, float, _Cleanup | None]] = []
+    retrying: list[int] = []  # masters sent SCRIPT LOAD and the command again, after NOSCRIPT
     data = b""
     now = time.monotonic()
     targets = range(masters) if only is None else only
@@ -131,24 +132,34 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
             sent.append((m, conn, deadline, cleanup))
         while sent:
             m, conn, deadline, cleanup = sent[0]
-            deadline = max(deadline, time.monotonic() + READ_GRACE)
+            again = m in retrying
             try:
-                if cleanup is None:
-                    reply = conn.read(1, deadline)[0]
-                else:
-                    got = conn.read(cleanup.replies + 1, deadline)
+                read_by = max(deadline, time.monotonic() + READ_GRACE)
+                if cleanup is not None:
+                    got = conn.read(cleanup.replies + 1, read_by)
                     reply = got.pop()
                     cleanup.settle(got)
                     cleanup = None
-                if script is not None and type(reply) is ReplyError and reply.code == "NOSCRIPT":
-                    # The master forgot the script (a restart, SCRIPT FLUSH): load it and retry.
+                elif again:
+                    loaded, reply = conn.read(2, read_by)
+                    if type(loaded) is ReplyError:
+                        reply = loaded
+                else:
+                    reply = conn.read(1, read_by)[0]
+                if script is not None and not again and _noscript(reply):
+                    # The master forgot the script (a restart, SCRIPT FLUSH): load it and send the
+                    # command again at once, read after the others' replies and by the same
+                    # deadline (read after a stuck master's wait, it has only the read grace:
+                    # the attempt may then count that master out; the next finds the script).
                     buf = conn.buffer
                     buf.append_command((b"SCRIPT", b"LOAD", script.source))
                     encode(buf)
-                    loaded, reply = conn.roundtrip(buf.take(), 2, time.monotonic() + timeout)
-                    if type(loaded) is ReplyError:
-                        reply = loaded
-            except (LockError, OSError, NotSent) as exc:  # NotSent: a late NOSCRIPT retry
+                    conn.send(buf.take(), max(deadline, time.monotonic() + READ_GRACE))
+                    retrying.append(m)
+                    sent.append((m, conn, deadline, None))
+                    del sent[0]
+                    continue
+            except (LockError, OSError) as exc:
                 links.drop(conns, m)
                 reply = UNKNOWN
                 errors[m] = _describe(exc)
