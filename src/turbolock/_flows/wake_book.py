@@ -149,6 +149,8 @@ class WakeBook:
     def on_reply(self, reply: object) -> None:
         """A message, a confirmation or a refusal read from the subscriber connection."""
         if type(reply) is not list:
+            if reply == b"PONG":  # the keepalive's answer on a connection with no subscription left
+                return
             if str(reply).startswith(REDIRECTS + PASSING):  # its waiters poll; later ones ask again
                 self._not_subscribed()
             else:
