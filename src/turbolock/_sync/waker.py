@@ -83,11 +83,15 @@ class Waker(BookQueries):
             elif subscribe or unsubscribe:
                 self._poke()
             failures = self.failures
-            while self.book.pending(key) and self.failures == failures and not self._closed:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._changed.wait(remaining)
+            try:
+                while self.book.pending(key) and self.failures == failures and not self._closed:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._changed.wait(remaining)
+            except BaseException:  # KeyboardInterrupt: the flow never gets the ticket to leave with
+                self._leave(ticket)
+                raise
             ticket.heard = self.book.subscribed(key)
         return ticket
 
@@ -108,11 +112,15 @@ class Waker(BookQueries):
 
     def leave(self, ticket: Ticket) -> None:
         with self._lock:
-            self._last_waiter = now = time.monotonic()
-            unsubscribe = self.book.leave(ticket, now)
-            if unsubscribe and self._conn is not None:
-                self._outbox.extend((b"SUNSUBSCRIBE", k) for k in unsubscribe)
-                self._poke()
+            self._leave(ticket)
+
+    def _leave(self, ticket: Ticket) -> None:
+        """``leave`` with the lock held."""
+        self._last_waiter = now = time.monotonic()
+        unsubscribe = self.book.leave(ticket, now)
+        if unsubscribe and self._conn is not None:
+            self._outbox.extend((b"SUNSUBSCRIBE", k) for k in unsubscribe)
+            self._poke()
 
     def _idle(self) -> bool:
         """With the lock held: whether the thread has nothing left to do."""
