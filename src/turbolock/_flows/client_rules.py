@@ -5,6 +5,7 @@ whose outcome was lost or that was found lost. The clients add the connections a
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from types import ModuleType
@@ -89,6 +90,9 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
         self._yield_until: dict[bytes, float] = {}
         self._fair_waiting: dict[bytes, tuple[bytes, float]] = {}
         """Fair waiters in a queue now: waiter -> (the name as a key, how long its place may last)."""
+        self._fair_left: set[bytes] = set()
+        """Fair waiters close made leave their queues: a lock one of them takes is not theirs."""
+        self._fair_lock = threading.Lock()
 
     def _forget_parent_bookkeeping(self) -> None:
         """In a forked child: the parent's leases, cleanups and fair waiters are the parent's
@@ -97,14 +101,28 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
         self._owner = Owner()
         self._cleanup.forget_after_fork()
         self._fair_waiting = {}
+        self._fair_left = set()
+        self._fair_lock = threading.Lock()
 
     def _leave_fair_queues(self) -> None:
         """At close, before the last cleanup: every fair waiter still queued leaves its queue
         (its own leave comes once close has woken it, too late for that cleanup; its place would
         hold up the waiters behind it for the server's patience)."""
         now = time.monotonic()
-        for waiter, (key, seconds) in list(self._fair_waiting.items()):
-            self._cleanup.remember(key, Leaving(waiter), now + seconds)
+        with self._fair_lock:
+            for waiter, (key, seconds) in list(self._fair_waiting.items()):
+                self._fair_left.add(waiter)
+                self._cleanup.remember(key, Leaving(waiter), now + seconds)
+
+    def _fair_won(self, waiter: bytes) -> bool:
+        """A queued fair waiter's attempt took the lock: whether the waiter keeps it. Not when
+        close made it leave its queue meanwhile: that leave deletes the lock its waiter holds
+        (or ran first, and the lock expires by its ttl). One or the other, under the lock."""
+        with self._fair_lock:
+            if waiter in self._fair_left:
+                return False
+            self._fair_waiting.pop(waiter, None)
+            return True
 
     # -- fairness between waiters (see ``_flows.wake_book``) ---------------------------------------
 

@@ -289,6 +289,8 @@ class SingleLockFlows(LockFlows[Lease]):
                         raise
                     got = None
                 if isinstance(got, Lease):
+                    if queue and not client._fair_won(waiter):
+                        raise ClientClosedError()
                     return got
                 if not queue:
                     return None
@@ -325,6 +327,7 @@ class SingleLockFlows(LockFlows[Lease]):
             raise
         finally:
             waiting_in.pop(waiter, None)
+            client._fair_left.discard(waiter)
             if ticket is not None:
                 client._wake_leave(ticket)
         yield from self._leave_queue(waiter)
