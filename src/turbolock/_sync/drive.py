@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from functools import partial
 from typing import Any, TypeVar
 
@@ -14,25 +15,66 @@ from turbolock._flows.steps import CallStep, Flow, Gather
 
 T = TypeVar("T")
 
-GATHER_THREADS = 16
-"""Threads that make a ``Gather``'s calls beside the caller's (shared by every client)."""
+HELPER_IDLE_SECONDS = 30.0
+"""How long a gather helper thread waits for another call before it ends."""
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 
+class _Helpers:
+    """Threads that make a ``Gather``'s calls beside the caller's, shared by every client. An
+    idle one takes a call, else a new one starts: no call ever queues behind others (a fixed
+    pool let calls to a stopped master hold up every client's calls, renewal rounds included,
+    past their deadlines). A helper idle for ``HELPER_IDLE_SECONDS`` ends."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition(threading.Lock())
+        self._calls: deque[tuple[Future[Any], CallStep]] = deque()
+        self._idle = 0
+
+    def submit(self, call: CallStep) -> Future[tuple[bool, Any]]:
+        future: Future[tuple[bool, Any]] = Future()
+        with self._ready:
+            self._calls.append((future, call))
+            if self._idle >= len(self._calls):
+                self._ready.notify()
+                return future
+        threading.Thread(target=self._serve, name="turbolock-gather", daemon=True).start()
+        return future
+
+    def _serve(self) -> None:
+        ready = self._ready
+        calls = self._calls
+        while True:
+            with ready:
+                while not calls:
+                    self._idle += 1
+                    try:
+                        woken = ready.wait(HELPER_IDLE_SECONDS)
+                    finally:
+                        self._idle -= 1
+                    if not woken and not calls:
+                        return
+                future, call = calls.popleft()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(_outcome(call))
+                except BaseException as exc:  # SystemExit...: the caller's thread sees it
+                    future.set_exception(exc)
+
+
+_helpers = _Helpers()
 
 _abandoned_running = 0
-"""Calls of interrupted gathers still running on the pool (see ``wait_for_abandoned``)."""
+"""Calls of interrupted gathers still running on helper threads (see ``wait_for_abandoned``)."""
 _abandoned_done = threading.Condition()
 
 
-def _forget_pool_after_fork() -> None:
-    global _pool, _pool_lock, _abandoned_running, _abandoned_done
-    _pool, _pool_lock = None, threading.Lock()  # the parent's threads are not in the child
+def _forget_helpers_after_fork() -> None:
+    global _helpers, _abandoned_running, _abandoned_done
+    _helpers = _Helpers()  # the parent's threads are not in the child
     _abandoned_running, _abandoned_done = 0, threading.Condition()
 
 
-os.register_at_fork(after_in_child=_forget_pool_after_fork)
+os.register_at_fork(after_in_child=_forget_helpers_after_fork)
 
 
 def _outcome(call: CallStep) -> tuple[bool, Any]:
@@ -44,22 +86,18 @@ def _outcome(call: CallStep) -> tuple[bool, Any]:
 
 
 def gather(step: Gather) -> list[tuple[bool, Any]]:
-    """Every call at once: the first on this thread, the others on the shared pool. Interrupted
+    """Every call at once: the first on this thread, the others on helper threads. Interrupted
     (KeyboardInterrupt in the first call, or while waiting for the others), the others go on
     and their outcomes go to ``step.abandoned``."""
-    global _pool
     calls = step.calls
     if not calls:
         return []
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(GATHER_THREADS, thread_name_prefix="turbolock-gather")
+    helpers = _helpers
     others: list[Future[Any]] = []
     first: tuple[bool, Any] | None = None
     try:
         for call in calls[1:]:  # one by one: an interrupt between two still hands over the first
-            others.append(_pool.submit(_outcome, call))
+            others.append(helpers.submit(call))
         first = _outcome(calls[0])
         return [first, *(future.result() for future in others)]
     except BaseException:
