@@ -1,7 +1,8 @@
 """Redis Cluster over TLS only (``port 0``, ``tls-port``, ``tls-cluster yes``,
 ``tls-replication yes``): the slot map names the nodes' TLS ports, every master is reached over
 TLS with the CA checked, locks, bulk calls and renewal work on every master (threads and
-asyncio), and a client that does not trust the CA fails typed within its deadline."""
+asyncio), a bulk call follows ASK to the importing node, and a client that does not trust the
+CA fails typed within its deadline."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ import redis
 from _blocking_async import FRONTS, Fronts
 from _pki import Pki
 from turbolock import ConnectionError
+from turbolock._wire.slots import key_slot
 from turbolock.asyncio import AsyncClusterLockClient
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import ClusterTls, RedisCluster
+
+from ._helpers import asking_get, node_id
 
 TTL = 30
 
@@ -82,3 +86,30 @@ def test_a_client_that_does_not_trust_the_ca_fails_typed_in_time(tls_cluster: Re
     with pytest.raises(ConnectionError, match=r"(?i)certificate"):
         client.try_acquire("single", TTL)
     assert time.monotonic() - started < 0.5 + 0.3
+
+
+def test_bulk_calls_follow_ask_over_tls(make_client: Callable[..., Any], tls_cluster: RedisCluster, pki: Pki,
+                                        key_prefix: str) -> None:
+    """A bulk call without a deadline of its own sent an item answered ASK with an infinite one:
+    a TLS socket's ``settimeout(inf)`` raised, and every bulk acquire touching a slot being
+    migrated failed with ``AcquireOutcomeUnknownError`` (found in review)."""
+    name = "{tlsmove}:a"
+    slot = key_slot((key_prefix + name).encode())
+    source = tls_cluster.master_of(slot)
+    target = next(node for node in map(tls_cluster.master_of, (0, 8000, 16000)) if node.port != source.port)
+    src = redis.Redis(host=source.host, port=source.port, ssl=True, ssl_ca_certs=str(pki.ca))
+    dst = redis.Redis(host=target.host, port=target.port, ssl=True, ssl_ca_certs=str(pki.ca))
+    client = make_client(ssl_ca_certs=str(pki.ca))
+    dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", node_id(src))
+    src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", node_id(dst))
+    try:
+        assert client.query("warm").held is False  # the map is read
+        result = client.acquire_many([name], TTL)  # the key is not on the source: ASK to the target
+        assert result.all_acquired, result
+        assert asking_get(dst, (key_prefix + name).encode()) == result.acquired[0].token
+        assert client.release_many(result.acquired) == [True]
+    finally:
+        for node in (src, dst):
+            node.execute_command("CLUSTER", "SETSLOT", slot, "STABLE")
+        src.close()
+        dst.close()

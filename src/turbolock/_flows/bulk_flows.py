@@ -200,9 +200,11 @@ def claim_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, lim
     return (yield from claim_plan_flow(client, plan, client._exec.many))
 
 
-def claim_plan_flow(client: Any, plan: ClaimPlan, many: Any) -> Flow[ClaimResult]:
+def claim_plan_flow(client: Any, plan: ClaimPlan, many: Any, deadline: float = math.inf) -> Flow[ClaimResult]:
     """Run ``plan``'s chunks through ``many`` (a ``Server``'s) until it is finished; a chunk
-    the server refused before it ran (``plan.resend_pause``) is sent again after the pause."""
+    the server refused before it ran (``plan.resend_pause``) is sent again after the pause.
+    Nothing waits past ``deadline`` (a cluster claim's budget) besides each chunk's timeout."""
+    options: dict[str, Any] = {} if deadline == math.inf else {"deadline": deadline}
     pause = None
     while not plan.finished:
         if pause is None:
@@ -215,7 +217,7 @@ def claim_plan_flow(client: Any, plan: ClaimPlan, many: Any) -> Flow[ClaimResult
                 raise
         plan.sent_at = time.monotonic()
         try:
-            reply = (yield Call(many, (1, plan.encode, plan.script, plan.reencode)))[0]
+            reply = (yield Call(many, (1, plan.encode, plan.script, plan.reencode), options))[0]
         except Exception:
             _give_back(client, plan.held(time.monotonic()))  # raised before the chunk ran
             raise

@@ -14,6 +14,7 @@ node's error (the caller claims again).
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from collections.abc import Sequence
@@ -135,9 +136,11 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
     fenced = check_fenced_keys(fenced, client.key_prefix, keys, 0)
     cluster = client._cluster
     routes = cluster.routes
+    # The budget of a bulk call, map reads included: ``timeout`` per chunk of its names.
+    end = time.monotonic() + cluster.timeout * max(1, math.ceil(len(keys) / client.chunk_size))
     groups = routes.groups(range(len(keys)), keys)
     if groups is None:
-        yield Call(cluster.refresh, (time.monotonic() + cluster.timeout,))
+        yield Call(cluster.refresh, (min(end, time.monotonic() + cluster.timeout),))
         groups = routes.groups(range(len(keys)), keys)
         if groups is None:
             raise ClusterError("some slots have no master: the cluster is down or being changed")
@@ -159,7 +162,7 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
                                  None if checked is None else [checked[i] for i in indices], client._owner,
                                  client.chunk_size, fenced=fenced, timeout=cluster.timeout)
             try:
-                part = yield from claim_plan_flow(client, plan, cluster.node(address).many)
+                part = yield from claim_plan_flow(client, plan, cluster.node(address).many, end)
             except ResponseError as error:
                 # Caller-given tokens are not claimed again: the part's locks, given back in the
                 # background with them, could then delete a lock claimed again with the same token.
@@ -167,15 +170,15 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
                     raise
                 remaps += 1
                 routes.stale = True
-                yield Call(cluster.refresh, (time.monotonic() + cluster.timeout,))
-                if not (yield from _released(client, plan, time.monotonic() + cluster.timeout)):
+                yield Call(cluster.refresh, (min(end, time.monotonic() + cluster.timeout),))
+                if not (yield from _released(client, plan, min(end, time.monotonic() + cluster.timeout))):
                     raise error
                 regrouped = routes.groups(indices, keys)
                 while regrouped is None and remaps < REMAPS:  # the node read had not yet heard of the move
                     remaps += 1
                     yield Sleep(RETRY_PAUSE)
                     routes.stale = True
-                    yield Call(cluster.refresh, (time.monotonic() + cluster.timeout,))
+                    yield Call(cluster.refresh, (min(end, time.monotonic() + cluster.timeout),))
                     regrouped = routes.groups(indices, keys)
                 if regrouped is None:
                     raise ClusterError("some slots have no master: the cluster is being changed") from None

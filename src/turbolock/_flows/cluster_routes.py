@@ -38,6 +38,7 @@ from turbolock._wire.slot_map import Address, Redirect, SlotMap, map_from_shards
 from turbolock._wire.slots import key_slot
 from turbolock.errors import (
     AuthenticationError,
+    ClientClosedError,
     ClusterError,
     ConnectionError,
     InvalidArgumentError,
@@ -411,17 +412,25 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
         again: list[int] = []
         moved = False
         shares = list(groups.items())
+        answers: list[list[object] | None]
         if len(shares) == 1:
             address, indices = shares[0]
-            answers = [(yield from _share_flow(routes, nodes, address, indices, encode, script, reencode,
-                                               deadline, orphans, durable))]
+            try:
+                answers = [(yield from _share_flow(routes, nodes, address, indices, encode, script, reencode,
+                                                   end, orphans, durable))]
+            except UnsentTimeoutError:
+                if first_round:
+                    raise
+                answers = [None]
         else:  # every master at once
-            calls = tuple(_share_call(nodes, address, indices, encode, script, reencode, deadline, orphans,
+            calls = tuple(_share_call(nodes, address, indices, encode, script, reencode, end, orphans,
                                       durable) for address, indices in shares)
             outcomes = yield Gather(calls, None if orphans is None else partial(_abandoned, nodes, shares,
                                                                                  orphans))
-            answers = _answers(routes, shares, outcomes, results)
+            answers = _answers(routes, shares, outcomes, results, first_round)
         for (address, indices), replies in zip(shares, answers, strict=True):
+            if replies is None or (not first_round and _none_sent(replies)):
+                continue  # a resend the deadline cut before it went out: the last replies stand
             if ReplyError not in set(map(type, replies)):  # no redirect, no "try again": the usual case
                 routes.core.put_items(results, indices, replies)
                 continue
@@ -434,8 +443,12 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
                     again.append(i)
                     continue
                 if redirect is not None:  # the slot is being migrated: this key, once, where it goes
-                    reply = yield from _ask_item_flow(nodes, redirect.address, encode, i, script, deadline,
+                    reply = yield from _ask_item_flow(nodes, redirect.address, encode, i, script, end,
                                                       durable, orphans)
+                    if reply is NOT_SENT:  # the node it goes to could not be reached: nothing ran
+                        routes.stale = True
+                        again.append(i)
+                        continue
                     bounced = _bounced(routes, reply, redirect.address)
                     if bounced is not None:  # nothing ran: again, as a MOVED item
                         if not bounced.ask:
@@ -512,14 +525,18 @@ def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: li
 
 
 def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
-             outcomes: list[tuple[bool, Any]], results: list[object]) -> list[list[object]]:
+             outcomes: list[tuple[bool, Any]], results: list[object],
+             first_round: bool = True) -> list[list[object] | None]:
     """Each master's replies. A master whose call failed while others answered gets ``UNKNOWN``
     for its items (the call may have written before it failed: maybe held, cleaned up by the
-    caller's lost-reply path, as a broken connection's are). When every master failed, or a
-    call was interrupted, what the others answered goes into ``results`` first (see
-    ``settle_answered``) and the first failure is raised."""
+    caller's lost-reply path, as a broken connection's are); a resend the deadline cut before it
+    went out gets None (its items' last replies stand). When every master failed, or a call was
+    interrupted, what the others answered goes into ``results`` first (see ``settle_answered``)
+    and the first failure is raised."""
     failure: BaseException | None = None
     interrupted = False
+    outcomes = [(True, None) if not ok and not first_round and isinstance(value, UnsentTimeoutError)
+                else (ok, value) for ok, value in outcomes]
     for (address, _), (ok, value) in zip(shares, outcomes, strict=True):
         if not ok:
             routes.failed(address)
@@ -535,6 +552,11 @@ def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
             for position, i in enumerate(indices):
                 results[i] = value[position]
     raise failure
+
+
+def _none_sent(replies: list[object]) -> bool:
+    """Whether a share's call sent nothing (its deadline had passed): every reply ``NOT_SENT``."""
+    return all(reply is NOT_SENT for reply in replies)
 
 
 def _bounced(routes: ClusterRoutes, reply: object, asked: Address) -> Redirect | None:
@@ -560,3 +582,7 @@ def _ask_item_flow(nodes: Any, address: Address, encode: Encoder, i: int, script
             _orphaned(nodes, orphans, [i], [UNKNOWN])  # as a share's unanswered chunk is
             raise exc.cause from None
         return UNKNOWN
+    except ClientClosedError:
+        raise
+    except ConnectionError:  # no connection, or the deadline passed, before anything was written
+        return NOT_SENT
