@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import operator
+import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -105,8 +106,9 @@ class Lease:
         return expires
 
     def valid_for(self) -> float:
-        """Seconds left before the lock may expire, by the local clock (0 once lost or past)."""
-        if self._lost is not None:
+        """Seconds left before the lock may expire, by the local clock (0 once lost or past, and
+        in a forked child: the lock is its parent's)."""
+        if self._lost is not None or getattr(self.owner, "pid", _pid) != _pid:
             return 0.0
         return max(0.0, self.expires_at - time.monotonic())
 
@@ -145,6 +147,9 @@ class Lease:
         """
         if self._lost is not None:
             raise LockLostError(f"lock {self.name!r} was lost: {self._lost}", names=[self.name])
+        if getattr(self.owner, "pid", _pid) != _pid:
+            raise LockLostError(f"lock {self.name!r} was acquired in another process (before a fork): "
+                                "it is that process's", names=[self.name])
         if self._expires == RELEASED:
             raise LockLostError(f"lock {self.name!r} was released", names=[self.name])
         if self.expires_at <= time.monotonic():
@@ -219,6 +224,20 @@ def keys_of(leases: Iterable[Lease], core: Any) -> list[bytes]:
 _belief_lock = threading.Lock()
 """Guards the belief of every lease: a renewal thread and the caller's own extend may settle one
 lease at the same time. Held for a few attribute updates per lease."""
+
+
+_pid = os.getpid()
+"""This process's id, kept current across forks (``os.getpid()`` is a system call)."""
+
+
+def _after_fork_in_child() -> None:
+    global _belief_lock, _pid
+    _pid = os.getpid()
+    # Another thread of the parent may have held it at the fork: it would never be let go here.
+    _belief_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 _belief_changes = 0
 """Calls that may have lowered some lease's ``expires_at`` so far (counted under the lock)."""
 

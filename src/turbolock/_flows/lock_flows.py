@@ -6,6 +6,7 @@ single-server and the Redlock ones differ only in how the lock is taken.
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 import time
@@ -180,6 +181,14 @@ class LockFlows(LockState[LeaseT]):
 
     def _not_acquired_error(self) -> LockError:
         return LockNotAcquiredError(self._not_acquired_message(), names=[self.name])
+
+
+def _after_fork_in_child() -> None:
+    # Another thread of the parent may have held it at the fork: it would never be let go here.
+    LockFlows._state_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class SingleLockFlows(LockFlows[Lease]):
