@@ -60,6 +60,8 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
     _own_keywords: tuple[str, ...] = CLIENT_KEYWORDS
     """Keywords ``from_url`` and ``from_redis`` pass to the client, not to its connections."""
     _renewer_instance: Any
+    _renewals_stopped = False
+    """Set by close: no renewer is started from then on (``stop_renewing_flow``)."""
     _waker_instance: Any = None
     _batches_keys = True
     """Whether a script call may take many keys (``_many_batched``): one server or Sentinel's

@@ -59,6 +59,8 @@ class RedlockRules(CodecAndChunks):
     """Settings and checks of a Redlock client; ``masters`` are its per-master clients."""
 
     masters: tuple[Any, ...]
+    _renewals_stopped = False
+    """Set by close: no renewer is started from then on (``stop_renewing_flow``)."""
     master_names: tuple[str, ...]
     """Each master's name for fenced leases' ``MasterFences`` (``redlock_result.master_names``)."""
     quorum: int

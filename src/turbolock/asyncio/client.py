@@ -45,7 +45,7 @@ from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.fair import fair_attempt_flow
 from turbolock._flows.lock_flows import give_back
 from turbolock._flows.ownership import forget_parent_locks_after_fork
-from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch
+from turbolock._flows.renewal_book import CLOSED_DURING_ACQUIRE, COMMANDS_PER_WRITE, AutoRenew, Batch
 from turbolock._flows.single import (
     acquire_result,
     check_flow,
@@ -62,6 +62,7 @@ from turbolock._wire.outcomes import UNKNOWN, Encoder, NotSent, Reencoder, Reply
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
 from turbolock.asyncio.lock import AsyncLock
 from turbolock.errors import (
+    ClientClosedError,
     LockError,
 )
 from turbolock.lease import Lease, LockInfo
@@ -118,6 +119,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
 
     def _renewer(self) -> Renewer:
         if self._renewer_instance is None:
+            if self._renewals_stopped:  # closed while an acquire ran
+                raise ClientClosedError(CLOSED_DURING_ACQUIRE)
             self._renewer_instance = Renewer(self)
         return self._renewer_instance
 

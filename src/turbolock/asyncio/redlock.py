@@ -30,12 +30,13 @@ from turbolock._flows.redlock_rules import (
     DEFAULT_NODE_TIMEOUT,
     DEFAULT_RETRY_DELAY,
 )
-from turbolock._flows.renewal_book import AutoRenew, OnLost
+from turbolock._flows.renewal_book import CLOSED_DURING_ACQUIRE, AutoRenew, OnLost
 from turbolock._redlock.masters import take_masters
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.validate import Seconds
 from turbolock.asyncio.client import AsyncLockClient
 from turbolock.asyncio.lock import AsyncLockCalls
+from turbolock.errors import ClientClosedError
 from turbolock.lease import LockInfo
 
 log = logging.getLogger("turbolock.redlock")
@@ -170,6 +171,8 @@ class AsyncRedlockClient(RedlockFlows):
 
     def _renewer(self) -> AsyncRedlockRenewer:
         if self._renewer_instance is None:
+            if self._renewals_stopped:  # closed while an acquire ran
+                raise ClientClosedError(CLOSED_DURING_ACQUIRE)
             self._renewer_instance = AsyncRedlockRenewer(self)
         return self._renewer_instance
 
