@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Exit codes: 0 done, 1 a check or the server failed (said on stderr, never a traceback),
     2 bad input."""
     args = build_parser().parse_args(argv)
-    from redis.exceptions import RedisError
+    from redis.exceptions import RedisClusterException, RedisError
 
     from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, LockError, ReplyError
 
@@ -150,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InvalidArgumentError, InvalidArgumentTypeError) as exc:
         print(f"turbolock {args.command}: {exc}", file=sys.stderr)
         return 2
-    except (LockError, RedisError, OSError) as exc:
+    except (LockError, RedisError, RedisClusterException, OSError) as exc:
         # redis-py's error text may quote a command's arguments back: shown as a reply's is
         said = str(ReplyError(str(exc)))
         print(f"turbolock {args.command}: {type(exc).__name__}: {said}", file=sys.stderr)
