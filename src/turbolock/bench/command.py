@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 import turbolock
+from turbolock.options import redis_py_url
 from turbolock.redis_server import RedisServer
 
 from .contenders import BenchmarkError, core_available, hiredis_available
@@ -64,7 +65,7 @@ def _progress(total: int) -> Iterator[Callable[[str], None]]:
 
 
 def _meta(url: str, core: str, sizes: Sizes, started: float) -> dict[str, Any]:
-    server = redis.Redis.from_url(url)
+    server = redis.Redis.from_url(redis_py_url(url))
     try:
         version = str(server.info("server").get("redis_version", "?"))
     finally:

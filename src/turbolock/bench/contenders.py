@@ -19,6 +19,7 @@ import redis
 from turbolock import LockClient
 from turbolock._wire import core as _core
 from turbolock._wire import scripts as _scripts
+from turbolock.options import redis_py_url
 
 from .workload import CHUNK_SIZE, KEY_PREFIX, TOKEN_BYTES, TTL_MS, TTL_SECONDS
 
@@ -184,7 +185,7 @@ def redis_py(url: str, hiredis: bool | None = None, **options: Any) -> redis.Red
             from redis.connection import HiredisParser as _HiredisParser  # type: ignore[attr-defined,no-redef]
             from redis.connection import PythonParser as _RESP2Parser  # type: ignore[attr-defined,no-redef]
         options["parser_class"] = _HiredisParser if hiredis else _RESP2Parser
-    return redis.Redis.from_url(url, **options)
+    return redis.Redis.from_url(redis_py_url(url), **options)
 
 
 class RedisPyLock:
