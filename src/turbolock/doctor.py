@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import redis
 
+from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX
 from turbolock.errors import LockError
 from turbolock.options import options_from_url, redis_py_url
 
@@ -145,7 +146,8 @@ def _waking(url: str, cluster: bool) -> Finding:
     listener = redis.Redis.from_url(redis_py_url(url), socket_timeout=5.0, socket_connect_timeout=5.0)
     subscriber = listener.pubsub()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     try:
-        subscriber.ssubscribe(DOCTOR_LOCK)
+        # A waiter subscribes to its lock's key, key prefix included: channel rights are checked on it.
+        subscriber.ssubscribe(DEFAULT_KEY_PREFIX + DOCTOR_LOCK)
         confirmed = subscriber.get_sharded_message(timeout=5.0)
     except redis.ResponseError as exc:
         if cluster and isinstance(exc, redis.exceptions.AskError):  # permitted (a MovedError is one too)
