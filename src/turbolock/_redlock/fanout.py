@@ -101,35 +101,42 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
     retrying: list[int] = []  # masters sent SCRIPT LOAD and the command again, after NOSCRIPT
     data = b""
     now = time.monotonic()
+    deadline = now + timeout  # the attempt's: every master's handshake, write and reply by it
     targets = range(masters) if only is None else only
     try:
         stale = [m for m in targets if _needs_connect(conns[m], now, timeout)]
-        failed = links.connect_all(conns, stale, timeout) if stale else {}
-        for m in targets:
-            if m in failed:
-                errors[m] = _describe(failed[m])
-                continue
-            conn = conns[m]
-            assert conn is not None
-            if not data:
-                buf = conn.buffer
-                encode(buf)
-                data = buf.take()
-            payload = data
-            cleanup = _Cleanup.take(clients[m]) if clients[m]._cleanup else None
-            if cleanup is not None:
-                payload = cleanup.encode(conn.buffer) + data
-            deadline = time.monotonic() + timeout
-            try:
-                conn.send(payload, deadline)
-            except (LockError, OSError) as exc:
-                links.drop(conns, m)
-                replies[m] = UNKNOWN
-                errors[m] = _describe(exc)
+        failed, opening = links.open_all(conns, stale, timeout) if stale else ({}, [])
+        # The masters ready now are written to first; a new connection's handshake is read
+        # meanwhile, and that master written to once it is done, by the same deadline.
+        for group in (targets, opening):
+            for m in group:
+                if m in failed:
+                    errors[m] = _describe(failed[m])
+                    continue
+                if group is targets and m in opening:
+                    continue
+                conn = conns[m]
+                assert conn is not None
+                if not data:
+                    buf = conn.buffer
+                    encode(buf)
+                    data = buf.take()
+                payload = data
+                cleanup = _Cleanup.take(clients[m]) if clients[m]._cleanup else None
                 if cleanup is not None:
-                    cleanup.settle(None)
-                continue
-            sent.append((m, conn, deadline, cleanup))
+                    payload = cleanup.encode(conn.buffer) + data
+                try:
+                    conn.send(payload, max(deadline, time.monotonic() + READ_GRACE))
+                except (LockError, OSError) as exc:
+                    links.drop(conns, m)
+                    replies[m] = UNKNOWN
+                    errors[m] = _describe(exc)
+                    if cleanup is not None:
+                        cleanup.settle(None)
+                    continue
+                sent.append((m, conn, deadline, cleanup))
+            if group is targets and opening:
+                links.finish_all(conns, opening, deadline, failed)
         while sent:
             m, conn, deadline, cleanup = sent[0]
             again = m in retrying
@@ -206,7 +213,10 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
     busy = False
     try:
         targets = range(masters) if only is None else only
-        failed = links.connect_all(conns, targets, timeout)
+        begun = time.monotonic()
+        # New connections' handshakes are read once the first chunks went to the others: a
+        # master reconnecting to a stuck server and one stuck with its connection cost one wait.
+        failed, joining = links.open_all(conns, targets, timeout)
         for m in targets:
             if m in failed:
                 errors[m] = _describe(failed[m])
@@ -217,7 +227,7 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
         if not live:
             return Outcome(replies, errors, started)
         busy = True
-        inflight: deque[tuple[int, int]] = deque()
+        inflight: deque[tuple[int, int, bytes]] = deque()
         next_start = 0
         while inflight or next_start < count:
             while len(inflight) < FANOUT_WINDOW and next_start < count:
@@ -228,7 +238,7 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
                 data = buf.take()
                 for m in live:
                     conn = conns[m]
-                    if conn is None:
+                    if conn is None or m in joining:
                         continue
                     cleanup = cleanups[m]
                     payload = data if cleanup is None or next_start else cleanup.encode(conn.buffer) + data
@@ -238,10 +248,14 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
                         unsent_from = inflight[0][0] if inflight else next_start
                         _fail(links, conns, replies, errors, cleanups, m, exc, unsent_from, stop)
                         continue
-                inflight.append((next_start, stop))
+                inflight.append((next_start, stop, data))
                 next_start = stop
-            start, stop = inflight.popleft()
-            deadline = time.monotonic() + timeout  # one for every master's replies to this chunk
+            if joining:
+                _join(links, conns, joining, inflight, cleanups, replies, errors, begun + timeout)
+                joining = []
+            start, stop, _ = inflight.popleft()
+            # One wait for every master's replies to this chunk (the first: counted from the start).
+            deadline = begun + timeout if start == 0 else time.monotonic() + timeout
             for m in live:
                 conn = conns[m]
                 if conn is None:
@@ -275,6 +289,29 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
                 cleanup.settle(None)
         links.give(conns)
     return Outcome(replies, errors, started)
+
+
+def _join(links: Links, conns: list[Connection | None], joining: list[int],
+          inflight: deque[tuple[int, int, bytes]], cleanups: list[_Cleanup | None],
+          replies: list[list[object]], errors: list[str | None], deadline: float) -> None:
+    """The masters whose new connection's handshake was on its way: read by ``deadline``, then
+    sent the chunks in flight (a master that fails is left out, its items never sent)."""
+    failed: dict[int, BaseException] = {}
+    links.finish_all(conns, joining, deadline, failed)
+    for m in joining:
+        if m in failed:
+            errors[m] = _describe(failed[m])
+            continue
+        conn = conns[m]
+        assert conn is not None
+        cleanup = cleanups[m]
+        for start, stop, data in inflight:
+            payload = data if cleanup is None or start else cleanup.encode(conn.buffer) + data
+            try:
+                conn.send(payload, max(deadline, time.monotonic() + READ_GRACE))
+            except (LockError, OSError) as exc:
+                _fail(links, conns, replies, errors, cleanups, m, exc, inflight[0][0], stop)
+                break
 
 
 def _any_buffer(conns: Sequence[Connection | None]) -> Any:

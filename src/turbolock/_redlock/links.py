@@ -90,6 +90,15 @@ class Links:
         """``connect`` for several masters, the handshakes of new connections sent to all before
         any is read: masters that do not answer cost one ``timeout`` together, not one each.
         The errors of the masters that could not be reached."""
+        failed, opened = self.open_all(conns, masters, timeout)
+        self.finish_all(conns, opened, time.monotonic() + timeout, failed)
+        return failed
+
+    def open_all(self, conns: ConnectionSet, masters: Iterable[int],
+                 timeout: float) -> tuple[dict[int, BaseException], list[int]]:
+        """``connect`` for several masters, without waiting for the handshakes of the new
+        connections: the errors of the masters that could not be reached, and the masters whose
+        handshake is on its way (for ``finish_all``)."""
         failed: dict[int, BaseException] = {}
         opened: list[int] = []
         for m in masters:
@@ -100,7 +109,12 @@ class Links:
                 continue
             if conn.handshake is not None:
                 opened.append(m)
-        deadline = time.monotonic() + timeout
+        return failed, opened
+
+    def finish_all(self, conns: ConnectionSet, opened: list[int], deadline: float,
+                   failed: dict[int, BaseException]) -> None:
+        """Read the handshakes ``open_all`` sent, by ``deadline``; a master that fails goes into
+        ``failed``."""
         for m in opened:
             opening = conns[m]
             assert opening is not None
@@ -110,7 +124,6 @@ class Links:
             except (LockError, OSError) as exc:
                 self.drop(conns, m)
                 failed[m] = exc
-        return failed
 
     def drop(self, conns: ConnectionSet, m: int) -> None:
         """Master ``m``'s connection failed mid-call: its replies are unaccounted for."""
