@@ -23,7 +23,7 @@ from turbolock._flows.redlock_result import (
     RedlockStatus,
     decide,
 )
-from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules, remember
+from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules, owe_release, remember
 from turbolock._flows.renewal_book import check_renewed_ttl
 from turbolock._flows.steps import Call, Flow, Outcome
 from turbolock._wire import scripts as _scripts
@@ -128,6 +128,11 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
                                          max_extensions)
             elif ok[j] or summary.errored:
                 failed.append(i)
+                continue
+            if summary.errored and made_here:  # a master's reply lost: its SET may still land
+                unsure = tuple(m for m, row in enumerate(rows) if row[j] is UNKNOWN)
+                if unsure:
+                    leases[i]._unsure = unsure  # type: ignore[union-attr]
 
     timeout = client.chunk_timeout_for(ms)
     try:
@@ -248,11 +253,11 @@ def release_many_flow(client: RedlockRules, leases: Sequence[RedlockLease]) -> F
 def _owe_releases(client: RedlockRules, leases: list[RedlockLease], rows: list[list[object]]) -> None:
     """The releases no master confirmed (no int reply: lost, not sent, an error) are retried on
     that master in the background until the lock's ttl has passed."""
-    for master, row in zip(client.masters, rows, strict=True):
+    now = time.monotonic()  # a key may live a ttl from its last write (an extend's may be unknown)
+    for m, (master, row) in enumerate(zip(client.masters, rows, strict=True)):
         for lease, reply in zip(leases, row, strict=True):
-            if type(reply) is not int:
-                forget_at = lease.acquired_at + lease.ttl_ms / 1000.0 + CLEANUP_GRACE
-                remember(master, [lease.key], [lease.token], forget_at)
+            if type(reply) is not int or lease._unsure:
+                owe_release(master, m, lease, reply, now + lease.ttl_ms / 1000.0 + CLEANUP_GRACE)
 
 
 def extend_many_flow(client: RedlockRules, leases: Sequence[RedlockLease], ttl: Seconds) -> Flow[list[bool]]:

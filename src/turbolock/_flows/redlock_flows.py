@@ -43,6 +43,7 @@ from turbolock._flows.redlock_rules import (
     DEFAULT_NODE_TIMEOUT,
     RedlockRules,
     count_int,
+    owe_release,
     remember,
 )
 from turbolock._flows.renewal_book import AutoRenew, OnLost
@@ -141,6 +142,8 @@ class RedlockFlows(RedlockRules):
                                                          summary, limit, fences)
             else:
                 lease = RedlockLease(name, token, ms, started, self._owner, drift, summary, limit)
+            if unknown and own_token:
+                lease._unsure = tuple(unknown)
             return RedlockResult(name, status, summary, attempts, lease, self.quorum, errors), []
         if unknown:
             self._release_owed(unknown, None, key, token, started + ms / 1000.0 + CLEANUP_GRACE, own_token)
@@ -259,7 +262,8 @@ class RedlockFlows(RedlockRules):
 
     def _released(self, lease: RedlockLease, replies: list[object], forget_at: float) -> bool:
         """A release's outcome from every master's reply to compare-and-delete."""
-        self._release_owed(None, replies, lease.key, lease.token, forget_at)
+        for m, reply in enumerate(replies):
+            owe_release(self.masters[m], m, lease, reply, forget_at)
         released = errored = 0
         for reply in replies:
             if type(reply) is not int:

@@ -63,7 +63,7 @@ class RedlockLease(Lease):
     that lasts, Expired after, Unlocked once released. The token is never shown.
     """
 
-    __slots__ = ("drift_ms", "extensions", "max_extensions", "instances", "_released")
+    __slots__ = ("drift_ms", "extensions", "max_extensions", "instances", "_released", "_unsure")
 
     def __init__(self, name: str | bytes, token: bytes, ttl_ms: int, acquired_at: float,
                  owner: object, drift: float, instances: InstanceSummary,
@@ -86,6 +86,9 @@ class RedlockLease(Lease):
         self.extensions = 0
         self.max_extensions = max_extensions
         self._released = False
+        self._unsure: tuple[int, ...] = ()
+        """Masters whose reply to the acquire was lost (its token the client's own): a release
+        that finds the lock free there releases it again later, as the SET may still land."""
 
     def expiry_after(self, sent_at: float, ttl_ms: int) -> float:
         """Where a command sent at ``sent_at`` that sets ``ttl_ms`` leaves the validity."""

@@ -15,6 +15,7 @@ from turbolock._flows.client_settings import CodecAndChunks, renew_policy
 from turbolock._flows.ownership import Owner, check_lease
 from turbolock._flows.redlock_result import FencedRedlockLease, InstanceSummary, RedlockLease, drift_ms
 from turbolock._flows.renewal_book import AutoRenew, OnLost
+from turbolock._wire import scripts as _scripts
 from turbolock._wire.validate import (
     Seconds,
     check_token,
@@ -53,6 +54,18 @@ def remember(master: Any, keys: Sequence[bytes], tokens: Sequence[bytes], forget
     still arrive: ``CleanupBook``)."""
     for key, token in zip(keys, tokens, strict=True):
         master._remember_cleanup(key, token, forget_at, recheck)
+
+
+def owe_release(master: Any, m: int, lease: Any, reply: object, forget_at: float) -> None:
+    """After a release of ``lease`` answered ``reply`` by master ``m``: sent again when that
+    master answers if it got no answer; and where the acquire's own reply was lost
+    (``lease._unsure``), unless it released the lock there, with rechecks (the lost ``SET`` may
+    land after a release that found the key free)."""
+    if m in lease._unsure:
+        if not (type(reply) is int and _scripts.released(reply)):
+            remember(master, [lease.key], [lease.token], forget_at, True)
+    elif type(reply) is not int:
+        remember(master, [lease.key], [lease.token], forget_at)
 
 
 class RedlockRules(CodecAndChunks):
