@@ -262,8 +262,11 @@ class RedlockFlows(RedlockRules):
 
     def _released(self, lease: RedlockLease, replies: list[object], forget_at: float) -> bool:
         """A release's outcome from every master's reply to compare-and-delete."""
-        for m, reply in enumerate(replies):
-            owe_release(self.masters[m], m, lease, reply, forget_at)
+        if lease._unsure:
+            for m, reply in enumerate(replies):
+                owe_release(self.masters[m], m, lease, reply, forget_at)
+        else:
+            self._release_owed(None, replies, lease.key, lease.token, forget_at)
         released = errored = 0
         for reply in replies:
             if type(reply) is not int:
