@@ -82,10 +82,19 @@ def _give_back(client: Any, locks: list[MaybeHeld], own_tokens: bool = False) ->
 
 
 def _roll_back(client: Any, leases: list[Lease]) -> Flow[None]:
-    """Release what an acquire that failed took (not a release the caller made: not reported)."""
-    replies = yield from run_release_flow(client, keys_of(leases, client.core),
-                                          [lease.token for lease in leases])
-    settle_release(client, leases, replies)
+    """Release what an acquire that failed took (not a release the caller made: not reported).
+    Interrupted, cancelled or failed part-way, every one is left to the background cleanup;
+    one whose release got no answer is retried there (``settle_release``)."""
+    try:
+        replies = yield from run_release_flow(client, keys_of(leases, client.core),
+                                              [lease.token for lease in leases])
+    except BaseException:
+        _forget(client, leases)
+        raise
+    try:
+        settle_release(client, leases, replies)
+    except OutcomeUnknownError:
+        pass  # the acquire's own outcome is known; its give-back goes on in the background
 
 
 def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
