@@ -106,37 +106,39 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
     try:
         stale = [m for m in targets if _needs_connect(conns[m], now, timeout)]
         failed, opening = links.open_all(conns, stale, timeout) if stale else ({}, [])
-        # The masters ready now are written to first; a new connection's handshake is read
-        # meanwhile, and that master written to once it is done, by the same deadline.
-        for group in (targets, opening):
-            for m in group:
-                if m in failed:
-                    errors[m] = _describe(failed[m])
-                    continue
-                if group is targets and m in opening:
-                    continue
-                conn = conns[m]
-                assert conn is not None
-                if not data:
-                    buf = conn.buffer
-                    encode(buf)
-                    data = buf.take()
-                payload = data
-                cleanup = _Cleanup.take(clients[m]) if clients[m]._cleanup else None
+
+        def write(m: int) -> None:
+            nonlocal data
+            conn = conns[m]
+            assert conn is not None
+            if not data:
+                buf = conn.buffer
+                encode(buf)
+                data = buf.take()
+            payload = data
+            cleanup = _Cleanup.take(clients[m]) if clients[m]._cleanup else None
+            if cleanup is not None:
+                payload = cleanup.encode(conn.buffer) + data
+            try:
+                conn.send(payload, max(deadline, time.monotonic() + READ_GRACE))
+            except (LockError, OSError) as exc:
+                links.drop(conns, m)
+                replies[m] = UNKNOWN
+                errors[m] = _describe(exc)
                 if cleanup is not None:
-                    payload = cleanup.encode(conn.buffer) + data
-                try:
-                    conn.send(payload, max(deadline, time.monotonic() + READ_GRACE))
-                except (LockError, OSError) as exc:
-                    links.drop(conns, m)
-                    replies[m] = UNKNOWN
-                    errors[m] = _describe(exc)
-                    if cleanup is not None:
-                        cleanup.settle(None)
-                    continue
-                sent.append((m, conn, deadline, cleanup))
-            if group is targets and opening:
-                links.finish_all(conns, opening, deadline, failed)
+                    cleanup.settle(None)
+                return
+            sent.append((m, conn, deadline, cleanup))
+
+        # The masters ready now are written to first; new connections' handshakes are read
+        # meanwhile, each master written to as soon as its own is done, by the same deadline.
+        for m in targets:
+            if m not in failed and m not in opening:
+                write(m)
+        if opening:
+            links.finish_all(conns, opening, deadline, failed, write)
+        for m in failed:
+            errors[m] = _describe(failed[m])
         while sent:
             m, conn, deadline, cleanup = sent[0]
             again = m in retrying
@@ -294,14 +296,11 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
 def _join(links: Links, conns: list[Connection | None], joining: list[int],
           inflight: deque[tuple[int, int, bytes]], cleanups: list[_Cleanup | None],
           replies: list[list[object]], errors: list[str | None], deadline: float) -> None:
-    """The masters whose new connection's handshake was on its way: read by ``deadline``, then
-    sent the chunks in flight (a master that fails is left out, its items never sent)."""
-    failed: dict[int, BaseException] = {}
-    links.finish_all(conns, joining, deadline, failed)
-    for m in joining:
-        if m in failed:
-            errors[m] = _describe(failed[m])
-            continue
+    """The masters whose new connection's handshake was on its way: read by ``deadline``, each
+    sent the chunks in flight as soon as its handshake is done (a master that fails is left out,
+    its items never sent)."""
+
+    def send_inflight(m: int) -> None:
         conn = conns[m]
         assert conn is not None
         cleanup = cleanups[m]
@@ -311,7 +310,12 @@ def _join(links: Links, conns: list[Connection | None], joining: list[int],
                 conn.send(payload, max(deadline, time.monotonic() + READ_GRACE))
             except (LockError, OSError) as exc:
                 _fail(links, conns, replies, errors, cleanups, m, exc, inflight[0][0], stop)
-                break
+                return
+
+    failed: dict[int, BaseException] = {}
+    links.finish_all(conns, joining, deadline, failed, send_inflight)
+    for m in failed:
+        errors[m] = _describe(failed[m])
 
 
 def _any_buffer(conns: Sequence[Connection | None]) -> Any:

@@ -17,10 +17,12 @@ import os
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from turbolock._sync.connection import Connection
 from turbolock._sync.pool import STALE_CHECK_AFTER
+from turbolock._wire.ready import readable
 from turbolock.client import LockClient
 from turbolock.errors import LockError
 
@@ -112,18 +114,32 @@ class Links:
         return failed, opened
 
     def finish_all(self, conns: ConnectionSet, opened: list[int], deadline: float,
-                   failed: dict[int, BaseException]) -> None:
-        """Read the handshakes ``open_all`` sent, by ``deadline``; a master that fails goes into
-        ``failed``."""
+                   failed: dict[int, BaseException], joined: Callable[[int], None] | None = None) -> None:
+        """Read the handshakes ``open_all`` sent, by ``deadline``, each as soon as it is in (a
+        master that does not answer holds up none of the others); ``joined(m)`` runs at once
+        for each master whose handshake succeeded (a caller writes to it then, not after the
+        slowest). A master that fails goes into ``failed``."""
+        waiting: dict[Any, int] = {}
         for m in opened:
             opening = conns[m]
             assert opening is not None
-            try:
-                # Replies already here are read even once the deadline has passed.
-                opening.finish_connect(max(deadline, time.monotonic() + READ_GRACE))
-            except (LockError, OSError) as exc:
-                self.drop(conns, m)
-                failed[m] = exc
+            waiting[opening.sock] = m
+        while waiting:
+            left = deadline - time.monotonic()
+            # Once the deadline has passed, replies already here are still read.
+            ready = (readable(tuple(waiting), left) if left > 0 else []) or list(waiting)
+            for sock in ready:
+                m = waiting.pop(sock)
+                opening = conns[m]
+                assert opening is not None
+                try:
+                    opening.finish_connect(max(deadline, time.monotonic() + READ_GRACE))
+                except (LockError, OSError) as exc:
+                    self.drop(conns, m)
+                    failed[m] = exc
+                    continue
+                if joined is not None:
+                    joined(m)
 
     def drop(self, conns: ConnectionSet, m: int) -> None:
         """Master ``m``'s connection failed mid-call: its replies are unaccounted for."""
