@@ -50,6 +50,7 @@ from turbolock.errors import (
     LockError,
     OutcomeUnknownError,
     ReplyError,
+    UnsentTimeoutError,
 )
 from turbolock.lease import (
     Lease,
@@ -227,6 +228,11 @@ def claim_plan_flow(client: Any, plan: ClaimPlan, many: Any, deadline: float = m
         plan.sent_at = time.monotonic()
         try:
             reply = (yield Call(many, (1, plan.encode, plan.script, plan.reencode), options))[0]
+        except UnsentTimeoutError:
+            _give_back(client, plan.held(time.monotonic()))  # nothing of this chunk ran
+            if pause is None:
+                raise
+            raise plan.error(reply) from None  # a resend past the deadline: the refusal stands
         except Exception:
             _give_back(client, plan.held(time.monotonic()))  # raised before the chunk ran
             raise

@@ -76,13 +76,14 @@ class NodeClaimPlan(ClaimPlan):
     script = CLAIM_ARGV
     _resend_until = 0.0
 
-    def __init__(self, *args: Any, timeout: float, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, timeout: float, until: float = math.inf, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.timeout = timeout
+        self.until = until  # the whole claim's budget: no resend is sent past it
 
     def next_chunk(self) -> None:
         super().next_chunk()
-        self._resend_until = time.monotonic() + self.timeout
+        self._resend_until = min(time.monotonic() + self.timeout, self.until)
 
     def resend_pause(self, reply: object) -> float | None:
         if _cluster_down(reply) and time.monotonic() + RETRY_PAUSE < self._resend_until:
@@ -160,7 +161,7 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
                 continue
             plan = NodeClaimPlan([names[i] for i in indices], ms, wanted - len(acquired),
                                  None if checked is None else [checked[i] for i in indices], client._owner,
-                                 client.chunk_size, fenced=fenced, timeout=cluster.timeout)
+                                 client.chunk_size, fenced=fenced, timeout=cluster.timeout, until=end)
             try:
                 part = yield from claim_plan_flow(client, plan, cluster.node(address).many, end)
             except ResponseError as error:
