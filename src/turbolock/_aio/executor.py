@@ -267,7 +267,8 @@ class Executor:
 
         Chunks of ``chunk_size`` commands, two in flight. Items answered NOSCRIPT are sent again
         after loading the script, encoded by ``reencode(buf, indices)``. ``on_replies(start,
-        replies)`` sees each chunk as it arrives. A cancelled caller leaves every chunk's reply
+        replies)`` sees each chunk as it arrives. A ``deadline`` that passed before anything was
+        written raises ``UnsentTimeoutError``. A cancelled caller leaves every chunk's reply
         to the protocol, which hands acquires' replies to ``on_orphan`` with ``orphans(start,
         stop)`` as the tag. ``durable`` (acquires): with ``replicas_ack``, ``WAIT`` follows on the
         same connection and every lock taken becomes ``NOT_DURABLE`` when too few replicas have it.

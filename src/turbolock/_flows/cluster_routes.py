@@ -418,7 +418,7 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
             try:
                 answers = [(yield from _share_flow(routes, nodes, address, indices, encode, script, reencode,
                                                    end, orphans, durable))]
-            except UnsentTimeoutError:
+            except UnsentTimeoutError:  # as ``_answers``: nothing went out, the results stand
                 if first_round:
                     raise
                 answers = [None]
@@ -429,8 +429,8 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
                                                                                  orphans))
             answers = _answers(routes, shares, outcomes, results, first_round)
         for (address, indices), replies in zip(shares, answers, strict=True):
-            if replies is None or (not first_round and _none_sent(replies)):
-                continue  # a resend the deadline cut before it went out: the last replies stand
+            if replies is None:
+                continue  # a share the deadline cut before it went out: its results stand
             if ReplyError not in set(map(type, replies)):  # no redirect, no "try again": the usual case
                 routes.core.put_items(results, indices, replies)
                 continue
@@ -527,16 +527,20 @@ def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: li
 def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
              outcomes: list[tuple[bool, Any]], results: list[object],
              first_round: bool = True) -> list[list[object] | None]:
-    """Each master's replies. A master whose call failed while others answered gets ``UNKNOWN``
-    for its items (the call may have written before it failed: maybe held, cleaned up by the
-    caller's lost-reply path, as a broken connection's are); a resend the deadline cut before it
-    went out gets None (its items' last replies stand). When every master failed, or a call was
-    interrupted, what the others answered goes into ``results`` first (see ``settle_answered``)
-    and the first failure is raised."""
+    """Each master's replies. A share the deadline cut before anything went out
+    (``UnsentTimeoutError``) gets None: its items' results stand (``NOT_SENT``, or a resend's
+    last replies); when that is every share of the first round, the call raises it. A master
+    whose call failed while others answered gets ``UNKNOWN`` for its items (the call may have
+    written before it failed: maybe held, cleaned up by the caller's lost-reply path, as a broken
+    connection's are). When every master failed, or a call was interrupted, what the others
+    answered goes into ``results`` first (see ``settle_answered``) and the first failure is
+    raised."""
+    unsent = [not ok and isinstance(value, UnsentTimeoutError) for ok, value in outcomes]
+    if first_round and unsent and all(unsent):
+        raise outcomes[0][1]
+    outcomes = [(True, None) if cut else outcome for cut, outcome in zip(unsent, outcomes, strict=True)]
     failure: BaseException | None = None
     interrupted = False
-    outcomes = [(True, None) if not ok and not first_round and isinstance(value, UnsentTimeoutError)
-                else (ok, value) for ok, value in outcomes]
     for (address, _), (ok, value) in zip(shares, outcomes, strict=True):
         if not ok:
             routes.failed(address)
@@ -548,15 +552,10 @@ def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
         return [value if ok else [UNKNOWN] * len(indices)
                 for (_, indices), (ok, value) in zip(shares, outcomes, strict=True)]
     for (_, indices), (ok, value) in zip(shares, outcomes, strict=True):
-        if ok:
+        if ok and value is not None:
             for position, i in enumerate(indices):
                 results[i] = value[position]
     raise failure
-
-
-def _none_sent(replies: list[object]) -> bool:
-    """Whether a share's call sent nothing (its deadline had passed): every reply ``NOT_SENT``."""
-    return all(reply is NOT_SENT for reply in replies)
 
 
 def _bounced(routes: ClusterRoutes, reply: object, asked: Address) -> Redirect | None:

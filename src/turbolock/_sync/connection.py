@@ -104,6 +104,9 @@ class Connection:
         try:
             count = append_handshake(self.buffer, opts)
             self.send(self.buffer.take(), connect_deadline)
+        except NotSent:  # the connect itself took the whole connect timeout
+            self.close()
+            raise handshake_timeout(opts, limit) from None
         except BaseException:
             self.close()
             raise
@@ -181,13 +184,7 @@ class Connection:
         sock = self.sock
         if sock is None:
             raise ConnectionError(f"connection to {self.options.address} is closed")
-        try:
-            self._arm(sock, deadline)
-        except builtins.TimeoutError:
-            raise NotSent(UnsentTimeoutError(f"the call's deadline passed before anything was sent to "
-                                        f"{self.options.address}")) from None
-        except BaseException as exc:
-            raise self._break(exc) from None
+        self._arm_first(sock, deadline)
         try:
             sent = sock.send(data)  # all of it, but for a server that stopped reading
             if sent != len(data):
@@ -198,16 +195,27 @@ class Connection:
 
     def send(self, data: bytes, deadline: float) -> None:
         """Write ``data`` by ``deadline``; on a failure the connection is broken, and ``written``
-        says how much went out."""
+        says how much went out (``NotSent`` as ``_send_first``: late before the write)."""
         self.written = 0
         sock = self.sock
         if sock is None:
             raise ConnectionError(f"connection to {self.options.address} is closed")
+        self._arm_first(sock, deadline)
         try:
-            self._arm(sock, deadline)
             sent = self.written = sock.send(data)
             if sent != len(data):
                 self._write_rest(sock, data, sent, deadline)
+        except BaseException as exc:
+            raise self._break(exc) from None
+
+    def _arm_first(self, sock: socket.socket, deadline: float) -> None:
+        """``_arm`` before a write: ``NotSent`` when ``deadline`` has passed (the connection is
+        untouched and stays usable); any other failure breaks the connection."""
+        try:
+            self._arm(sock, deadline)
+        except builtins.TimeoutError:
+            raise NotSent(UnsentTimeoutError(f"the call's deadline passed before anything was sent to "
+                                             f"{self.options.address}")) from None
         except BaseException as exc:
             raise self._break(exc) from None
 

@@ -204,7 +204,8 @@ class Executor:
         For scripts, items answered NOSCRIPT are sent again after loading the script, encoded by
         ``reencode(buf, indices)``. ``on_replies(start, replies)`` also sees each chunk as it
         arrives (not the NOSCRIPT retries), to overlap the caller's work with the server's.
-        Nothing waits past ``deadline`` (besides each chunk's own timeout). A call interrupted
+        Nothing waits past ``deadline`` (besides each chunk's own timeout); one that passed before
+        anything was written raises ``UnsentTimeoutError``. A call interrupted
         (KeyboardInterrupt, SystemExit) hands what its acquires may have taken to ``on_orphan``,
         tagged by ``orphans(start, stop)``: the chunks in flight, the one being handed over, a
         NOSCRIPT retry's. ``keys`` (each item's key, for a Redis Cluster's executor to route by)
@@ -229,6 +230,9 @@ class Executor:
             if script is not None and reencode is not None:
                 self._reload_and_retry(conn, script, reencode, results, deadline, orphans)
         except PipelineBroken as broken:
+            if broken.sent == 0 and isinstance(broken.cause, NotSent):  # late before the first write
+                pool.put(conn)
+                raise broken.cause.cause from None  # as asyncio's executor: nothing was sent
             pool.discard(conn)
             _mark_unknown(results, range(broken.replied, broken.sent))
             interrupted = not isinstance(broken.cause, Exception)
