@@ -28,7 +28,7 @@ from turbolock._flows.client_settings import (
 from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.fair import fair_attempt_flow
 from turbolock._flows.ownership import forget_parent_locks_after_fork
-from turbolock._flows.renewal_book import CLOSED_DURING_ACQUIRE, COMMANDS_PER_WRITE, AutoRenew, Batch, OnLost
+from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch, OnLost
 from turbolock._flows.single import (
     acquire_result,
     check_flow,
@@ -50,7 +50,6 @@ from turbolock._sync.waker import Waker
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler, Unconfirmed
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_token, encode_name, ttl_ms
-from turbolock.errors import ClientClosedError
 from turbolock.lease import Lease, LockInfo
 from turbolock.lock import Lock
 
@@ -102,13 +101,8 @@ class LockClient(ClientRules[Lock]):
         if self._waker_instance is not None:
             self._waker_instance.forget_after_fork()
 
-    def _renewer(self) -> Renewer:
-        with self._renewer_lock:
-            if self._renewer_instance is None:
-                if self._renewals_stopped:  # closed while an acquire ran
-                    raise ClientClosedError(CLOSED_DURING_ACQUIRE)
-                self._renewer_instance = Renewer(self)
-            return self._renewer_instance
+    def _new_renewer(self) -> Renewer:
+        return Renewer(self)
 
     def _waker(self) -> Waker | ClusterWaker:
         with self._renewer_lock:

@@ -45,7 +45,7 @@ from turbolock._flows.redlock_rules import (
     DEFAULT_NODE_TIMEOUT,
     DEFAULT_RETRY_DELAY,
 )
-from turbolock._flows.renewal_book import CLOSED_DURING_ACQUIRE, AutoRenew, OnLost
+from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._redlock.fanout import fan_out, fan_out_one
 from turbolock._redlock.links import Links
 from turbolock._redlock.masters import take_masters
@@ -53,7 +53,6 @@ from turbolock._sync.drive import run
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.validate import Seconds
 from turbolock.client import LockClient
-from turbolock.errors import ClientClosedError
 from turbolock.lease import LockInfo
 
 if TYPE_CHECKING:
@@ -225,21 +224,10 @@ class RedlockClient(RedlockFlows):
 
     # -- renewal and lifetime -------------------------------------------------------------------
 
-    def _renewer(self) -> RedlockRenewer:
-        with self._renewer_lock:
-            if self._renewer_instance is None:
-                if self._renewals_stopped:  # closed while an acquire ran
-                    raise ClientClosedError(CLOSED_DURING_ACQUIRE)
-                from turbolock._redlock.renewer import RedlockRenewer
+    def _new_renewer(self) -> RedlockRenewer:
+        from turbolock._redlock.renewer import RedlockRenewer
 
-                self._renewer_instance = RedlockRenewer(self)
-            return self._renewer_instance
-
-    @property
-    def renewing(self) -> int:
-        """How many locks the renewer currently keeps."""
-        renewer = self._renewer_instance
-        return 0 if renewer is None else len(renewer)
+        return RedlockRenewer(self)
 
     def close(self) -> None:
         """Stop renewing and release every auto-renewed lock, make one try at the maybe-held

@@ -29,6 +29,7 @@ from turbolock._flows.fair import Leaving
 from turbolock._flows.lock_rules import lock_ttl
 from turbolock._flows.ownership import Owner, check_lease
 from turbolock._flows.renewal_book import AutoRenew, OnLost
+from turbolock._flows.renewer_slot import RenewerSlot
 from turbolock._flows.single import adopted_lease, check_flow, extend_flow, query_flow
 from turbolock._flows.steps import Flow
 from turbolock._wire import core as _core
@@ -52,16 +53,13 @@ C = TypeVar("C", bound="ClientRules[Any]")
 LockT = TypeVar("LockT")
 
 
-class ClientRules(CodecAndChunks, Generic[LockT]):
+class ClientRules(CodecAndChunks, RenewerSlot[Any], Generic[LockT]):
     """Settings and bookkeeping of a single-server client; ``_lock_type`` is its Lock object."""
 
     _lock_type: Any
     """The class of its Lock objects (made by ``lock()``)."""
     _own_keywords: tuple[str, ...] = CLIENT_KEYWORDS
     """Keywords ``from_url`` and ``from_redis`` pass to the client, not to its connections."""
-    _renewer_instance: Any
-    _renewals_stopped = False
-    """Set by close: no renewer is started from then on (``stop_renewing_flow``)."""
     _waker_instance: Any = None
     _batches_keys = True
     """Whether a script call may take many keys (``_many_batched``): one server or Sentinel's
@@ -276,12 +274,6 @@ class ClientRules(CodecAndChunks, Generic[LockT]):
             renewer._lost(lease, reason)
         else:
             lease.mark_lost(reason)
-
-    @property
-    def renewing(self) -> int:
-        """How many locks the renewer currently keeps."""
-        renewer = self._renewer_instance
-        return 0 if renewer is None else len(renewer)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.options.address}, db={self.options.db}, "

@@ -3,7 +3,6 @@ renewer still kept, by one deadline. Written once for the threaded and the async
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 from typing import Any
@@ -18,11 +17,7 @@ def stop_renewing_flow(client: Any, deadline: float = math.inf) -> Flow[None]:
     """Stop ``client``'s renewer (a round in flight may finish until ``deadline``) and release the
     locks it kept with ``client._release_renewed(leases, deadline)``; a failure is logged, since
     the locks then expire by their ttl."""
-    # From here no acquire starts a renewer (one in flight raises ``ClientClosedError``): with
-    # the threaded clients' renewer lock, since an acquire may be making one at this moment.
-    with getattr(client, "_renewer_lock", None) or contextlib.nullcontext():
-        client._renewals_stopped = True
-        renewer = client._renewer_instance
+    renewer = client._stop_renewals()
     if renewer is None:
         return
     yield Call(renewer.stop, (None if deadline == math.inf else deadline,))

@@ -306,7 +306,7 @@ def extend_many_flow(client: RedlockRules, leases: Sequence[RedlockLease], ttl: 
     masters = len(rows)
     life = (ms - drift) / 1000.0
     unknown: list[str | bytes] = []
-    renewer = client._renewer_instance  # type: ignore[attr-defined]
+    renewer = client._renewer_instance
     for j, i in enumerate(live):
         lease = checked[i]
         started = outcome.started[j // chunk]

@@ -15,6 +15,7 @@ from turbolock._flows.client_settings import CodecAndChunks, renew_policy
 from turbolock._flows.ownership import Owner, check_lease
 from turbolock._flows.redlock_result import FencedRedlockLease, InstanceSummary, RedlockLease, drift_ms
 from turbolock._flows.renewal_book import AutoRenew, OnLost
+from turbolock._flows.renewer_slot import RenewerSlot
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.validate import (
     Seconds,
@@ -68,12 +69,10 @@ def owe_release(master: Any, m: int, lease: Any, reply: object, forget_at: float
         remember(master, [lease.key], [lease.token], forget_at)
 
 
-class RedlockRules(CodecAndChunks):
+class RedlockRules(CodecAndChunks, RenewerSlot[Any]):
     """Settings and checks of a Redlock client; ``masters`` are its per-master clients."""
 
     masters: tuple[Any, ...]
-    _renewals_stopped = False
-    """Set by close: no renewer is started from then on (``stop_renewing_flow``)."""
     master_names: tuple[str, ...]
     """Each master's name for fenced leases' ``MasterFences`` (``redlock_result.master_names``)."""
     quorum: int
@@ -171,11 +170,8 @@ class RedlockRules(CodecAndChunks):
         return RedlockLease(name, check_token(token), 0, time.monotonic(), self._owner, 0.0,
                             InstanceSummary(0, 0, 0), None)
 
-    def _renewer(self) -> Any:
-        raise NotImplementedError
-
     def _lease_lost(self, lease: RedlockLease, reason: str) -> None:
-        renewer = self._renewer_instance  # type: ignore[attr-defined]
+        renewer = self._renewer_instance
         if lease.renewal is not None and renewer is not None:
             renewer._lost(lease, reason)
         else:

@@ -45,7 +45,7 @@ from turbolock._flows.closing import stop_renewing_flow
 from turbolock._flows.fair import fair_attempt_flow
 from turbolock._flows.lock_flows import give_back
 from turbolock._flows.ownership import forget_parent_locks_after_fork
-from turbolock._flows.renewal_book import CLOSED_DURING_ACQUIRE, COMMANDS_PER_WRITE, AutoRenew, Batch
+from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, AutoRenew, Batch
 from turbolock._flows.single import (
     acquire_result,
     check_flow,
@@ -62,7 +62,6 @@ from turbolock._wire.outcomes import UNKNOWN, Encoder, NotSent, Reencoder, Reply
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
 from turbolock.asyncio.lock import AsyncLock
 from turbolock.errors import (
-    ClientClosedError,
     LockError,
 )
 from turbolock.lease import Lease, LockInfo
@@ -117,12 +116,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
     def max_connections(self) -> int:
         return self._pool.size
 
-    def _renewer(self) -> Renewer:
-        if self._renewer_instance is None:
-            if self._renewals_stopped:  # closed while an acquire ran
-                raise ClientClosedError(CLOSED_DURING_ACQUIRE)
-            self._renewer_instance = Renewer(self)
-        return self._renewer_instance
+    def _new_renewer(self) -> Renewer:
+        return Renewer(self)
 
     def _waker(self) -> AsyncWaker | AsyncClusterWaker:
         if self._waker_instance is None:
@@ -310,7 +305,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         False when ``timeout`` passed first or the lease was released. The asyncio counterpart
         of ``lease.lost.wait()``."""
         self._check_lease(lease)
-        return await self._renewer().wait_lost(lease, timeout)
+        lost: bool = await self._renewer().wait_lost(lease, timeout)
+        return lost
 
     # -- bulk -----------------------------------------------------------------------------------
 

@@ -30,13 +30,12 @@ from turbolock._flows.redlock_rules import (
     DEFAULT_NODE_TIMEOUT,
     DEFAULT_RETRY_DELAY,
 )
-from turbolock._flows.renewal_book import CLOSED_DURING_ACQUIRE, AutoRenew, OnLost
+from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._redlock.masters import take_masters
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.validate import Seconds
 from turbolock.asyncio.client import AsyncLockClient
 from turbolock.asyncio.lock import AsyncLockCalls
-from turbolock.errors import ClientClosedError
 from turbolock.lease import LockInfo
 
 log = logging.getLogger("turbolock.redlock")
@@ -169,24 +168,15 @@ class AsyncRedlockClient(RedlockFlows):
 
     # -- renewal and lifetime -------------------------------------------------------------------
 
-    def _renewer(self) -> AsyncRedlockRenewer:
-        if self._renewer_instance is None:
-            if self._renewals_stopped:  # closed while an acquire ran
-                raise ClientClosedError(CLOSED_DURING_ACQUIRE)
-            self._renewer_instance = AsyncRedlockRenewer(self)
-        return self._renewer_instance
+    def _new_renewer(self) -> AsyncRedlockRenewer:
+        return AsyncRedlockRenewer(self)
 
     async def wait_lost(self, lease: RedlockLease, timeout: Seconds | None = None) -> bool:
         """Wait until the renewer finds an auto-renewed ``lease`` lost: True when it was, False
         when ``timeout`` passed first or the lease was released."""
         lease = self._check_lease(lease)
-        return await self._renewer().wait_lost(lease, timeout)
-
-    @property
-    def renewing(self) -> int:
-        """How many locks the renewer currently keeps."""
-        renewer = self._renewer_instance
-        return 0 if renewer is None else len(renewer)
+        lost: bool = await self._renewer().wait_lost(lease, timeout)
+        return lost
 
     async def close(self) -> None:
         """Stop renewing and release every auto-renewed lock, then close the masters opened from
