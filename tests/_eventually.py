@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -15,6 +16,17 @@ def eventually(predicate: Callable[[], object], seconds: float) -> bool:
         if time.monotonic() > end:
             return False
         time.sleep(0.01)
+    return True
+
+
+async def eventually_async(predicate: Callable[[], object], seconds: float) -> bool:
+    """``eventually`` for a test inside an event loop: the loop's own tasks (an asyncio
+    client's cleanup) run while it polls."""
+    end = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > end:
+            return False
+        await asyncio.sleep(0.01)
     return True
 
 

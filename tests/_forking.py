@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import select
+import threading
 import time
 import traceback
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
 
 
 def in_forked_child(work: Callable[[], str], meanwhile: Callable[[], None] | None = None,
@@ -35,6 +38,27 @@ def in_forked_child(work: Callable[[], str], meanwhile: Callable[[], None] | Non
     finally:
         reported = _wait_for_child(pid, read_fd, limit)
     return reported
+
+
+def in_child_forked_while_held(lock: AbstractContextManager[Any], work: Callable[[], str],
+                                limit: float = 10.0) -> str:
+    """``in_forked_child(work)`` forked while another thread of this process holds ``lock`` (let
+    go once the child runs): what a module-wide lock held elsewhere at a fork leaves the child."""
+    inside, leave = threading.Event(), threading.Event()
+
+    def holding() -> None:
+        with lock:
+            inside.set()
+            leave.wait(limit)
+
+    thread = threading.Thread(target=holding)
+    thread.start()
+    try:
+        assert inside.wait(5)
+        return in_forked_child(work, leave.set, limit=limit)
+    finally:
+        leave.set()
+        thread.join()
 
 
 def _wait_for_child(pid: int, read_fd: int, limit: float) -> str:

@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from _blocking_async import FRONTS, Fronts
+from _netfaults import FaultProxy
 from _pki import Pki, make_pki
 from _raw import raw_connection
 from _tls_support import missing_tls
@@ -199,3 +200,12 @@ def raws() -> Iterator[Callable[[list[RedisServer]], list[redis.Redis]]]:
     yield make
     for connection in opened:
         connection.close()
+
+
+@pytest.fixture
+def third_proxy(three: list[RedisServer]) -> Iterator[FaultProxy]:
+    """A proxy in front of the third master that still delivers what it held back after the
+    client's side closed: a write that reaches that master late."""
+    with FaultProxy("127.0.0.1", three[2].port) as started:
+        started.deliver_after_close = True
+        yield started

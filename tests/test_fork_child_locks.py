@@ -11,9 +11,8 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 
-from _forking import in_forked_child
+from _forking import in_child_forked_while_held, in_forked_child
 from turbolock import LockClient, LockLostError, LockNotOwnedError
 from turbolock import lease as lease_module
 from turbolock._flows.lock_flows import LockFlows
@@ -24,28 +23,15 @@ from turbolock.redis_server import RedisServer
 def test_a_fork_while_a_renewal_settles_beliefs_leaves_the_child_usable(redis_server: RedisServer,
                                                                        core_name: str,
                                                                        key_prefix: str) -> None:
-    inside, leave = threading.Event(), threading.Event()
+    def child() -> str:
+        with LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix,
+                                 timeout=1) as client:
+            with client.lock("job", ttl=5, timeout=2):
+                pass
+        return "released"
 
-    def settling() -> None:
-        with lease_module._belief_lock:  # where a renewal round's commands_sent/commands_ran are for a moment
-            inside.set()
-            leave.wait(10)
-
-    thread = threading.Thread(target=settling)
-    thread.start()
-    assert inside.wait(5)
-    try:
-        def child() -> str:
-            with LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix,
-                                     timeout=1) as client:
-                with client.lock("job", ttl=5, timeout=2):
-                    pass
-            return "released"
-
-        assert in_forked_child(child, leave.set, limit=10) == "released"
-    finally:
-        leave.set()
-        thread.join()
+    # where a renewal round's commands_sent/commands_ran are for a moment
+    assert in_child_forked_while_held(lease_module._belief_lock, child) == "released"
 
 
 def test_a_fork_while_another_thread_extends_an_async_lock_leaves_the_child_usable(
@@ -54,36 +40,23 @@ def test_a_fork_while_another_thread_extends_an_async_lock_leaves_the_child_usab
     by an extend that finds its lock gone, and by every Redlock Lock's acquire, from any thread
     running an event loop): held by another thread at the fork, the child's own AsyncLock.extend()
     of a lock that expired hangs for ever instead of raising LockNotOwnedError."""
-    inside, leave = threading.Event(), threading.Event()
+    def child() -> str:
+        async def main() -> str:
+            async with AsyncLockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix,
+                                                timeout=1) as client:
+                lock = client.lock("job", ttl=0.05, timeout=2)
+                assert await lock.acquire()
+                await asyncio.sleep(0.2)  # expired: the extend finds it gone
+                try:
+                    await lock.extend(10)
+                except LockNotOwnedError:
+                    return "not owned"
+            return "extended"
 
-    def extending() -> None:
-        with LockFlows._state_lock:  # where another loop's AsyncLock.extend() is for a moment
-            inside.set()
-            leave.wait(10)
+        return asyncio.run(main())
 
-    thread = threading.Thread(target=extending)
-    thread.start()
-    assert inside.wait(5)
-    try:
-        def child() -> str:
-            async def main() -> str:
-                async with AsyncLockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix,
-                                                    timeout=1) as client:
-                    lock = client.lock("job", ttl=0.05, timeout=2)
-                    assert await lock.acquire()
-                    await asyncio.sleep(0.2)  # expired: the extend finds it gone
-                    try:
-                        await lock.extend(10)
-                    except LockNotOwnedError:
-                        return "not owned"
-                return "extended"
-
-            return asyncio.run(main())
-
-        assert in_forked_child(child, leave.set, limit=10) == "not owned"
-    finally:
-        leave.set()
-        thread.join()
+    # where another loop's AsyncLock.extend() is for a moment
+    assert in_child_forked_while_held(LockFlows._state_lock, child) == "not owned"
 
 
 def test_a_forked_child_cannot_pass_ensure_held_on_its_parent_s_lock(redis_server: RedisServer,

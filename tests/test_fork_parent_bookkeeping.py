@@ -12,7 +12,7 @@ import time
 
 import redis
 
-from _forking import in_forked_child
+from _forking import in_child_forked_while_held, in_forked_child
 from turbolock import LockClient
 from turbolock.redis_server import RedisServer
 
@@ -61,22 +61,11 @@ def test_a_child_s_close_spares_a_fair_lock_its_parent_took(redis_server: RedisS
 def test_a_fork_while_another_thread_is_in_the_cleanup_book(redis_server: RedisServer, core_name: str,
                                                              key_prefix: str) -> None:
     client = LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix)
-    inside, leave = threading.Event(), threading.Event()
-
-    def busy_in_book() -> None:
-        with client._cleanup._lock:  # where remember(), take() and settle() are for a moment
-            inside.set()
-            leave.wait(10)
-
-    thread = threading.Thread(target=busy_in_book)
-    thread.start()
-    assert inside.wait(5)
     try:
         def child() -> str:
             return "held" if client.query("job").held else "free"
 
-        assert in_forked_child(child, leave.set, limit=10) == "free"
+        # where remember(), take() and settle() are for a moment
+        assert in_child_forked_while_held(client._cleanup._lock, child) == "free"
     finally:
-        leave.set()
-        thread.join()
         client.close()

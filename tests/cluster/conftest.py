@@ -26,6 +26,14 @@ def cluster() -> Iterator[RedisCluster]:
         yield made
 
 
+@pytest.fixture(scope="module")
+def quiet_cluster() -> Iterator[RedisCluster]:
+    """The module's own cluster, no replicas and a long node timeout: a stopped (paused) master
+    stays the master."""
+    with RedisCluster(masters=3, replicas=0, node_timeout=60000) as made:
+        yield made
+
+
 @pytest.fixture
 def own_cluster() -> Iterator[Callable[..., RedisCluster]]:
     """``own_cluster(**options)``: a cluster for this test alone, to kill nodes and move slots."""

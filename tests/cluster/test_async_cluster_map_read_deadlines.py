@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -34,12 +33,6 @@ pytestmark = pytest.mark.timing
 
 T = 2.0
 SLACK = 0.5
-
-
-@pytest.fixture(scope="module")
-def quiet_cluster() -> Iterator[RedisCluster]:
-    with RedisCluster(masters=3, replicas=0, node_timeout=60000) as made:
-        yield made
 
 
 def _client(cluster: RedisCluster, core_name: str, key_prefix: str,

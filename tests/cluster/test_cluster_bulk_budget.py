@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -35,13 +35,6 @@ pytestmark = pytest.mark.timing
 T = 1.0
 SLACK = 0.5
 CALLERS = 40
-
-
-@pytest.fixture(scope="module")
-def quiet_cluster() -> Iterator[RedisCluster]:
-    """No replicas and a long node timeout: a stopped master stays the master."""
-    with RedisCluster(masters=3, replicas=0, node_timeout=60000) as made:
-        yield made
 
 
 def _timed(call: Callable[[], object]) -> tuple[float, object]:

@@ -27,3 +27,4 @@ def make_redlock(core_name: str, key_prefix: str) -> Iterator[Callable[..., Redl
         client.close()
 
 
+

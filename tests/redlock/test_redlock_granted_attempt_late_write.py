@@ -9,8 +9,6 @@ master kept a lock of nobody for the whole ttl (found in review)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis
 
@@ -26,29 +24,22 @@ HELD_BACK = 1.6  # past a bulk chunk's timeout (1 s at most) too
 TTL = 60
 
 
-@pytest.fixture
-def proxy(three: list[RedisServer]) -> Iterator[FaultProxy]:
-    with FaultProxy("127.0.0.1", three[2].port) as started:
-        started.deliver_after_close = True
-        yield started
-
-
 @pytest.mark.parametrize("op", ["release", "release_many", "acquire_many"])
 def test_a_granted_attempts_lost_write_on_one_master_is_released_again(
-        three: list[RedisServer], proxy: FaultProxy, core_name: str, key_prefix: str, op: str) -> None:
+        three: list[RedisServer], third_proxy: FaultProxy, core_name: str, key_prefix: str, op: str) -> None:
     key = key_prefix + "seat"
     with redis.Redis(port=three[2].port) as third, RedlockClient(
-            [three[0].url, three[1].url, proxy.url], core=core_name, key_prefix=key_prefix,
+            [three[0].url, three[1].url, third_proxy.url], core=core_name, key_prefix=key_prefix,
             node_timeout=0.3) as client:
         assert client.query("warm-up").held is False  # every master's connection is open
-        proxy.delay(HELD_BACK, to_client=False)
+        third_proxy.delay(HELD_BACK, to_client=False)
         try:
             if op == "acquire_many":
                 lease = client.acquire_many(["seat"], TTL).acquired[0]
             else:
                 lease = client.try_acquire("seat", TTL)
         finally:
-            proxy.heal()
+            third_proxy.heal()
         assert lease is not None and tuple(lease.instances) == (2, 0, 1)
         if op == "release":
             assert client.release(lease) is True
