@@ -67,3 +67,30 @@ def test_asyncio_bulk_call_past_its_deadline_raises_unsent_and_keeps_the_connect
             assert await client._exec.many(2, _encode(), deadline=time.monotonic() + 5) == [-2, -2]
 
     asyncio.run(main())
+
+
+def test_a_late_call_on_a_client_with_no_connection_yet_raises_unsent_on_both_fronts(
+        redis_server: RedisServer, core_name: str, raw: redis.Redis) -> None:
+    """With no idle connection the call would open one: past its deadline it opens none on
+    threads, and asyncio's gives up on the one it starts, both as ``UnsentTimeoutError`` (the
+    threaded one raised a plain TimeoutError, which the Cluster flows took for a failed node)."""
+    before = _pttl_calls(raw)
+    with LockClient.from_url(redis_server.url, core=core_name) as client:
+        try:
+            client._exec.many(3, _encode(), deadline=time.monotonic() - 0.001)
+        except UnsentTimeoutError as error:
+            assert "deadline passed before" in str(error)
+        else:
+            raise AssertionError("a call past its deadline returned: no UnsentTimeoutError")
+
+    async def main() -> None:
+        async with AsyncLockClient.from_url(redis_server.url, core=core_name) as client:
+            try:
+                await client._exec.many(3, _encode(), deadline=time.monotonic() - 0.001)
+            except UnsentTimeoutError as error:
+                assert "deadline passed before" in str(error)
+            else:
+                raise AssertionError("a call past its deadline returned: no UnsentTimeoutError")
+
+    asyncio.run(main())
+    assert _pttl_calls(raw) == before

@@ -67,7 +67,8 @@ class Connection:
         opts = self.options
         limit = min(opts.connect_timeout, deadline - time.monotonic())
         if limit <= 0:
-            raise TimeoutError(f"no time left to connect to {opts.address}")
+            raise UnsentTimeoutError(f"the call's deadline passed before a connection to {opts.address} "
+                                     "was opened")  # as asyncio's pool: nothing was sent
         connect_deadline = time.monotonic() + limit
         try:
             if opts.unix_socket_path is not None:
