@@ -546,7 +546,10 @@ class RenewalBook:
                 self._wheel.schedule(state.id, when)
 
     def forget_after_fork(self, now: float) -> None:
-        """In a forked child: the parent's locks are not ours to renew."""
+        """In a forked child: the parent's locks are not ours to renew, nor to release when the
+        child drops a lease it inherited (its state's weak reference still calls back here)."""
+        for state in self._held.values():
+            state.released = True
         self._lock = threading.Lock()
         self._held.clear()
         self._collected.clear()
