@@ -327,11 +327,12 @@ def _remember(lease: Lease, now: float, expiry: float) -> None:
     flight.past = past
 
 
-def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> list[float]:
+def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int, renewal: bool = False) -> list[float]:
     """Each lease's command succeeded. The key now lives until its expiry, unless a command that
     may have run after it says less: one still in flight, or one that answered after this one
     was sent. The belief is the earliest of those. The beliefs, in order (each lease's
-    ``expires_at`` as the call leaves it)."""
+    ``expires_at`` as the call leaves it). A ``renewal`` repeats the lease's ttl and leaves it
+    as it is: an extend to another ttl answered meanwhile is what the program asked for last."""
     global _belief_changes
     now = 0.0
     beliefs: list[float] = []
@@ -348,8 +349,7 @@ def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> list[f
                 believe(flight[1])
                 lease._expires = flight[1]  # alone in flight: believed as it is
                 lease._flight = None
-                lease.acquired_at = sent_at
-                lease.ttl_ms = ttl_ms
+                _ran(lease, sent_at, ttl_ms, renewal)
                 continue
             expiry = _expiry_of(lease, sent_at)
             if expiry is None:  # not counted as sent (a caller's slip): this command alone
@@ -367,12 +367,18 @@ def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int) -> list[f
                 belief = sent_at + ghost
             believe(belief)
             lease._expires = belief
-            lease.acquired_at = sent_at
-            lease.ttl_ms = ttl_ms
+            _ran(lease, sent_at, ttl_ms, renewal)
             _take(lease, sent_at)
             now = now or time.monotonic()
             _remember(lease, now, expiry)
     return beliefs
+
+
+def _ran(lease: Lease, sent_at: float, ttl_ms: int, renewal: bool) -> None:
+    if sent_at > lease.acquired_at:  # a command sent before the last one settled says nothing newer
+        lease.acquired_at = sent_at
+    if not renewal:
+        lease.ttl_ms = ttl_ms
 
 
 def _haunt(lease: Lease, ttl: float) -> None:

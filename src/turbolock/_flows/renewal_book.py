@@ -459,7 +459,7 @@ class RenewalBook:
 
     def renewed(self, leases: Sequence[Lease], sent_at: float, ttl_ms: int) -> None:
         """The server renewed these: new belief and next due time."""
-        beliefs = commands_ran(leases, sent_at, ttl_ms)
+        beliefs = commands_ran(leases, sent_at, ttl_ms, renewal=True)
         with self._lock:
             schedule = self._wheel.schedule
             for lease, expires_at in zip(leases, beliefs, strict=True):
@@ -467,7 +467,6 @@ class RenewalBook:
                 if state is None or state.released:
                     continue
                 state.renewals += 1
-                state.ttl_ms = ttl_ms
                 when = expires_at - state.terms.renew_before
                 schedule(state.id, when if when > sent_at else _capped_due(state, expires_at, sent_at))
 
