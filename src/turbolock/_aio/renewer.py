@@ -25,7 +25,13 @@ from turbolock._flows.renewal_book import (
     OnLost,
     RenewalBook,
 )
-from turbolock._flows.renewal_round import due_round_flow, lose_unrenewed, renew_round_flow, take_due
+from turbolock._flows.renewal_round import (
+    call_on_lost,
+    due_round_flow,
+    lose_unrenewed,
+    renew_round_flow,
+    take_due,
+)
 from turbolock._wire.validate import Seconds, timeout_seconds
 from turbolock.errors import ClientClosedError, LockUsageError
 from turbolock.lease import Lease
@@ -189,11 +195,7 @@ class Renewer:
         self._wake_waiters(state.id, True)
         if state.on_lost is None:
             return
-        try:
-            result = state.on_lost(lease)
-        except Exception:  # a callback must never stop the renewer
-            log.exception("turbolock: on_lost callback for lock %r raised", lease.name)
-            return
+        result = call_on_lost(state.on_lost, lease)
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             self._callbacks.add(task)

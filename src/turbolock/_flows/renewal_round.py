@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from turbolock._flows.renewal_book import batch_encoders, describe_reply, no_reply, split_batches
@@ -114,3 +115,26 @@ def due_round_flow(renewer: Any, to_send: list[Lease]) -> Flow[None]:
     except Exception:  # the renewer must survive anything
         log.exception("turbolock: renewal round failed; retrying its locks")
         renewer._failed(to_send, None)
+
+
+SLOW_ON_LOST = 0.1
+"""Seconds an ``on_lost`` callback may run on the renewer before a warning says it held up the
+renewal of every other lock of the client."""
+
+
+def call_on_lost(on_lost: Callable[[Lease], object], lease: Lease) -> object:
+    """``on_lost(lease)`` on the renewer (its thread, or its event loop): what it returned, or
+    None when it raised (logged: a callback must never stop the renewer). One that runs long is
+    named in a warning, since no lock of the client is renewed meanwhile."""
+    started = time.monotonic()
+    try:
+        return on_lost(lease)
+    except Exception:
+        log.exception("turbolock: on_lost callback for lock %r raised", lease.name)
+        return None
+    finally:
+        took = time.monotonic() - started
+        if took > SLOW_ON_LOST:
+            log.warning("turbolock: on_lost callback for lock %r ran %.2fs on the renewer, and no lock of "
+                        "this client was renewed meanwhile: hand slow work to another thread or task",
+                        lease.name, took)

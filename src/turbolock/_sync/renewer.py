@@ -28,7 +28,13 @@ from turbolock._flows.renewal_book import (
     OnLost,
     RenewalBook,
 )
-from turbolock._flows.renewal_round import due_round_flow, lose_unrenewed, renew_round_flow, take_due
+from turbolock._flows.renewal_round import (
+    call_on_lost,
+    due_round_flow,
+    lose_unrenewed,
+    renew_round_flow,
+    take_due,
+)
 from turbolock._sync.drive import run
 from turbolock.errors import ClientClosedError
 from turbolock.lease import Lease
@@ -120,8 +126,5 @@ class Renewer:
         state = self.book.lose(lease, reason)
         if state is None or state.on_lost is None:
             return
-        try:
-            state.on_lost(lease)
-        except Exception:  # a callback must never stop the renewer
-            log.exception("turbolock: on_lost callback for lock %r raised", lease.name)
+        call_on_lost(state.on_lost, lease)
 
