@@ -163,17 +163,20 @@ class SentinelExecutor(Executor):
 
     async def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int,
                          deadline: float | None = None) -> object:
-        step = Call(Executor.set_nx_one, (self, key, token, ttl_ms))
-        return await run(guarded_flow(self.pool, step, self._deadline(deadline)))
+        end = self._deadline(deadline)  # a resend after READONLY too: the call's one deadline
+        step = Call(Executor.set_nx_one, (self, key, token, ttl_ms, end))
+        return await run(guarded_flow(self.pool, step, end))
 
     async def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
-        step = Call(Executor.pttl_one, (self, key))
-        return await run(guarded_flow(self.pool, step, self._deadline(deadline)))
+        end = self._deadline(deadline)
+        step = Call(Executor.pttl_one, (self, key, end))
+        return await run(guarded_flow(self.pool, step, end))
 
     async def script_one(self, script: _scripts.Script, key: bytes, token: bytes,
                          ttl_ms: int | None, deadline: float | None = None) -> object:
-        step = Call(Executor.script_one, (self, script, key, token, ttl_ms))
-        return await run(guarded_flow(self.pool, step, self._deadline(deadline)))
+        end = self._deadline(deadline)
+        step = Call(Executor.script_one, (self, script, key, token, ttl_ms, end))
+        return await run(guarded_flow(self.pool, step, end))
 
     async def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
@@ -188,7 +191,7 @@ class SentinelExecutor(Executor):
                 tags = None if orphans is None else subset_orphans(orphans, indices)
                 items = None if shape is None else shape.subset(indices)
             return Call(Executor.many, (self, n, enc, script, reenc, None, tags, chunk_size),
-                        {"durable": durable, "shape": items})
+                        {"durable": durable, "shape": items, "deadline": deadline})
 
         results = await run(guarded_many_flow(self.pool, send, count, encode, reencode,
                                               abandon_answered(self.pool.on_orphan, orphans)))
