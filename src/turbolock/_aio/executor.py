@@ -105,13 +105,27 @@ class Executor:
             raise TimeoutError(f"{self.pool.options.address} did not answer within the call's deadline")
         return fut.result()
 
-    async def _acked(self, conn: RedisProtocol) -> object:
-        """How many replicas have this connection's writes (``WAIT``), None when it cannot tell."""
-        assert self.wait is not None
+    def wait_after(self, conn: RedisProtocol, since: float | None = None) -> asyncio.Future[Any] | None:
+        """``WAIT`` in the same write as what was just submitted on ``conn`` (an acquire, with
+        ``replicas_ack``): its reply's future, due by the same deadline; None without
+        ``replicas_ack``, or when the connection broke meanwhile (then nothing can tell)."""
+        if self.wait is None:
+            return None
         conn.buffer.append_command(self.wait)
         try:
-            return await conn.submit(1)
+            return conn.submit(1, None, since)
+        except NotSent:
+            return None
+
+    async def _acked(self, acked: asyncio.Future[Any] | None, deadline: float | None = None) -> object:
+        """How many replicas have the connection's writes (``wait_after``'s reply), None when it
+        cannot tell (no reply by ``deadline``, a broken connection)."""
+        if acked is None:
+            return None
+        try:
+            return await self._by(acked, deadline)
         except Exception:
+            abandon(acked, None, self.pool.on_orphan)
             return None
 
     async def pttl_one(self, key: bytes, deadline: float | None = None) -> object:
@@ -160,29 +174,35 @@ class Executor:
             fut = conn.submit(1, tag, since)
         except NotSent as exc:
             raise exc.cause from None
+        acked = self.wait_after(conn, since)
         try:
             reply = await self._by(fut, deadline, tag)
-        except NotSent as exc:
-            raise exc.cause from None
-        except asyncio.CancelledError:
-            abandon(fut, tag, self.pool.on_orphan)
-            raise
         except BaseException as exc:
+            if acked is not None:
+                abandon(acked, None, self.pool.on_orphan)  # its reply is dropped when it comes
+            if isinstance(exc, NotSent):
+                raise exc.cause from None
+            if isinstance(exc, asyncio.CancelledError):
+                abandon(fut, tag, self.pool.on_orphan)
+                raise
             raise Unconfirmed(exc) from None
         if self.wait is None:
             return reply
-        return await self.confirm(conn, reply, tag)
+        return await self.confirm(reply, acked, tag, deadline)
 
-    async def confirm(self, conn: RedisProtocol, reply: object, tag: Any) -> object:
-        """An acquire's ``reply`` once ``WAIT`` on its connection says whether enough replicas
-        have it (``NOT_DURABLE`` when not); a caller cancelled meanwhile leaves the lock to
-        ``on_orphan`` with ``tag``."""
+    async def confirm(self, reply: object, acked: asyncio.Future[Any] | None, tag: Any,
+                      deadline: float | None = None) -> object:
+        """An acquire's ``reply`` once its ``WAIT`` (``wait_after``) says whether enough replicas
+        have it (``NOT_DURABLE`` when not, or when no answer came by the call's deadline); a caller
+        cancelled meanwhile leaves the lock to ``on_orphan`` with ``tag``."""
         try:
-            acked = await self._acked(conn)
+            count = await self._acked(acked, deadline)
         except asyncio.CancelledError:
+            if acked is not None:
+                abandon(acked, None, self.pool.on_orphan)
             self.pool.on_orphan(tag, reply)  # a lock taken that nobody will hold
             raise
-        return durable_reply(reply, acked, self.replicas)
+        return durable_reply(reply, count, self.replicas)
 
     async def asking_one(self, append: Callable[[Any], None], deadline: float | None = None,
                          script: _scripts.Script | None = None, durable: bool = False) -> object:
@@ -297,7 +317,8 @@ class Executor:
         if script is not None and reencode is not None:
             await self._reload_and_retry(script, reencode, results, size, orphans)
         if durable and self.wait is not None:
-            mark_not_durable(results, await self._acked(conn), self.replicas)
+            acked = self.wait_after(conn)
+            mark_not_durable(results, await self._acked(acked, deadline if bounded else None), self.replicas)
         return results
 
     async def _reload_and_retry(self, script: _scripts.Script, reencode: Reencoder, results: list[object],

@@ -200,18 +200,21 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             fut = conn.submit(1, tag, since)
         except NotSent as exc:
             raise exc.cause from None
+        acked = self._direct.wait_after(conn, since) if self._direct.wait is not None else None
         try:
             reply = await fut
-        except NotSent as exc:
-            raise exc.cause from None
-        except asyncio.CancelledError:
-            abandon(fut, tag, self._on_orphan)
-            raise
         except BaseException as exc:
+            if acked is not None:
+                abandon(acked, None, self._on_orphan)  # its reply is dropped when it comes
+            if isinstance(exc, NotSent):
+                raise exc.cause from None
+            if isinstance(exc, asyncio.CancelledError):
+                abandon(fut, tag, self._on_orphan)
+                raise
             raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc,
                                      token is None) from None
         if self._direct.wait is not None:
-            reply = await self._direct.confirm(conn, reply, tag)
+            reply = await self._direct.confirm(reply, acked, tag)
         return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
 
     async def _acquire_by_exec(self, name: str | bytes, key: bytes, token: bytes, ms: int,
