@@ -325,7 +325,10 @@ def redis_py_url(url: str) -> str:
         return url
     query = [(_TURBOLOCK_URL_NAMES.get(k, k), v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
              if k not in CLIENT_URL_OPTIONS]
-    return urlunsplit(parts._replace(query=urlencode(query)))
+    # Rebuilt by hand: urlunsplit makes ``unix:///path`` (no netloc) ``unix:/path``, which redis-py refuses.
+    head = url.split("?", 1)[0]
+    encoded = urlencode(query)
+    return f"{head}?{encoded}" if encoded else head
 
 
 def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:
