@@ -12,7 +12,7 @@ import re
 import ssl as _ssl
 from dataclasses import dataclass, field, fields
 from typing import Any
-from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit
 
 from turbolock._wire.validate import positive_seconds
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
@@ -472,6 +472,9 @@ def options_from_redis(client: Any, **overrides: Any) -> ConnectionOptions:
         else:
             username, password = credentials
             source["username"], source["password"] = (username, password) if password else (None, username)
+    if not source.get("path") and "host" not in source:  # a SentinelConnectionPool asks for each connection
+        raise InvalidArgumentError("client", f"its {type(pool).__name__} keeps no server address (redis-py's "
+                                   "Sentinel.master_for()); use SentinelLockClient, which follows the master")
     kwargs: dict[str, Any] = {"db": source.get("db") or 0}
     if source.get("path"):
         kwargs["unix_socket_path"] = source["path"]

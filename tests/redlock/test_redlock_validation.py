@@ -128,6 +128,7 @@ def test_clients_must_share_one_key_prefix(kind: Kind) -> None:
     ("retry_count", 1.5, InvalidArgumentTypeError),
     ("retry_delay", -0.1, InvalidArgumentError),
     ("retry_delay", float("inf"), InvalidArgumentError),
+    ("retry_delay", 1e300, InvalidArgumentError),  # once accepted: time.sleep overflowed
     ("drift_factor", 0.5, InvalidArgumentError),
     ("drift_factor", -0.01, InvalidArgumentError),
     ("drift_factor", "0.01", InvalidArgumentTypeError),

@@ -18,6 +18,7 @@ from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.renewer_slot import RenewerSlot
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.validate import (
+    MAX_TIMEOUT_SECONDS,
     Seconds,
     check_token,
     encode_name,
@@ -99,6 +100,9 @@ class RedlockRules(CodecAndChunks, RenewerSlot[Any]):
         delay = timeout_seconds(retry_delay, "retry_delay")
         if delay is None:
             raise InvalidArgumentError("retry_delay", "must be a finite number of seconds")
+        if delay > MAX_TIMEOUT_SECONDS:  # a sleep that long overflows the platform's time_t
+            raise InvalidArgumentError("retry_delay",
+                                       f"must be at most {MAX_TIMEOUT_SECONDS} seconds (a year)")
         self.retry_delay = delay
         if isinstance(drift_factor, bool) or not isinstance(drift_factor, int | float):
             raise InvalidArgumentTypeError("drift_factor", "must be a float")
