@@ -31,6 +31,7 @@ from turbolock._wire.outcomes import (
 from turbolock._wire.replies import reply_error
 from turbolock._wire.slot_map import Address
 from turbolock.errors import (
+    AuthenticationError,
     ClientClosedError,
     ConnectionError,
     InvalidArgumentError,
@@ -159,6 +160,7 @@ def ask_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Ad
     """The master's address, asked of the Sentinels in turn (``sentinels.node(address)`` is a
     Sentinel's ``Server``) until one knows it."""
     errors: list[str] = []
+    refused = False
     order = list(routes.sentinels)
     for position, sentinel in enumerate(order):
         try:
@@ -169,6 +171,7 @@ def ask_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Ad
             raise  # the client closed under the call: no other Sentinel will do
         except LockError as exc:
             routes.unanswered(sentinel)
+            refused = refused or isinstance(exc, AuthenticationError)
             errors.append(f"{sentinel[0]}:{sentinel[1]}: {exc}")
             continue
         address = routes.answered(sentinel, reply)
@@ -176,6 +179,9 @@ def ask_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Ad
             return address
         errors.append(f"{sentinel[0]}:{sentinel[1]} knows no master named {routes.service!r}"
                       + (f" ({reply})" if type(reply) is ReplyError else ""))
+    if refused:  # a configuration error, not an outage: a blocking acquire does not wait it out
+        raise AuthenticationError(f"no Sentinel gave the master of {routes.service!r}, and some refused the "
+                                  f"credentials (sentinel_username, sentinel_password): {'; '.join(errors)}")
     raise ConnectionError(f"no Sentinel gave the master of {routes.service!r}: {'; '.join(errors)}")
 
 
