@@ -85,7 +85,7 @@ class Executor:
         """Nothing is sent once a call's ``deadline`` has passed (a call that spent its time
         elsewhere: a Redis Cluster's map read)."""
         if deadline <= time.monotonic():
-            raise deadline_passed(self.pool.options.address)
+            raise deadline_passed(self.pool.server)
 
     def _by(self, fut: asyncio.Future[Any], deadline: float | None, orphan: Any = None) -> Awaitable[Any]:
         """``fut`` itself to await (the hot path: no coroutine of its own), or, when ``deadline``
@@ -102,7 +102,7 @@ class Executor:
         call's shorter deadline."""
         if not await finished_within(fut, deadline - time.monotonic()):
             abandon(fut, orphan, self.pool.on_orphan)
-            raise TimeoutError(f"{self.pool.options.address} did not answer within the call's deadline")
+            raise TimeoutError(f"{self.pool.server} did not answer within the call's deadline")
         return fut.result()
 
     def wait_after(self, conn: RedisProtocol, since: float | None = None) -> asyncio.Future[Any] | None:
@@ -147,7 +147,7 @@ class Executor:
         timeout and ``deadline`` (the connect included). Transport errors propagate."""
         if deadline is None:
             return await self._command_one(args)
-        return await done_by(self._command_one(args), deadline, self.pool.options.address)
+        return await done_by(self._command_one(args), deadline, self.pool.server)
 
     async def _command_one(self, args: tuple[bytes, ...]) -> object:
         conn, since = self.pool.ready(), None

@@ -76,6 +76,11 @@ class ConnectionPool:
         """Called once the pool moved to the running loop from another one (the client's other
         loop-bound parts follow it)."""
 
+    @property
+    def server(self) -> str:
+        """Who this pool's connections go to, for messages (a Sentinel's pool names its master)."""
+        return self.options.address
+
     def ready(self) -> RedisProtocol | None:
         """An open connection when the pool is full, else None (then ``await connect()``).
 
@@ -97,7 +102,7 @@ class ConnectionPool:
         # The deque itself, not the ``pending`` property: a method call less per command.
         if conn._pending or loop.time() - conn.idle_since < STALE_CHECK_AFTER or not conn.is_stale():
             return conn
-        conn.abort(ConnectionError(f"{self.options.address} closed the connection"))  # dropped from _open
+        conn.abort(ConnectionError(f"{self.server} closed the connection"))  # dropped from _open
         return None
 
     async def connect(self, until: float | None = None) -> RedisProtocol:
@@ -127,7 +132,7 @@ class ConnectionPool:
                     # Shielded: a caller cancelled while waiting must not cancel the connect others wait on.
                     return await asyncio.shield(task)
                 if not await finished_within(task, until - task.get_loop().time()):  # never cancels it
-                    raise deadline_passed(self.options.address)
+                    raise deadline_passed(self.server)
                 return task.result()
             except asyncio.CancelledError:
                 if self._closed and task.cancelled() and not cancelling():
@@ -154,7 +159,7 @@ class ConnectionPool:
             until = min(until, since + deadline - time.monotonic())
         conn = await self.connect(until)
         if loop.time() >= until:
-            raise deadline_passed(self.options.address)
+            raise deadline_passed(self.server)
         return conn, since
 
     async def _connect_one(self) -> RedisProtocol:
@@ -185,7 +190,7 @@ class ConnectionPool:
         conns, self._open = self._open, []
         self._next = 0
         self._retired += conns
-        why = f"{self.options.address}: the connection was dropped (a failover)"
+        why = f"{self.server}: the connection was dropped (a failover)"
         for conn in conns:
             conn.retire(DroppedConnectionError(why))
 

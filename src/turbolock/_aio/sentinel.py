@@ -84,6 +84,13 @@ class SentinelPool(ConnectionPool):
         self.sentinels = sentinels
         self._watcher: asyncio.Task[None] | None = None
 
+    @property
+    def server(self) -> str:
+        master = self.routes.master
+        if master is None:
+            return f"the master of {self.routes.service!r}"
+        return f"{master[0]}:{master[1]} (the master of {self.routes.service!r})"
+
     async def _open_connection(self) -> RedisProtocol:
         watcher = self._watcher
         if watcher is None or watcher.done() or watcher.get_loop() is not asyncio.get_running_loop():
