@@ -143,10 +143,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
             outcome = yield Call(client._fan_many, (count, encode, timeout, client.chunk_size),
                                  {"on_chunk": on_chunk})
     except BaseException:  # interrupted or cancelled: whatever was sent may be held anywhere
-        forget_at = time.monotonic() + ms / 1000.0 + CLEANUP_GRACE
-        for key, token in zip(keys, tokens, strict=True):
-            if token:  # encoded, so perhaps sent
-                client._abandoned(key, token, forget_at, made_here)
+        _abandon_sent(client, keys, tokens, ms, made_here)
         raise
     chunk = client.chunk_size
     for n, started in enumerate(outcome.started if fenced else ()):
@@ -161,9 +158,23 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
         failed = [i for i in range(count) if acquired[i] or errored[i]]
         leases = [None] * count
     if failed:
-        yield from _release_failed(client, outcome.errors, outcome.replies, keys, tokens, failed, ms, timeout,
-                                   granted, made_here)
+        try:
+            yield from _release_failed(client, outcome.errors, outcome.replies, keys, tokens, failed, ms,
+                                       timeout, granted, made_here)
+        except BaseException:  # interrupted or cancelled: the caller gets none of the leases either
+            _abandon_sent(client, keys, tokens, ms, made_here)
+            raise
     return RedlockManyResult(names, leases, statuses, quorum, acquired, conflicted, errored)
+
+
+def _abandon_sent(client: RedlockRules, keys: list[bytes], tokens: list[bytes], ms: int,
+                  recheck: bool) -> None:
+    """An acquire interrupted or cancelled: every name it sent may be held on any master, and
+    nobody will hold its lease; all are released in the background."""
+    forget_at = time.monotonic() + ms / 1000.0 + CLEANUP_GRACE
+    for key, token in zip(keys, tokens, strict=True):
+        if token:  # encoded, so perhaps sent
+            client._abandoned(key, token, forget_at, recheck)
 
 
 def _tally(rows: list[list[object]], count: int, hit: Any) -> list[int]:
