@@ -141,8 +141,7 @@ class RedlockClient(RedlockFlows):
             raise
         result, granted = self._attempted(name, attempt, started, replies, failures, 1, True)
         if granted:
-            run(self._release_keys_flow(granted, key, tok, started + ms / 1000.0 + CLEANUP_GRACE,
-                                        node_timeout))
+            run(self._give_back_flow(granted, key, tok, started, ms, node_timeout))
         lease = self._tried(result)
         self._taken(result, policy, on_lost)
         return lease

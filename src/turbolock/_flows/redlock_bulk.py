@@ -8,6 +8,7 @@ are released on every master, so nothing is left held where the lock did not cou
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -23,7 +24,7 @@ from turbolock._flows.redlock_result import (
     RedlockStatus,
     decide,
 )
-from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules, owe_release, remember
+from turbolock._flows.redlock_rules import CLEANUP_GRACE, GIVE_BACK_FLOOR, RedlockRules, owe_release, remember
 from turbolock._flows.renewal_book import check_renewed_ttl
 from turbolock._flows.steps import Call, Flow, Outcome
 from turbolock._wire import scripts as _scripts
@@ -135,6 +136,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
                     leases[i]._unsure = unsure  # type: ignore[union-attr]
 
     timeout = client.chunk_timeout_for(ms)
+    budget_ends = time.monotonic() + timeout * math.ceil(count / client.chunk_size)  # a timeout a chunk
     try:
         if fenced:  # decided once every chunk is in: those answered NOSCRIPT are sent again first
             outcome = yield Call(client._fan_many, (count, encode, timeout, client.chunk_size,
@@ -159,8 +161,10 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
         leases = [None] * count
     if failed:
         try:
+            # Within what is left of the call's budget: an unanswered release goes to the background.
+            left = min(timeout, max(GIVE_BACK_FLOOR, budget_ends - time.monotonic()))
             yield from _release_failed(client, outcome.errors, outcome.replies, keys, tokens, failed, ms,
-                                       timeout, granted, made_here)
+                                       left, granted, made_here)
         except BaseException:  # interrupted or cancelled: the caller gets none of the leases either
             _abandon_sent(client, keys, tokens, ms, made_here)
             raise

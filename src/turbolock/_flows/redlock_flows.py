@@ -41,6 +41,7 @@ from turbolock._flows.redlock_result import (
 from turbolock._flows.redlock_rules import (
     CLEANUP_GRACE,
     DEFAULT_NODE_TIMEOUT,
+    GIVE_BACK_FLOOR,
     RedlockRules,
     count_int,
     owe_release,
@@ -215,9 +216,17 @@ class RedlockFlows(RedlockRules):
             raise
         result, granted = self._attempted(name, attempt, started, replies, failures, attempts, own_token)
         if granted:
-            yield from self._release_keys_flow(granted, key, token, started + ms / 1000.0 + CLEANUP_GRACE,
-                                               node_timeout)
+            yield from self._give_back_flow(granted, key, token, started, ms, node_timeout)
         return result
+
+    def _give_back_flow(self, granted: Sequence[int], key: bytes, token: bytes, started: float, ms: int,
+                        node_timeout: float) -> Flow[list[object]]:
+        """A failed attempt's release on the masters that granted it, within what is left of the
+        attempt's node timeout (``GIVE_BACK_FLOOR`` at the least): an attempt costs one node
+        timeout, and a master that does not answer by then is released in the background."""
+        left = max(GIVE_BACK_FLOOR, started + node_timeout - time.monotonic())
+        return (yield from self._release_keys_flow(granted, key, token, started + ms / 1000.0 + CLEANUP_GRACE,
+                                                   left))
 
     def _release_keys_flow(self, only: Sequence[int] | None, key: bytes, token: bytes, expires_at: float,
                            node_timeout: float) -> Flow[list[object]]:
