@@ -24,6 +24,7 @@ from turbolock._flows.steps import Outcome
 from turbolock._wire.outcomes import (
     FANOUT_WINDOW,
     NOT_SENT,
+    RELOAD_FLOOR,
     UNKNOWN,
     Encoder,
     NotSent,
@@ -212,7 +213,9 @@ async def fan_out(masters: Sequence[Any], buffer: Any, count: int, encode: Encod
     """Items 0..count-1 to every master (or those in ``only``) in chunks, ``FANOUT_WINDOW``
     chunks in flight, each encoded once; every chunk's replies from all masters awaited within
     one ``timeout``. A master that fails is left out of the rest of the call. With ``script``,
-    items answered NOSCRIPT are sent again after SCRIPT LOAD on that master."""
+    items answered NOSCRIPT are sent again after SCRIPT LOAD on that master, every master at
+    once, within what is left of the call's budget (a ``timeout`` a chunk)."""
+    ends = time.monotonic() + timeout * -(-count // chunk_size)
     n = len(masters)
     replies: list[list[object]] = [[NOT_SENT] * count for _ in range(n)]
     errors: list[str | None] = [None] * n
@@ -291,17 +294,17 @@ async def fan_out(masters: Sequence[Any], buffer: Any, count: int, encode: Encod
     if not reached:  # no master could be reached: nothing was sent
         started.clear()
     if script is not None and reencode is not None:
-        for m in live:
-            conn = conns[m]
-            if conn is not None:
-                await _reload_many(masters, conn, buffer, replies, errors, m, script, reencode, timeout,
-                                   chunk_size)
+        reloads = [_reload_many(masters, conn, buffer, replies, errors, m, script, reencode, ends, chunk_size)
+                   for m, conn in ((m, conns[m]) for m in live) if conn is not None]
+        await asyncio.gather(*reloads)
     return Outcome(replies, errors, started)
 
 
 async def _reload_many(masters: Sequence[Any], conn: RedisProtocol, buffer: Any, replies: list[list[object]],
-                       errors: list[str | None], m: int, script: Script, reencode: Reencoder, timeout: float,
+                       errors: list[str | None], m: int, script: Script, reencode: Reencoder, ends: float,
                        chunk_size: int) -> None:
+    """Master ``m``'s items answered NOSCRIPT, sent again after SCRIPT LOAD, answered by ``ends``
+    (``RELOAD_FLOOR`` from the send at the least: a master that answers at once is not left out)."""
     row = replies[m]
     missing = [i for i, reply in enumerate(row) if _noscript(reply)]
     load = True
@@ -317,9 +320,9 @@ async def _reload_many(masters: Sequence[Any], conn: RedisProtocol, buffer: Any,
             errors[m] = _describe(exc.cause)
             return  # the NOSCRIPT replies stay: those commands did not run
         try:
-            finished, got = await run_within(fut, timeout)
+            finished, got = await run_within(fut, max(RELOAD_FLOOR, ends - time.monotonic()))
             if not finished:
-                errors[m] = f"{masters[m].options.address} did not answer within {timeout * 1000:g} ms"
+                errors[m] = f"{masters[m].options.address} did not answer within the call's time"
                 for i in indices:
                     row[i] = UNKNOWN
                 return

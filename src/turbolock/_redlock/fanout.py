@@ -27,7 +27,7 @@ from turbolock._redlock.links import READ_GRACE, Links
 from turbolock._sync.connection import Connection
 from turbolock._sync.pool import STALE_CHECK_AFTER
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import FANOUT_WINDOW, NOT_SENT, UNKNOWN, NotSent, settle_reloaded
+from turbolock._wire.outcomes import FANOUT_WINDOW, NOT_SENT, RELOAD_FLOOR, UNKNOWN, NotSent, settle_reloaded
 from turbolock.client import LockClient
 from turbolock.errors import LockError, ReplyError
 
@@ -200,7 +200,8 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
     fails is left out of the rest of the call.
 
     With ``script``, items answered NOSCRIPT are sent again after SCRIPT LOAD, on that master
-    (after every chunk was handed to ``on_chunk``: use one or the other).
+    (after every chunk was handed to ``on_chunk``: use one or the other), within what is left of
+    the call's budget (a ``timeout`` a chunk).
     """
     clients = links.clients
     masters = len(clients)
@@ -216,6 +217,7 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
     try:
         targets = range(masters) if only is None else only
         begun = time.monotonic()
+        ends = begun + timeout * -(-count // chunk_size)
         # New connections' handshakes are read once the first chunks went to the others: a
         # master reconnecting to a stuck server and one stuck with its connection cost one wait.
         failed, joining = links.open_all(conns, targets, timeout)
@@ -281,7 +283,7 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
         if script is not None and reencode is not None:
             for m in live:
                 if conns[m] is not None:
-                    _retry_noscript(links, conns, replies, errors, m, script, reencode, timeout, chunk_size)
+                    _retry_noscript(links, conns, replies, errors, m, script, reencode, ends, chunk_size)
     finally:
         if busy:  # interrupted (KeyboardInterrupt...): replies are unaccounted for
             for m in live:
@@ -342,7 +344,7 @@ def _fail(links: Links, conns: list[Connection | None], replies: list[list[objec
 
 def _retry_noscript(links: Links, conns: list[Connection | None], replies: list[list[object]],
                     errors: list[str | None], m: int, script: _scripts.Script, reencode: Reencoder,
-                    timeout: float, chunk_size: int) -> None:
+                    ends: float, chunk_size: int) -> None:
     row = replies[m]
     missing = [i for i, reply in enumerate(row) if _noscript(reply)]
     conn = conns[m]
@@ -357,7 +359,8 @@ def _retry_noscript(links: Links, conns: list[Connection | None], replies: list[
             head = buf.take()
         reencode(buf, indices)
         try:
-            got = conn.roundtrip(head + buf.take(), len(indices) + load, time.monotonic() + timeout)
+            got = conn.roundtrip(head + buf.take(), len(indices) + load,
+                                 max(ends, time.monotonic() + RELOAD_FLOOR))
         except (LockError, OSError, NotSent) as exc:  # NotSent: a late NOSCRIPT retry
             _fail(links, conns, replies, errors, None, m, exc, 0, 0)
             for i in indices:

@@ -18,6 +18,10 @@ WINDOW = 2
 """Chunks of one bulk call in flight on one connection: with one, the client idles while the
 server works and the server idles while the client encodes. Redis buffers replies for a normal
 client without limit, so a second chunk written before the first one's replies cannot deadlock."""
+RELOAD_FLOOR = 0.005
+"""Seconds a Redlock bulk call's NOSCRIPT retry waits at the least, however little of the call's
+budget (a timeout a chunk) is left: a master that answers at once is not left out."""
+
 FANOUT_WINDOW = 4
 """Chunks in flight per master in a bulk call. Three servers sharing the client's cores fall
 idle more often than one; four chunks measured about 15% faster than two (the single-server
