@@ -17,7 +17,7 @@ import operator
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from turbolock import _metrics
@@ -54,7 +54,8 @@ class Lease:
         self.owner = owner
         self.renewal: RenewalState | None = None
         self._lost: str | None = None
-        self._lost_event: threading.Event | None = None
+        self._lost_event: threading.Event | _LostSignal | Callable[[Any], object] | None = None
+        """The ``lost`` event (made on first use), the ``on_lost`` callback, or both."""
         # None until a command after the acquire settles: acquired_at + ttl then (a float per
         # lease would cost 24 bytes each in a bulk acquire; settled ones share their batch's).
         self._expires: float | None = None
@@ -129,15 +130,25 @@ class Lease:
     @property
     def lost(self) -> threading.Event:
         """An event set when the lock is found lost (for auto-renewed leases, by the renewer)."""
-        event = self._lost_event
-        if event is None:
-            event = threading.Event()
-            self._lost_event = event
-            if _core.core_c is not None:  # user code can reach the event, and through it this lease
-                _core.core_c.track(self)
-            if self._lost is not None:
-                event.set()
+        signal = self._lost_event
+        if isinstance(signal, threading.Event):
+            return signal
+        if isinstance(signal, _LostSignal):
+            return signal.event
+        event = threading.Event()
+        self._lost_event = event if signal is None else _LostSignal(event, signal)
+        if _core.core_c is not None:  # user code can reach the event, and through it this lease
+            _core.core_c.track(self)
+        if self._lost is not None:
+            event.set()
         return event
+
+    def _on_lost(self) -> Callable[[Any], object] | None:
+        """The ``on_lost`` of an auto-renewed lease (``keep_on_lost``), or None."""
+        signal = self._lost_event
+        if signal is None or isinstance(signal, threading.Event):
+            return None
+        return signal.on_lost if isinstance(signal, _LostSignal) else signal
 
     def ensure_held(self) -> None:
         """Raise ``LockLostError`` unless the lock is still ours by the local clock (not lost,
@@ -161,9 +172,11 @@ class Lease:
         if self._lost is not None:
             return False
         self._lost = reason
-        event = self._lost_event
-        if event is not None:
-            event.set()
+        signal = self._lost_event
+        if isinstance(signal, threading.Event):
+            signal.set()
+        elif isinstance(signal, _LostSignal):
+            signal.event.set()
         sink = _metrics.sink
         if sink is not None:
             sink.lost(self.name)
@@ -325,6 +338,28 @@ def _remember(lease: Lease, now: float, expiry: float) -> None:
     past = [(at, e) for at, e in flight.past or () if at >= oldest]  # older ones ran before all of these
     past.append((now, expiry))
     flight.past = past
+
+
+class _LostSignal:
+    """A lease's ``lost`` event beside its ``on_lost`` callback, when it has both (one slot)."""
+
+    __slots__ = ("event", "on_lost")
+
+    def __init__(self, event: threading.Event, on_lost: Callable[[Any], object]) -> None:
+        self.event = event
+        self.on_lost = on_lost
+
+
+def keep_on_lost(lease: Lease, on_lost: Callable[[Any], object]) -> None:
+    """Give an auto-renewed ``lease`` its ``on_lost``, kept by the lease alone (in the slot of its
+    ``lost`` event): the renewer holds leases weakly, so a callback that reaches its lease back
+    (a bound method of the object that keeps the lease) does not keep that lease renewed after
+    the program dropped both."""
+    event = lease._lost_event
+    if event is None or isinstance(event, threading.Event):
+        lease._lost_event = on_lost if event is None else _LostSignal(event, on_lost)
+        if _core.core_c is not None:  # the cycle collector must see lease -> on_lost -> lease
+            _core.core_c.track(lease)
 
 
 def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int, renewal: bool = False) -> list[float]:

@@ -193,9 +193,10 @@ class Renewer:
         if state is None:
             return
         self._wake_waiters(state.id, True)
-        if state.on_lost is None:
+        on_lost = lease._on_lost()
+        if on_lost is None:
             return
-        result = call_on_lost(state.on_lost, lease)
+        result = call_on_lost(on_lost, lease)
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             self._callbacks.add(task)

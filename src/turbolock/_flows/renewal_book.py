@@ -43,6 +43,7 @@ from turbolock.lease import (
     commands_refused,
     commands_sent,
     commands_unknown,
+    keep_on_lost,
     keys_of,
 )
 
@@ -154,14 +155,12 @@ class ThirdOfTtl(AutoRenew):
 class RenewalTerms:
     """What every lease of one ``add()`` shares: kept once, not once per lease."""
 
-    __slots__ = ("renew_before", "max_renewals", "on_lost", "limited", "third_of_ttl", "_first", "_by_ttl")
+    __slots__ = ("renew_before", "max_renewals", "limited", "third_of_ttl", "_first", "_by_ttl")
 
-    def __init__(self, renew_before: float, max_renewals: int | None, on_lost: OnLost | None,
-                 limited: bool = False, third_of_ttl: bool = False,
-                 first: RenewalTerms | None = None) -> None:
+    def __init__(self, renew_before: float, max_renewals: int | None, limited: bool = False,
+                 third_of_ttl: bool = False, first: RenewalTerms | None = None) -> None:
         self.renew_before = renew_before
         self.max_renewals = max_renewals
-        self.on_lost = on_lost
         # Whether a max_renewals or a max_hold may stop renewal: most leases have neither, and
         # skip the check at every renewal.
         self.limited = limited or max_renewals is not None
@@ -191,7 +190,7 @@ class RenewalTerms:
         if terms is None:
             if len(by_ttl) >= TERMS_BY_TTL:
                 by_ttl.clear()
-            terms = by_ttl[ttl_ms] = RenewalTerms(before, first.max_renewals, first.on_lost, first.limited,
+            terms = by_ttl[ttl_ms] = RenewalTerms(before, first.max_renewals, first.limited,
                                                   first.third_of_ttl, first)
         return terms
 
@@ -234,9 +233,6 @@ class RenewalState(weakref.ref):  # type: ignore[type-arg]
     def max_renewals(self) -> int | None:
         return self.terms.max_renewals
 
-    @property
-    def on_lost(self) -> OnLost | None:
-        return self.terms.on_lost
 
 
 renewal_of = operator.attrgetter("renewal")
@@ -319,7 +315,7 @@ class RenewalBook:
         before = policy.renew_before
         assert before is not None
         max_hold = policy.max_hold
-        terms = RenewalTerms(before, policy.max_renewals, on_lost, max_hold is not None,
+        terms = RenewalTerms(before, policy.max_renewals, max_hold is not None,
                              isinstance(policy, ThirdOfTtl))
         on_collected = self._on_collected
         with self._lock:
@@ -328,6 +324,8 @@ class RenewalBook:
             ids = self._ids
             self._poll_for(before)
             for lease in leases:
+                if on_lost is not None:  # the lease's own: see keep_on_lost
+                    keep_on_lost(lease, on_lost)
                 hold_until = NO_LIMIT if max_hold is None else lease.acquired_at + max_hold
                 state = RenewalState(lease, on_collected, next(ids), terms, hold_until)
                 lease.renewal = state

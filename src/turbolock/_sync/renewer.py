@@ -124,7 +124,8 @@ class Renewer:
 
     def _lost(self, lease: Lease, reason: str) -> None:
         state = self.book.lose(lease, reason)
-        if state is None or state.on_lost is None:
+        on_lost = lease._on_lost()
+        if state is None or on_lost is None:
             return
-        call_on_lost(state.on_lost, lease)
+        call_on_lost(on_lost, lease)
 
