@@ -11,6 +11,7 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
 import redis
 
 from turbolock import LockClient, UnsentTimeoutError
@@ -37,12 +38,8 @@ def test_threads_bulk_call_past_its_deadline_raises_unsent_and_keeps_the_connect
         idle = list(client._pool._idle)
         assert len(idle) == 1
         before = _pttl_calls(raw)
-        try:
+        with pytest.raises(UnsentTimeoutError, match="before anything was sent"):
             client._exec.many(3, _encode(), deadline=time.monotonic() - 0.001)
-        except UnsentTimeoutError as error:
-            assert "before anything was sent" in str(error)
-        else:
-            raise AssertionError("a call past its deadline returned: no UnsentTimeoutError")
         assert client._pool._idle == idle  # the same connection, back in the pool
         assert _pttl_calls(raw) == before  # nothing reached the server
         assert client._exec.many(2, _encode(), deadline=time.monotonic() + 5) == [-2, -2]
@@ -56,12 +53,8 @@ def test_asyncio_bulk_call_past_its_deadline_raises_unsent_and_keeps_the_connect
             conn = client._pool.ready()
             assert conn is not None
             before = _pttl_calls(raw)
-            try:
+            with pytest.raises(UnsentTimeoutError, match="before anything was sent"):
                 await client._exec.many(3, _encode(), deadline=time.monotonic() - 0.001)
-            except UnsentTimeoutError as error:
-                assert "before anything was sent" in str(error)
-            else:
-                raise AssertionError("a call past its deadline returned: no UnsentTimeoutError")
             assert client._pool.ready() is conn
             assert _pttl_calls(raw) == before
             assert await client._exec.many(2, _encode(), deadline=time.monotonic() + 5) == [-2, -2]
@@ -76,21 +69,13 @@ def test_a_late_call_on_a_client_with_no_connection_yet_raises_unsent_on_both_fr
     threaded one raised a plain TimeoutError, which the Cluster flows took for a failed node)."""
     before = _pttl_calls(raw)
     with LockClient.from_url(redis_server.url, core=core_name) as client:
-        try:
+        with pytest.raises(UnsentTimeoutError, match="deadline passed before"):
             client._exec.many(3, _encode(), deadline=time.monotonic() - 0.001)
-        except UnsentTimeoutError as error:
-            assert "deadline passed before" in str(error)
-        else:
-            raise AssertionError("a call past its deadline returned: no UnsentTimeoutError")
 
     async def main() -> None:
         async with AsyncLockClient.from_url(redis_server.url, core=core_name) as client:
-            try:
+            with pytest.raises(UnsentTimeoutError, match="deadline passed before"):
                 await client._exec.many(3, _encode(), deadline=time.monotonic() - 0.001)
-            except UnsentTimeoutError as error:
-                assert "deadline passed before" in str(error)
-            else:
-                raise AssertionError("a call past its deadline returned: no UnsentTimeoutError")
 
     asyncio.run(main())
     assert _pttl_calls(raw) == before

@@ -9,23 +9,18 @@ follows its last chunk with a timeout of its own, on both fronts, as each chunk 
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Iterator
+from functools import partial
+from typing import Any
 
 import pytest
-import redis
 
-from turbolock import LockClient, LockError
+from _durable_late_set import DURABLE, SLACK, T, held_writes, time_acquire
+from turbolock import LockClient
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_sentinel import RedisSentinel
 
 pytestmark = pytest.mark.timing
-
-T = 1.0
-REPLICAS_TIMEOUT = 0.6
-HELD_FOR = 0.8
-SLACK = 0.25
 
 
 @pytest.fixture(scope="module")
@@ -38,44 +33,13 @@ def replicated() -> Iterator[RedisSentinel]:
 @pytest.mark.parametrize("front", ["threads", "asyncio"])
 def test_a_durable_acquire_answered_late_keeps_its_deadline(replicated: RedisSentinel, core_name: str,
                                                             key_prefix: str, front: str, call: str) -> None:
-    options = dict(core=core_name, key_prefix=key_prefix, timeout=T, connect_timeout=T, replicas_ack=1,
-                   replicas_timeout=REPLICAS_TIMEOUT)
-    raw = redis.Redis(host=replicated.master.host, port=replicated.master.port)
-    replica = replicated.replicas[0]
+    kind = LockClient if front == "threads" else AsyncLockClient
+    make = partial(kind.from_url, replicated.master.url, core=core_name, key_prefix=key_prefix, **DURABLE)
 
-    def stall() -> None:
-        raw.execute_command("CLIENT", "PAUSE", int(HELD_FOR * 1000), "WRITE")
-        replica.pause()
+    def acquire(client: Any) -> Any:
+        return client.try_acquire("job", 30) if call == "try_acquire" else client.lock("job", 30).acquire(
+            blocking=False)
 
-    try:
-        if front == "threads":
-            with LockClient.from_url(replicated.master.url, **options) as client:
-                assert client.query("warm-up").held is False
-                stall()
-                started = time.monotonic()
-                try:
-                    outcome: object = (client.try_acquire("job", 30) if call == "try_acquire"
-                                       else client.lock("job", 30).acquire(blocking=False))
-                except LockError as exc:
-                    outcome = exc
-                took = time.monotonic() - started
-        else:
-            async def scenario() -> tuple[float, object]:
-                async with AsyncLockClient.from_url(replicated.master.url, **options) as client:
-                    assert (await client.query("warm-up")).held is False
-                    stall()
-                    started = time.monotonic()
-                    try:
-                        got: object = await (client.try_acquire("job", 30) if call == "try_acquire"
-                                             else client.lock("job", 30).acquire(blocking=False))
-                    except LockError as exc:
-                        got = exc
-                    return time.monotonic() - started, got
-
-            took, outcome = asyncio.run(scenario())
-    finally:
-        replica.resume()
-        raw.execute_command("CLIENT", "UNPAUSE")
-        raw.delete(key_prefix + "job")
-        raw.close()
+    with held_writes(replicated.master, replicated.replicas[0]) as stall:
+        took, outcome = time_acquire(front, make, "warm-up", stall, acquire)
     assert took <= T + SLACK, f"{front}: {call} took {took:.2f}s with a {T}s timeout ({outcome!r})"

@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from _blocking_async import FRONTS, Fronts
-from _eventually import eventually
+from _eventually import eventually, eventually_async
 from _netfaults import FaultProxy
 from turbolock import AcquireOutcomeUnknownError
 from turbolock._flows import cleanup_book
@@ -144,8 +144,9 @@ def test_a_cancelled_acquire_whose_connection_then_failed_is_released_again(
                 await asyncio.wait_for(client.try_acquire("seat", TTL), 0.1)  # cancelled once written
             await asyncio.sleep(0.4)  # the connection's deadline fails it: the orphan's reply is lost
             proxy.heal()
-            reached = await _until(lambda: bool(raw.exists(key)), HELD_BACK + 2)
-            released = await _until(lambda: not raw.exists(key), sum(cleanup_book.RECHECK_AFTER) + 2)
+            reached = await eventually_async(lambda: bool(raw.exists(key)), HELD_BACK + 2)
+            rechecks = sum(cleanup_book.RECHECK_AFTER)
+            released = await eventually_async(lambda: not raw.exists(key), rechecks + 2)
             return reached, released
         finally:
             await client.close()
@@ -155,10 +156,3 @@ def test_a_cancelled_acquire_whose_connection_then_failed_is_released_again(
     assert released, "the late acquire's lock was not released again"
 
 
-async def _until(predicate: Any, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > end:
-            return False
-        await asyncio.sleep(0.02)
-    return True

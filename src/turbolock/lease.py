@@ -384,7 +384,10 @@ def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int, renewal: 
                 believe(flight[1])
                 lease._expires = flight[1]  # alone in flight: believed as it is
                 lease._flight = None
-                _ran(lease, sent_at, ttl_ms, renewal)
+                if sent_at > lease.acquired_at:  # one sent before the last one settled says nothing newer
+                    lease.acquired_at = sent_at
+                if not renewal:
+                    lease.ttl_ms = ttl_ms
                 continue
             expiry = _expiry_of(lease, sent_at)
             if expiry is None:  # not counted as sent (a caller's slip): this command alone
@@ -402,18 +405,14 @@ def commands_ran(leases: Iterable[Lease], sent_at: float, ttl_ms: int, renewal: 
                 belief = sent_at + ghost
             believe(belief)
             lease._expires = belief
-            _ran(lease, sent_at, ttl_ms, renewal)
+            if sent_at > lease.acquired_at:
+                lease.acquired_at = sent_at
+            if not renewal:
+                lease.ttl_ms = ttl_ms
             _take(lease, sent_at)
             now = now or time.monotonic()
             _remember(lease, now, expiry)
     return beliefs
-
-
-def _ran(lease: Lease, sent_at: float, ttl_ms: int, renewal: bool) -> None:
-    if sent_at > lease.acquired_at:  # a command sent before the last one settled says nothing newer
-        lease.acquired_at = sent_at
-    if not renewal:
-        lease.ttl_ms = ttl_ms
 
 
 def _haunt(lease: Lease, ttl: float) -> None:

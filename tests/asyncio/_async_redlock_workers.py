@@ -11,7 +11,6 @@ import asyncio
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -29,17 +28,6 @@ def values(raw_masters: list[redis.Redis], key: str | bytes) -> list[bytes | Non
 def pttls(raw_masters: list[redis.Redis], key: str | bytes) -> list[int]:
     """The PTTL of ``key`` on each master (-2 where absent)."""
     return [int(connection.pttl(key)) for connection in raw_masters]
-
-
-async def eventually(predicate: Callable[[], object], limit: float) -> bool:
-    """Whether ``predicate()`` turns true within ``limit`` seconds, polled every 10 ms without
-    blocking the loop (so the client's background tasks run meanwhile)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.01)
-    return bool(predicate())
 
 
 # -- the multi-process scenario -------------------------------------------------------------------

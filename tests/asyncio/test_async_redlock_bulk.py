@@ -9,9 +9,10 @@ from collections.abc import Callable, Sequence
 
 import pytest
 import redis
-from _async_redlock_workers import TTL, eventually, values
+from _async_redlock_workers import TTL, values
 from async_helpers import Runner
 
+from _eventually import eventually_async as eventually
 from turbolock import InstanceSummary, RedlockManyResult, RedlockStatus
 from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 import redis
-from _async_redlock_workers import TTL, eventually, values
+from _async_redlock_workers import TTL, values
 from async_helpers import Runner
 
+from _eventually import eventually_async as eventually
 from turbolock import InstanceSummary, QuorumError, RedlockStatus
 from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer, free_port

@@ -10,9 +10,10 @@ from collections.abc import Callable
 
 import pytest
 import redis
-from _async_redlock_workers import eventually, values
+from _async_redlock_workers import values
 from async_helpers import Runner
 
+from _eventually import eventually_async as eventually
 from turbolock import AutoRenew, InvalidArgumentError, Lease, LockLostError, LockUsageError, RedlockStatus
 from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer

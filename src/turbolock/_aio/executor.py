@@ -15,7 +15,13 @@ from typing import Any
 from turbolock._aio.pool import ConnectionPool, deadline_passed
 from turbolock._aio.protocol import RedisProtocol
 from turbolock._aio.waiting import done_by, finished_within
-from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, raw_replies_tag, subset_orphans
+from turbolock._flows.bulk_plan import (
+    OrphanHandler,
+    OrphanTags,
+    OwnTokensTag,
+    raw_replies_tag,
+    subset_orphans,
+)
 from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import (
@@ -105,7 +111,7 @@ class Executor:
             raise TimeoutError(f"{self.pool.server} did not answer within the call's deadline")
         return fut.result()
 
-    def wait_after(self, conn: RedisProtocol, since: float | None = None) -> asyncio.Future[Any] | None:
+    def _wait_after(self, conn: RedisProtocol, since: float | None = None) -> asyncio.Future[Any] | None:
         """``WAIT`` in the same write as what was just submitted on ``conn`` (an acquire, with
         ``replicas_ack``): its reply's future, due by the same deadline; None without
         ``replicas_ack``, or when the connection broke meanwhile (then nothing can tell)."""
@@ -118,7 +124,7 @@ class Executor:
             return None
 
     async def _acked(self, acked: asyncio.Future[Any] | None, deadline: float | None = None) -> object:
-        """How many replicas have the connection's writes (``wait_after``'s reply), None when it
+        """How many replicas have the connection's writes (``_wait_after``'s reply), None when it
         cannot tell (no reply by ``deadline``, a broken connection)."""
         if acked is None:
             return None
@@ -159,22 +165,24 @@ class Executor:
         except NotSent as exc:
             raise exc.cause from None
 
-    async def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int,
-                         deadline: float | None = None) -> object:
+    async def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int, deadline: float | None = None,
+                         own_token: bool = False) -> object:
         """``SET key token NX PX ttl_ms``; ``Unconfirmed`` when it was written and no reply came. A
-        cancelled caller's lock is released once its reply comes (the pool's ``on_orphan``)."""
+        cancelled caller's lock is released once its reply comes (the pool's ``on_orphan``; again
+        later when found free, for a token the client made: ``own_token``). With ``replicas_ack``,
+        ``WAIT`` goes in the same write, due by the same deadline."""
         conn, since = self.pool.ready(), None
         if conn is None:
             conn, since = await self.pool.connect_since(deadline)
         elif deadline is not None:
             self._refuse_past(deadline)
         conn.buffer.append_set_nx_px(key, token, ttl_ms)
-        tag = (key, token, ttl_ms)
+        tag = OwnTokensTag((key, token, ttl_ms)) if own_token else (key, token, ttl_ms)
         try:
             fut = conn.submit(1, tag, since)
         except NotSent as exc:
             raise exc.cause from None
-        acked = self.wait_after(conn, since)
+        acked = self._wait_after(conn, since)
         try:
             reply = await self._by(fut, deadline, tag)
         except BaseException as exc:
@@ -188,11 +196,11 @@ class Executor:
             raise Unconfirmed(exc) from None
         if self.wait is None:
             return reply
-        return await self.confirm(reply, acked, tag, deadline)
+        return await self._confirm(reply, acked, tag, deadline)
 
-    async def confirm(self, reply: object, acked: asyncio.Future[Any] | None, tag: Any,
+    async def _confirm(self, reply: object, acked: asyncio.Future[Any] | None, tag: Any,
                       deadline: float | None = None) -> object:
-        """An acquire's ``reply`` once its ``WAIT`` (``wait_after``) says whether enough replicas
+        """An acquire's ``reply`` once its ``WAIT`` (``_wait_after``) says whether enough replicas
         have it (``NOT_DURABLE`` when not, or when no answer came by the call's deadline); a caller
         cancelled meanwhile leaves the lock to ``on_orphan`` with ``tag``."""
         try:
@@ -317,7 +325,7 @@ class Executor:
         if script is not None and reencode is not None:
             await self._reload_and_retry(script, reencode, results, size, orphans)
         if durable and self.wait is not None:
-            acked = self.wait_after(conn)
+            acked = self._wait_after(conn)
             mark_not_durable(results, await self._acked(acked, deadline if bounded else None), self.replicas)
         return results
 

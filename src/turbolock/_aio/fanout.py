@@ -29,6 +29,7 @@ from turbolock._wire.outcomes import (
     Encoder,
     NotSent,
     Reencoder,
+    bulk_budget,
     settle_reloaded,
 )
 from turbolock._wire.scripts import Script
@@ -215,7 +216,7 @@ async def fan_out(masters: Sequence[Any], buffer: Any, count: int, encode: Encod
     one ``timeout``. A master that fails is left out of the rest of the call. With ``script``,
     items answered NOSCRIPT are sent again after SCRIPT LOAD on that master, every master at
     once, within what is left of the call's budget (a ``timeout`` a chunk)."""
-    ends = time.monotonic() + timeout * -(-count // chunk_size)
+    ends = time.monotonic() + bulk_budget(timeout, count, chunk_size)
     n = len(masters)
     replies: list[list[object]] = [[NOT_SENT] * count for _ in range(n)]
     errors: list[str | None] = [None] * n

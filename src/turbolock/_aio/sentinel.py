@@ -168,10 +168,10 @@ class SentinelExecutor(Executor):
     def _deadline(self, deadline: float | None) -> float:
         return time.monotonic() + self.pool.options.timeout if deadline is None else deadline
 
-    async def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int,
-                         deadline: float | None = None) -> object:
+    async def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int, deadline: float | None = None,
+                         own_token: bool = False) -> object:
         end = self._deadline(deadline)  # a resend after READONLY too: the call's one deadline
-        step = Call(Executor.set_nx_one, (self, key, token, ttl_ms, end))
+        step = Call(Executor.set_nx_one, (self, key, token, ttl_ms, end, own_token))
         return await run(guarded_flow(self.pool, step, end))
 
     async def pttl_one(self, key: bytes, deadline: float | None = None) -> object:

@@ -53,7 +53,7 @@ C = TypeVar("C", bound="ClientRules[Any]")
 LockT = TypeVar("LockT")
 
 
-class ClientRules(CodecAndChunks, RenewerSlot[Any], Generic[LockT]):
+class ClientRules(CodecAndChunks, RenewerSlot, Generic[LockT]):
     """Settings and bookkeeping of a single-server client; ``_lock_type`` is its Lock object."""
 
     _lock_type: Any

@@ -32,6 +32,7 @@ from turbolock._wire.outcomes import (
     Reencoder,
     ReplyHandler,
     Unconfirmed,
+    bulk_budget,
     subset_encoders,
 )
 from turbolock._wire.slot_map import Address, Redirect, SlotMap, map_from_shards, map_from_slots, redirect_of
@@ -394,7 +395,7 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
     if results is None:
         results = [NOT_SENT] * count
     pending: list[int] = list(range(count))
-    end = min(deadline, time.monotonic() + timeout * max(1, math.ceil(count / chunk_size)))
+    end = min(deadline, time.monotonic() + bulk_budget(timeout, count, chunk_size))
     moved_rounds = 0
     first_round = True
     while True:

@@ -8,7 +8,6 @@ are released on every master, so nothing is left held where the lock did not cou
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -28,7 +27,7 @@ from turbolock._flows.redlock_rules import CLEANUP_GRACE, GIVE_BACK_FLOOR, Redlo
 from turbolock._flows.renewal_book import check_renewed_ttl
 from turbolock._flows.steps import Call, Flow, Outcome
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import UNKNOWN
+from turbolock._wire.outcomes import UNKNOWN, bulk_budget
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
 from turbolock._wire.validate import Seconds
 from turbolock.errors import ExtensionLimitError, InvalidArgumentError, QuorumError
@@ -136,7 +135,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
                     leases[i]._unsure = unsure  # type: ignore[union-attr]
 
     timeout = client.chunk_timeout_for(ms)
-    budget_ends = time.monotonic() + timeout * math.ceil(count / client.chunk_size)  # a timeout a chunk
+    budget_ends = time.monotonic() + bulk_budget(timeout, count, client.chunk_size)
     try:
         if fenced:  # decided once every chunk is in: those answered NOSCRIPT are sent again first
             outcome = yield Call(client._fan_many, (count, encode, timeout, client.chunk_size,

@@ -75,7 +75,7 @@ def owe_release(master: Any, m: int, lease: Any, reply: object, forget_at: float
         remember(master, [lease.key], [lease.token], forget_at)
 
 
-class RedlockRules(CodecAndChunks, RenewerSlot[Any]):
+class RedlockRules(CodecAndChunks, RenewerSlot):
     """Settings and checks of a Redlock client; ``masters`` are its per-master clients."""
 
     masters: tuple[Any, ...]

@@ -5,16 +5,14 @@ Redlock clients."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from turbolock._flows.renewal_book import CLOSED_DURING_ACQUIRE
 from turbolock.errors import ClientClosedError
 
-RenewerT = TypeVar("RenewerT")
 
-
-class RenewerSlot(Generic[RenewerT]):
-    _renewer_instance: RenewerT | None = None
+class RenewerSlot:
+    _renewer_instance: Any = None
     _renewals_stopped = False
     """Set by close: no renewer is made from then on."""
     _renewer_lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
@@ -25,12 +23,12 @@ class RenewerSlot(Generic[RenewerT]):
     def renewing(self) -> int:
         """How many locks the renewer currently keeps."""
         renewer = self._renewer_instance
-        return 0 if renewer is None else len(renewer)  # type: ignore[arg-type]  # every renewer has len
+        return 0 if renewer is None else len(renewer)
 
-    def _new_renewer(self) -> RenewerT:
+    def _new_renewer(self) -> Any:
         raise NotImplementedError
 
-    def _renewer(self) -> RenewerT:
+    def _renewer(self) -> Any:
         renewer = self._renewer_instance
         if renewer is not None:
             return renewer
@@ -41,7 +39,7 @@ class RenewerSlot(Generic[RenewerT]):
                 self._renewer_instance = self._new_renewer()
             return self._renewer_instance
 
-    def _stop_renewals(self) -> RenewerT | None:
+    def _stop_renewals(self) -> Any:
         """From here no renewer is made (an acquire in flight that needs one raises
         ``ClientClosedError``); the one there is, if any."""
         with self._renewer_lock:

@@ -27,7 +27,15 @@ from turbolock._redlock.links import READ_GRACE, Links
 from turbolock._sync.connection import Connection
 from turbolock._sync.pool import STALE_CHECK_AFTER
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import FANOUT_WINDOW, NOT_SENT, RELOAD_FLOOR, UNKNOWN, NotSent, settle_reloaded
+from turbolock._wire.outcomes import (
+    FANOUT_WINDOW,
+    NOT_SENT,
+    RELOAD_FLOOR,
+    UNKNOWN,
+    NotSent,
+    bulk_budget,
+    settle_reloaded,
+)
 from turbolock.client import LockClient
 from turbolock.errors import LockError, ReplyError
 
@@ -217,7 +225,7 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
     try:
         targets = range(masters) if only is None else only
         begun = time.monotonic()
-        ends = begun + timeout * -(-count // chunk_size)
+        ends = begun + bulk_budget(timeout, count, chunk_size)
         # New connections' handshakes are read once the first chunks went to the others: a
         # master reconnecting to a stuck server and one stuck with its connection cost one wait.
         failed, joining = links.open_all(conns, targets, timeout)

@@ -181,37 +181,11 @@ class Connection:
 
     def _send_first(self, data: bytes, deadline: float) -> socket.socket:
         """A call's write: ``NotSent`` when its deadline had passed before it (the connection is
-        untouched and stays usable); any failure after that breaks the connection."""
+        untouched and stays usable); any failure after that breaks the connection, and
+        ``written`` says how much went out."""
         sock = self.sock
         if sock is None:
             raise ConnectionError(f"connection to {self.options.address} is closed")
-        self._arm_first(sock, deadline)
-        try:
-            sent = sock.send(data)  # all of it, but for a server that stopped reading
-            if sent != len(data):
-                self._write_rest(sock, data, sent, deadline)
-        except BaseException as exc:
-            raise self._break(exc) from None
-        return sock
-
-    def send(self, data: bytes, deadline: float) -> None:
-        """Write ``data`` by ``deadline``; on a failure the connection is broken, and ``written``
-        says how much went out (``NotSent`` as ``_send_first``: late before the write)."""
-        self.written = 0
-        sock = self.sock
-        if sock is None:
-            raise ConnectionError(f"connection to {self.options.address} is closed")
-        self._arm_first(sock, deadline)
-        try:
-            sent = self.written = sock.send(data)
-            if sent != len(data):
-                self._write_rest(sock, data, sent, deadline)
-        except BaseException as exc:
-            raise self._break(exc) from None
-
-    def _arm_first(self, sock: socket.socket, deadline: float) -> None:
-        """``_arm`` before a write: ``NotSent`` when ``deadline`` has passed (the connection is
-        untouched and stays usable); any other failure breaks the connection."""
         try:
             self._arm(sock, deadline)
         except builtins.TimeoutError:
@@ -219,6 +193,18 @@ class Connection:
                                              f"{self.options.address}")) from None
         except BaseException as exc:
             raise self._break(exc) from None
+        try:
+            sent = self.written = sock.send(data)  # all of it, but for a server that stopped reading
+            if sent != len(data):
+                self._write_rest(sock, data, sent, deadline)
+        except BaseException as exc:
+            raise self._break(exc) from None
+        return sock
+
+    def send(self, data: bytes, deadline: float) -> None:
+        """Write ``data`` by ``deadline`` (a pipeline's chunk), as ``_send_first`` does."""
+        self.written = 0
+        self._send_first(data, deadline)
 
     def _write_rest(self, sock: socket.socket, data: bytes, sent: int, deadline: float) -> None:
         """The rest of ``data`` after a send() that wrote ``sent`` bytes, by ``deadline``: a

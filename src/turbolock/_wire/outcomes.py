@@ -18,6 +18,11 @@ WINDOW = 2
 """Chunks of one bulk call in flight on one connection: with one, the client idles while the
 server works and the server idles while the client encodes. Redis buffers replies for a normal
 client without limit, so a second chunk written before the first one's replies cannot deadlock."""
+def bulk_budget(timeout: float, count: int, chunk_size: int) -> float:
+    """Seconds a bulk call of ``count`` items may take: a ``timeout`` a chunk (one at the least)."""
+    return timeout * max(1, -(-count // chunk_size))
+
+
 RELOAD_FLOOR = 0.005
 """Seconds a Redlock bulk call's NOSCRIPT retry waits at the least, however little of the call's
 budget (a timeout a chunk) is left: a master that answers at once is not left out."""

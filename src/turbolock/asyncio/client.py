@@ -187,7 +187,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         if fenced is not False and check_fenced(fenced, self.key_prefix, key, self.options.replicas_ack):
             return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, fenced=True,
                                                own_token=token is None)
-        if self._direct.guarded:  # a Sentinel's master: READONLY is resent, a failure asks them again
+        if self._direct.guarded or self._direct.wait is not None:
+            # A Sentinel's master (READONLY is resent, a failure asks them again), or WAIT for replicas
             return await self._acquire_by_exec(name, key, tok, ms, policy, on_lost, fenced=False,
                                                own_token=token is None)
         conn, since = self._pool.ready(), None
@@ -200,21 +201,16 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             fut = conn.submit(1, tag, since)
         except NotSent as exc:
             raise exc.cause from None
-        acked = self._direct.wait_after(conn, since) if self._direct.wait is not None else None
         try:
             reply = await fut
+        except NotSent as exc:
+            raise exc.cause from None
+        except asyncio.CancelledError:
+            abandon(fut, tag, self._on_orphan)
+            raise
         except BaseException as exc:
-            if acked is not None:
-                abandon(acked, None, self._on_orphan)  # its reply is dropped when it comes
-            if isinstance(exc, NotSent):
-                raise exc.cause from None
-            if isinstance(exc, asyncio.CancelledError):
-                abandon(fut, tag, self._on_orphan)
-                raise
             raise self._acquire_lost([(name, key, tok, time.monotonic() + ms / 1000.0)], exc,
                                      token is None) from None
-        if self._direct.wait is not None:
-            reply = await self._direct.confirm(reply, acked, tag)
         return acquire_result(self, reply, name, key, tok, ms, sent_at, policy, on_lost)
 
     async def _acquire_by_exec(self, name: str | bytes, key: bytes, token: bytes, ms: int,
@@ -228,7 +224,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             if fenced:
                 reply = await self._exec.script_one(self._fenced_acquire, key, token, ms)
             else:
-                reply = await self._direct.set_nx_one(key, token, ms)
+                reply = await self._direct.set_nx_one(key, token, ms, own_token=own_token)
         except Unconfirmed as exc:
             forget_at = time.monotonic() + ms / 1000.0
             raise self._acquire_lost([(name, key, token, forget_at)], exc.cause, own_token) from None
