@@ -298,8 +298,9 @@ class Executor:
         replies)`` sees each chunk as it arrives. A ``deadline`` that passed before anything was
         written raises ``UnsentTimeoutError``. A cancelled caller leaves every chunk's reply
         to the protocol, which hands acquires' replies to ``on_orphan`` with ``orphans(start,
-        stop)`` as the tag. ``durable`` (acquires): with ``replicas_ack``, ``WAIT`` follows on the
-        same connection and every lock taken becomes ``NOT_DURABLE`` when too few replicas have it.
+        stop)`` as the tag. ``durable`` (acquires): with ``replicas_ack``, ``WAIT`` goes in the last
+        chunk's write, due by its deadline, and every lock taken becomes ``NOT_DURABLE`` when too
+        few replicas have it (or when no answer came).
         ``shape``: items that answer several replies each (transactions), one reply per item all
         the same (a cancelled caller's chunks reach the protocol's orphans unfolded: see
         ``bulk_plan.raw_replies_tag``).
@@ -307,6 +308,8 @@ class Executor:
         results: list[object] = [NOT_SENT] * count
         if not count:
             return results
+        if durable and self.wait is not None and script is not None:  # WAIT goes behind the last chunk
+            raise ValueError("a durable call carries no script (fenced acquires refuse replicas_ack)")
         size = self.chunk_size if chunk_size is None else chunk_size
         conn, since = self.pool.ready(), None
         bounded = deadline != math.inf  # a renewal round's, a Redis Cluster master's share of one
@@ -320,12 +323,11 @@ class Executor:
             if on_replies is not None:
                 on_replies(start, replies)
 
-        await _run_chunks(conn, count, size, encode, store, results, orphans, since, shape,
-                          deadline if bounded else None)
+        acked = await _run_chunks(conn, count, size, encode, store, results, orphans, since, shape,
+                                  deadline if bounded else None, self._wait_after if durable else None)
         if script is not None and reencode is not None:
             await self._reload_and_retry(script, reencode, results, size, orphans)
         if durable and self.wait is not None:
-            acked = self._wait_after(conn)
             mark_not_durable(results, await self._acked(acked, deadline if bounded else None), self.replicas)
         return results
 
@@ -379,15 +381,20 @@ class Executor:
 async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encoder,
                       on_replies: ReplyHandler, results: list[object], orphans: OrphanTags | None,
                       since: float | None = None, shape: ReplyShape | None = None,
-                      deadline: float | None = None) -> None:
+                      deadline: float | None = None,
+                      after_last: Callable[[RedisProtocol, float | None], asyncio.Future[Any] | None] | None
+                      = None) -> asyncio.Future[Any] | None:
     """Send items 0..count-1 in chunks of ``size``, two chunks in flight; a broken connection
     marks items ``UNKNOWN`` (sent) or leaves them ``NOT_SENT`` instead of raising. ``since``: the
     first chunk's deadline counts from then (the call waited for its connection to open).
     ``deadline`` (monotonic; a renewal round's): replies not in by then are left to the protocol
-    and their items ``UNKNOWN``, the rest ``NOT_SENT`` (the connection, shared, is not broken)."""
+    and their items ``UNKNOWN``, the rest ``NOT_SENT`` (the connection, shared, is not broken).
+    ``after_last(conn, since)`` submits what goes in the last chunk's write (WAIT): its future is
+    returned once every chunk is answered, None when the items did not all go out or answer."""
     buf = conn.buffer
     inflight: deque[tuple[int, int, asyncio.Future[Any], Any]] = deque()
     next_start = 0
+    tail: asyncio.Future[Any] | None = None
     try:
         while next_start < count or inflight:
             while len(inflight) < WINDOW and next_start < count:
@@ -403,6 +410,8 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
                 except NotSent:  # broken, or retired: the rest stays NOT_SENT, the chunks sent are answered
                     count = next_start
                     break
+                if stop == count and after_last is not None:
+                    tail = after_last(conn, since if next_start == 0 else None)
                 conn.flush()  # the server starts on this chunk while the next one is encoded
                 inflight.append((next_start, stop, fut, tag))
                 next_start = stop
@@ -416,19 +425,27 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
                     for first, last, late, tag in inflight:
                         abandon(late, tag, conn.on_orphan)
                         results[first:last] = [UNKNOWN] * (last - first)
-                    return
+                    _drop(tail, conn)
+                    return None
                 replies = fut.result()
             inflight.popleft()
             if shape is not None:
                 replies = shape.fold(start, stop, replies)
             on_replies(start, replies if stop - start > 1 or shape is not None else [replies])
     except BaseException as exc:
+        _drop(tail, conn)
         if isinstance(exc, Exception) and all(fut.done() for _, _, fut, _ in inflight):
             _settle_broken(inflight, results)
-            return
+            return None
         for _, _, fut, tag in inflight:
             abandon(fut, tag, conn.on_orphan)
         raise
+    return tail
+
+
+def _drop(tail: asyncio.Future[Any] | None, conn: RedisProtocol) -> None:
+    if tail is not None:
+        abandon(tail, None, conn.on_orphan)  # its reply is dropped when it comes
 
 
 def _settle_broken(inflight: deque[tuple[int, int, asyncio.Future[Any], Any]], results: list[object]) -> None:

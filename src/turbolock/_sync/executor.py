@@ -215,6 +215,9 @@ class Executor:
         results: list[object] = [NOT_SENT] * count
         if not count:
             return results
+        wait = self.wait if durable else None
+        if wait is not None and script is not None:  # WAIT goes behind the last chunk: nothing may follow
+            raise ValueError("a durable call carries no script (fenced acquires refuse replicas_ack)")
         pool = self.pool
         conn = pool.get(min(time.monotonic() + self.timeout, deadline))
 
@@ -223,10 +226,11 @@ class Executor:
             if on_replies is not None:
                 on_replies(start, replies)
 
-        wait = self.wait if durable else None
         try:
-            run_chunks(conn, count, self.chunk_size, encode, self.timeout, store, deadline=deadline,
-                       current=partial(pool.current, conn), shape=shape)
+            tail = run_chunks(conn, count, self.chunk_size, encode, self.timeout, store, deadline=deadline,
+                              current=partial(pool.current, conn), shape=shape,
+                              epilogue=b"" if wait is None else _encoded(conn, wait),
+                              epilogue_replies=0 if wait is None else 1)
             if script is not None and reencode is not None:
                 self._reload_and_retry(conn, script, reencode, results, deadline, orphans)
         except PipelineBroken as broken:
@@ -246,25 +250,9 @@ class Executor:
         except BaseException:
             pool.discard(conn)
             raise
-        if wait is not None:
-            try:
-                acked = conn.request(_encoded(conn, wait), min(time.monotonic() + self.timeout, deadline))
-            except NotSent:  # too late to ask: not durable, and the connection is fine
-                pool.put(conn)
-                mark_not_durable(results, None, self.replicas)
-                return results
-            except Exception:
-                pool.discard(conn)
-                mark_not_durable(results, None, self.replicas)
-                return results
-            except BaseException:
-                pool.discard(conn)
-                # Interrupted in WAIT: every reply is read; handed over when no on_replies took them.
-                if on_replies is None and orphans is not None and self.on_orphan is not None:
-                    _hand_over(self.on_orphan, orphans, 0, results)
-                raise
-            mark_not_durable(results, acked, self.replicas)
         pool.put(conn)
+        if wait is not None:  # no WAIT reply: the items were cut short by a failover, nothing tells
+            mark_not_durable(results, tail[0] if tail else None, self.replicas)
         return results
 
     def _orphan(self, orphans: OrphanTags | None, broken: PipelineBroken, results: list[object],

@@ -36,11 +36,14 @@ class PipelineBroken(Exception):
 def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, timeout: float,
                on_replies: ReplyHandler, prologue: bytes = b"", prologue_replies: int = 0,
                deadline: float = math.inf, current: Callable[[], bool] | None = None,
-               shape: ReplyShape | None = None) -> list[object]:
+               shape: ReplyShape | None = None, epilogue: bytes = b"",
+               epilogue_replies: int = 0) -> list[object]:
     """Send items 0..count-1 in chunks; ``on_replies(start, replies)`` gets each chunk's replies
     while the server already works on the next chunk.
 
-    ``prologue`` (e.g. SCRIPT LOAD) goes out in front of the first chunk; its replies are returned.
+    ``prologue`` (e.g. SCRIPT LOAD) goes out in front of the first chunk, ``epilogue`` (WAIT)
+    behind the last one, in its write and read by its deadline; their replies are returned, in
+    that order (none of the epilogue's when the items were cut short and it never went out).
     Each chunk's send and read has its own deadline of ``timeout`` seconds, and none goes past
     ``deadline``. When ``current()`` turns False (the pool dropped the connection's server: a
     failover), no further chunk is sent; the chunks sent are still read, the rest left unsent.
@@ -52,6 +55,8 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
     replied = 0
     head: list[object] = []
     handing: tuple[int, list[object]] | None = None
+    epilogue_sent = False
+    due = deadline
     try:
         while replied < count:
             while len(inflight) < WINDOW and next_start < count:
@@ -64,6 +69,9 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
                 data = buf.take()
                 if prologue:
                     data, prologue = prologue + data, b""
+                if stop == count and epilogue:
+                    data, epilogue = data + epilogue, b""
+                    epilogue_sent = True
                 try:
                     conn.send(data, min(time.monotonic() + timeout, deadline))
                 except BaseException:
@@ -76,15 +84,17 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
                 head = conn.read(prologue_replies, min(time.monotonic() + timeout, deadline))
                 prologue_replies = 0
             start, stop = inflight.popleft()
+            due = min(time.monotonic() + timeout, deadline)
             if shape is None:
-                replies = conn.read(stop - start, min(time.monotonic() + timeout, deadline))
+                replies = conn.read(stop - start, due)
             else:
-                raw = conn.read(shape.count(start, stop), min(time.monotonic() + timeout, deadline))
-                replies = shape.fold(start, stop, raw)
+                replies = shape.fold(start, stop, conn.read(shape.count(start, stop), due))
             handing = (start, replies)
             replied = stop
             on_replies(start, replies)
             handing = None
+        if epilogue_sent:
+            head += conn.read(epilogue_replies, due)
     except BaseException as exc:
         buf.clear()
         raise PipelineBroken(exc, replied, next_start, handing) from None
