@@ -115,8 +115,8 @@ class ClusterExecutor:
         if address is not None:
             try:
                 reply = await call(self.node(address))
-            except BaseException:
-                self.routes.failed(address)
+            except BaseException as exc:
+                self.routes.failed(address, exc)
                 raise
             if final(reply):
                 return reply

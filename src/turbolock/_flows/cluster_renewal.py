@@ -116,7 +116,7 @@ def _node_replies(routes: ClusterRoutes, address: Address, parts: list[Part], ok
                   value: Any) -> list[object]:
     """A master's replies to its parts; none sent when it could not be reached."""
     if not ok:
-        routes.failed(address)
+        routes.failed(address, value)
         log.warning("turbolock: renewal on %s:%d could not be sent: %s", address[0], address[1], value)
         return [NOT_SENT] * len(parts)
     if any(reply is UNKNOWN for reply in value):

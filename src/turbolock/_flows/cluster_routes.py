@@ -118,8 +118,13 @@ class ClusterRoutes:
         everyone = list(dict.fromkeys([*known, *self.startup]))
         return [a for a in everyone if a not in self.suspects] + [a for a in everyone if a in self.suspects]
 
-    def failed(self, address: Address) -> None:
-        """A call to ``address`` failed: the map may be wrong (a failover), and that node is suspect."""
+    def failed(self, address: Address, error: BaseException | None = None) -> None:
+        """A call to ``address`` failed: the map may be wrong (a failover), and that node is
+        suspect. Not when ``error`` tells nothing of the node: a caller cancelled or interrupted,
+        or a deadline that passed before anything was written (a cancel-heavy asyncio service
+        would read the map again after every cancelled call)."""
+        if error is not None and (not isinstance(error, Exception) or isinstance(error, UnsentTimeoutError)):
+            return
         self.suspects.add(address)
         self.stale = True
 
@@ -330,8 +335,8 @@ def _send_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[An
         if paused_on is None:
             raise
         return None
-    except BaseException:
-        routes.failed(address)  # a failover, perhaps: the map is read again before the next call
+    except BaseException as exc:
+        routes.failed(address, exc)  # a failover, perhaps: the map is read again before the next call
         raise
     return address, reply, time.monotonic() - started
 
@@ -519,8 +524,8 @@ def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: li
     try:
         replies: list[object] = yield _share_call(nodes, address, indices, encode, script, reencode, deadline,
                                                   orphans, durable)
-    except BaseException:
-        routes.failed(address)
+    except BaseException as exc:
+        routes.failed(address, exc)
         raise
     return replies
 
@@ -544,7 +549,7 @@ def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
     interrupted = False
     for (address, _), (ok, value) in zip(shares, outcomes, strict=True):
         if not ok:
-            routes.failed(address)
+            routes.failed(address, value)
             failure = failure or value
             interrupted = interrupted or not isinstance(value, Exception)
     if failure is None:

@@ -99,8 +99,8 @@ class ClusterExecutor:
         if address is not None:
             try:
                 reply = call(self.node(address))
-            except BaseException:
-                self.routes.failed(address)
+            except BaseException as exc:
+                self.routes.failed(address, exc)
                 raise
             if final(reply):
                 return reply
