@@ -83,6 +83,9 @@ class ConnectionOptions:
                 raise InvalidArgumentTypeError(secret, f"must be str, not {type(value).__name__}")
         if self.username is not None:
             _check_str(self.username, "username")
+            if self.username and self.password is None:  # one-argument AUTH: the default user's
+                raise InvalidArgumentError("username", "comes without a password (a nopass user takes any: "
+                                                       "password='')")
         for flag in ("ssl", "ssl_check_hostname", "insecure", "wake_waiters"):
             value = getattr(self, flag)
             if not isinstance(value, bool):
@@ -470,8 +473,8 @@ def options_from_redis(client: Any, **overrides: Any) -> ConnectionOptions:
         if len(credentials) == 1:  # redis-py's (password,) when there is no username
             source["username"], source["password"] = None, credentials[0]
         else:
-            username, password = credentials
-            source["username"], source["password"] = (username, password) if password else (None, username)
+            username, password = credentials  # redis-py sends AUTH username password, "" included
+            source["username"], source["password"] = username or None, password
     if not source.get("path") and "host" not in source:  # a SentinelConnectionPool asks for each connection
         raise InvalidArgumentError("client", f"its {type(pool).__name__} keeps no server address (redis-py's "
                                    "Sentinel.master_for()); use SentinelLockClient, which follows the master")

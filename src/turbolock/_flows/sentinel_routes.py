@@ -322,6 +322,9 @@ class SentinelRules:
         for value, argument in ((username, "sentinel_username"), (password, "sentinel_password")):
             if value is not None and not isinstance(value, str):  # else named as the master's own
                 raise InvalidArgumentTypeError(argument, f"must be str, not {type(value).__name__}")
+        if username and password is None:  # else dropped: the Sentinels' default user
+            raise InvalidArgumentError("sentinel_username", "comes without sentinel_password (a nopass user "
+                                                            "takes any: sentinel_password='')")
         self._service = service_name
         self._sentinel_credentials = (username, password)
         return self._sentinel_addresses[0]
