@@ -560,3 +560,11 @@ def test_the_decorator_refuses_what_would_run_after_the_release(client: LockClie
         with pytest.raises(InvalidArgumentTypeError) as raised:
             client.lock("decorated", 5)(func)  # type: ignore[arg-type]
         assert raised.value.argument == "func"
+
+
+def test_the_decorator_refuses_what_cannot_be_called(client: LockClient) -> None:
+    """``lock(42)`` was taken for a function: each call then took the lock and released it only
+    to fail calling 42. Refused when decorating."""
+    with pytest.raises(InvalidArgumentTypeError) as raised:
+        client.lock("decorated", 5)(42)  # type: ignore[arg-type]
+    assert raised.value.argument == "func" and "callable" in str(raised.value)

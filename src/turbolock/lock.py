@@ -109,6 +109,8 @@ class LockCalls(LockFlows[Any]):
         """Decorator: each call runs holding a fresh Lock with this one's settings. A coroutine,
         generator or async generator function is refused: its call only makes an object whose
         body runs later, after the lock was released."""
+        if not callable(func):  # else each call would take the lock, then fail calling it
+            raise InvalidArgumentTypeError("func", f"must be callable, not {type(func).__name__}")
         if (inspect.iscoroutinefunction(func) or inspect.isgeneratorfunction(func)
                 or inspect.isasyncgenfunction(func)):
             raise InvalidArgumentTypeError(
