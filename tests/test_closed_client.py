@@ -26,8 +26,6 @@ WAIT = 1.5
 TTL = 1
 
 
-
-
 @pytest.mark.parametrize("fair", [False, True], ids=["plain", "fair"])
 def test_a_blocking_acquire_on_a_closed_client_fails_at_once(make_client: Callable[..., Any],
                                                              fair: bool) -> None:

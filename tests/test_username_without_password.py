@@ -24,7 +24,8 @@ DEFAULT_PASSWORD = "default-user-pw"
 @pytest.fixture(scope="module")
 def nopass_server() -> Iterator[RedisServer]:
     """The default user needs a password; ``alice`` takes any."""
-    with RedisServer(extra_config=[f"requirepass {DEFAULT_PASSWORD}", "user alice on nopass ~* +@all"]) as server:
+    users = [f"requirepass {DEFAULT_PASSWORD}", "user alice on nopass ~* +@all"]
+    with RedisServer(extra_config=users) as server:
         yield server
 
 

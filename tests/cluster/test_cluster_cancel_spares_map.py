@@ -28,7 +28,8 @@ def _map_reads(cluster: RedisCluster, raws: Callable[[RedisServer], redis.Redis]
     total = 0
     for node in cluster.nodes:
         stats = raws(node).info("commandstats")
-        total += sum(int(stats.get(f"cmdstat_cluster|{sub}", {}).get("calls", 0)) for sub in ("shards", "slots"))
+        total += sum(int(stats.get(f"cmdstat_cluster|{sub}", {}).get("calls", 0))
+                     for sub in ("shards", "slots"))
     return total
 
 

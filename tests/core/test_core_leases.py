@@ -45,7 +45,6 @@ def test_made_leases_are_those_init_makes(core: ModuleType, rows: list[tuple[obj
         assert gc.is_tracked(made)  # untracking is the caller's choice
 
 
-
 fenced_rows_of = st.tuples(names, st.binary(min_size=16, max_size=16), st.integers(1, 2**63 - 1))
 
 

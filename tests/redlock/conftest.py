@@ -27,4 +27,3 @@ def make_redlock(core_name: str, key_prefix: str) -> Iterator[Callable[..., Redl
         client.close()
 
 
-

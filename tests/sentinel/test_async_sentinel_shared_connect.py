@@ -22,7 +22,6 @@ def test_a_call_sharing_a_failed_connect_opens_its_own(
     group = own_sentinel_group(replicas=1, sentinels=3, down_after=60000)
     master = group.node_at(group.master_port())
 
-
     async def scenario() -> None:
         client = AsyncSentinelLockClient(group.sentinel_urls, group.service, core=core_name,
                                          key_prefix=key_prefix, timeout=T, connect_timeout=T)

@@ -47,7 +47,6 @@ MAX_BULK = 1_000_000
 """Most names or leases one bulk call takes."""
 
 
-
 class BulkClient(Protocol):
     """What the settle functions need of a client, blocking or asyncio."""
 
@@ -181,7 +180,6 @@ def item_error(replies: Sequence[object], i: int, names: Sequence[str | bytes]) 
     reply = replies[i]
     call = [names[j] for j, other in enumerate(replies) if other is reply]
     return reply_error(reply, names[i], call)
-
 
 
 def settle_release(client: BulkClient, leases: Sequence[Lease], replies: list[object]) -> list[bool]:

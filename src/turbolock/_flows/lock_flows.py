@@ -270,7 +270,6 @@ class SingleLockFlows(LockFlows[Lease]):
                     ticket.woken = True
                 client._wake_leave(ticket)
 
-
     def _fair_acquire_flow(self, wait: float | None) -> Flow[Lease | None]:
         """Attempts of one waiter that keeps its place in the name's queue between them (a try,
         ``wait`` 0, takes none): the lock comes to it when everyone ahead has had it. Woken by

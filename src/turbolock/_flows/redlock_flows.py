@@ -394,7 +394,6 @@ class RedlockFlows(RedlockRules):
                 self._abandoned(key, token, time.monotonic() + ms / 1000.0 + CLEANUP_GRACE)
         return False, verdict, summary
 
-
     def _acquire_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
                            tokens: Sequence[bytes] | None, auto_renew: bool | AutoRenew,
                            on_lost: OnLost | None, max_extensions: int | None,

@@ -109,7 +109,6 @@ class RedlockLease(Lease):
                 f"status={self.status.value!r}, instances=({self.instances}){renew}{state})")
 
 
-
 class MasterFences(tuple[int | None, ...]):
     """A fenced Redlock lease's ``fences``: one per master, in the client's order of masters,
     and in ``masters`` the name of each (its address as the client was given it: host, port and

@@ -117,7 +117,6 @@ class RedlockRules(CodecAndChunks, RenewerSlot):
         self._owner = Owner()
         self._ttls: dict[object, tuple[int, float, float]] = {}
 
-
     def node_timeout_for(self, ms: int) -> float:
         """The per-node timeout used for locks of ``ms`` milliseconds."""
         if self.node_timeout is not None:

@@ -234,7 +234,6 @@ class RenewalState(weakref.ref):  # type: ignore[type-arg]
         return self.terms.max_renewals
 
 
-
 renewal_of = operator.attrgetter("renewal")
 """A lease's RenewalState, never falsy, or None: ``any(map(renewal_of, leases))`` in C."""
 _ttl_ms = operator.attrgetter("ttl_ms")

@@ -42,7 +42,6 @@ from turbolock.lease import Lease
 log = logging.getLogger("turbolock.renewal")
 
 
-
 class Renewer:
     """The renewal thread of one client; started on the first auto-renewed lease."""
 

@@ -76,7 +76,6 @@ loop iteration; measured with 64 tasks, a second one cost 10-25% of the pairs pe
 writes per iteration instead of one). More help when bulk calls would hold up small ones."""
 
 
-
 class AsyncLockClient(ClientRules[AsyncLock]):
     """A lock client for one Redis server, for asyncio; share one per event loop.
 
@@ -164,7 +163,6 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         attempt_flow = run(fair_attempt_flow(self, name, ttl, waiter, attempt, auto_renew, on_lost, fenced,
                                              queue, deadline))
         return attempt_flow if deadline is None else self._attempt_by(attempt_flow, deadline)
-
 
     # -- single locks ---------------------------------------------------------------------------
 
