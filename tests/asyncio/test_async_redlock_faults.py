@@ -32,6 +32,8 @@ OwnMasters = Callable[[int], list[RedisServer]]
 # Bounds, not speeds: a stuck master must cost about one node timeout (50 ms; a bulk chunk a
 # tenth of the ttl), never the 5 s call timeout of its client; a loaded machine gets a margin.
 BOUND = 1.5
+LONG_TTL = 30
+"""Seconds, for locks whose test is not about time (a loaded machine may take over 2 s)."""
 
 
 def _keys_on(raw: redis.Redis, prefix: str) -> set[bytes]:
@@ -294,12 +296,14 @@ def test_concurrent_calls_after_the_masters_forgot_the_scripts(
         arun: Runner, three: list[RedisServer], make_async_redlock: MakeRedlock, raws: Raws,
         key_prefix: str) -> None:
     """SCRIPT FLUSH on every master (as a restart does) under many tasks at once: each call
-    reloads what it needs and gets its own answer."""
+    reloads what it needs and gets its own answer. The locks are taken for ``LONG_TTL``: a
+    loaded machine (a CI run) once took longer than the usual 2 s ttl over the gathered calls.
+    Extended to 10 s, below it: a key's ttl then shows the extend ran."""
     connections = raws(three)
 
     async def body() -> None:
         async with make_async_redlock(three, chunk_size=8) as client:
-            leases = (await client.acquire_many([f"s:{i}" for i in range(60)], TTL)).acquired
+            leases = (await client.acquire_many([f"s:{i}" for i in range(60)], LONG_TTL)).acquired
             assert len(leases) == 60
             for raw in connections:
                 raw.script_flush()
@@ -309,10 +313,10 @@ def test_concurrent_calls_after_the_masters_forgot_the_scripts(
                 client.extend_many(leases[30:45], 10),
                 *(client.release(lease) for lease in leases[45:]))
             assert results[:20] == [True] * 20
-            assert all(left is not None and 0 < left <= TTL for left in results[20:30])
+            assert all(left is not None and 10 < left <= LONG_TTL for left in results[20:30])
             assert results[30] == [True] * 15 and results[31:] == [True] * 15
             for lease in leases[:20] + leases[30:45]:
-                assert all(9_000 < raw.pttl(key_prefix + str(lease.name)) <= 10_000 for raw in connections)
+                assert all(0 < raw.pttl(key_prefix + str(lease.name)) <= 10_000 for raw in connections)
             assert await client.release_many(leases[:45]) == [True] * 45
             assert all(_keys_on(raw, key_prefix) == set() for raw in connections)
 
