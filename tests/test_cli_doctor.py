@@ -110,3 +110,25 @@ def test_doctor_takes_every_url_the_clients_take(redis_server: RedisServer) -> N
     done = run_cli("doctor", url, timeout=60)
     assert done.returncode == 1, done.stderr[-600:]  # a finding (no replica to acknowledge), not bad input
     assert "problem" in done.stdout and "locks" in done.stdout, (done.stdout[-600:], done.stderr[-600:])
+
+
+@pytest.mark.parametrize("stopped_after", ["_persistence", "_lock_cycle"])
+def test_a_server_that_stops_part_way_is_a_problem(capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch, stopped_after: str) -> None:
+    """The server stops between two checks (the real ones run; the server is stopped after the
+    one named): a later check's connection error ended in a traceback, or (waking) in a note
+    and exit 0, as if the server were healthy."""
+    import turbolock.doctor as doctor
+
+    with RedisServer() as server:
+        check = getattr(doctor, stopped_after)
+
+        def then_stop(*args: object) -> object:
+            found = check(*args)
+            server.stop()
+            return found
+
+        monkeypatch.setattr(doctor, stopped_after, then_stop)
+        code, out = _doctor(capsys, server.url)
+    assert code == 1, out
+    assert out.splitlines()[-2].startswith("problem") and "part-way" in out, out

@@ -154,6 +154,8 @@ def _waking(url: str, cluster: bool) -> Finding:
             return Finding(OK, "waking", "blocking acquires are woken by releases (SSUBSCRIBE allowed)")
         return Finding(NOTE, "waking", f"SSUBSCRIBE refused ({exc}): blocking acquires poll instead of being "
                                        "woken by releases; grant channels (&*) to wake them")
+    except (redis.ConnectionError, redis.TimeoutError):
+        raise  # the server is gone, not a missing permission: diagnose reports it
     except redis.RedisError as exc:
         return Finding(NOTE, "waking", f"could not try SSUBSCRIBE: {type(exc).__name__}")
     finally:
@@ -179,13 +181,17 @@ def diagnose(url: str) -> list[Finding]:
         findings = _mode(info)
         if str(info.get("redis_mode")) == "sentinel":
             return findings
-        findings.append(_persistence(server, info))
-        findings.extend(_memory(server))
-        findings.append(_round_trip(server))
-        if str(info.get("role")) != "slave":
-            cluster = str(info.get("redis_mode")) == "cluster"
-            findings.append(_lock_cycle(url, cluster))
-            findings.append(_waking(url, cluster))
+        try:
+            findings.append(_persistence(server, info))
+            findings.extend(_memory(server))
+            findings.append(_round_trip(server))
+            if str(info.get("role")) != "slave":
+                cluster = str(info.get("redis_mode")) == "cluster"
+                findings.append(_lock_cycle(url, cluster))
+                findings.append(_waking(url, cluster))
+        except (redis.ConnectionError, redis.TimeoutError) as exc:  # stopped or cut off mid-run
+            reason = _no_secret(exc, options)
+            findings.append(Finding(PROBLEM, "connect", f"lost {options.address} part-way: {reason}"))
         return findings
     finally:
         server.close()
