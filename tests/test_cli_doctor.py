@@ -114,7 +114,8 @@ def test_doctor_takes_every_url_the_clients_take(redis_server: RedisServer) -> N
 
 @pytest.mark.parametrize("stopped_after", ["_persistence", "_lock_cycle"])
 def test_a_server_that_stops_part_way_is_a_problem(capsys: pytest.CaptureFixture[str],
-                                                   monkeypatch: pytest.MonkeyPatch, stopped_after: str) -> None:
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   stopped_after: str) -> None:
     """The server stops between two checks (the real ones run; the server is stopped after the
     one named): a later check's connection error ended in a traceback, or (waking) in a note
     and exit 0, as if the server were healthy."""
