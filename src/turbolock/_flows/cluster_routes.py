@@ -120,10 +120,10 @@ class ClusterRoutes:
 
     def failed(self, address: Address, error: BaseException | None = None) -> None:
         """A call to ``address`` failed: the map may be wrong (a failover), and that node is
-        suspect. Not when ``error`` tells nothing of the node: a caller cancelled or interrupted,
-        or a deadline that passed before anything was written (a cancel-heavy asyncio service
-        would read the map again after every cancelled call)."""
-        if error is not None and (not isinstance(error, Exception) or isinstance(error, UnsentTimeoutError)):
+        suspect. Not when ``error`` tells nothing of the node, a caller cancelled or interrupted
+        (a cancel-heavy asyncio service would read the map again after every cancelled call).
+        An ``UnsentTimeoutError`` does blame it: a connect to a frozen master ends that way."""
+        if error is not None and not isinstance(error, Exception):
             return
         self.suspects.add(address)
         self.stale = True
