@@ -8,21 +8,36 @@ import pytest
 
 from _eventually import eventually
 from turbolock._sync import executor as executor_module
+from turbolock._sync.connection import Connection
 
 
 def interrupt_wait(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The threaded executor raises KeyboardInterrupt as it encodes a ``WAIT`` (a Ctrl-C during
-    the WAIT round trip, after every acquire's reply was read); how many times it did."""
-    real = executor_module._encoded
-    hits = [0]
+    """The threaded executor raises KeyboardInterrupt as it reads a ``WAIT``'s reply (a Ctrl-C
+    during the WAIT round trip, after every acquire's reply was read and handed on: the WAIT goes
+    in the last chunk's write); how many times it did."""
+    real_run, real_read = executor_module.run_chunks, Connection.read
+    armed, hits = [False], [0]
 
-    def encoded(conn: Any, command: tuple[bytes, ...]) -> bytes:
-        if command and command[0] == b"WAIT":
+    def read(conn: Connection, count: int, deadline: float) -> list[object]:
+        if armed[0]:
+            armed[0] = False
             hits[0] += 1
             raise KeyboardInterrupt
-        return real(conn, command)
+        return real_read(conn, count, deadline)
 
-    monkeypatch.setattr(executor_module, "_encoded", encoded)
+    def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Any, timeout: float,
+                   on_replies: Any, *args: Any, **kwargs: Any) -> list[object]:
+        if kwargs.get("epilogue_replies"):
+            handed = on_replies
+
+            def on_replies(start: int, replies: list[object]) -> None:
+                handed(start, replies)
+                armed[0] = start + len(replies) == count  # the next read is the WAIT's
+
+        return real_run(conn, count, chunk_size, encode, timeout, on_replies, *args, **kwargs)
+
+    monkeypatch.setattr(executor_module, "run_chunks", run_chunks)
+    monkeypatch.setattr(Connection, "read", read)
     return hits
 
 

@@ -19,6 +19,7 @@ from turbolock._flows.bulk_plan import (
     OrphanHandler,
     OrphanTags,
     OwnTokensTag,
+    hand_over,
     raw_replies_tag,
     subset_orphans,
 )
@@ -318,17 +319,29 @@ class Executor:
         elif bounded:
             self._refuse_past(deadline)
 
+        answered = 0
+
         def store(start: int, replies: list[object]) -> None:
+            nonlocal answered
             results[start:start + len(replies)] = replies
+            answered = start + len(replies)
             if on_replies is not None:
                 on_replies(start, replies)
 
-        acked = await _run_chunks(conn, count, size, encode, store, results, orphans, since, shape,
-                                  deadline if bounded else None, self._wait_after if durable else None)
-        if script is not None and reencode is not None:
-            await self._reload_and_retry(script, reencode, results, size, orphans)
-        if durable and self.wait is not None:
-            mark_not_durable(results, await self._acked(acked, deadline if bounded else None), self.replicas)
+        try:
+            acked = await _run_chunks(conn, count, size, encode, store, results, orphans, since, shape,
+                                      deadline if bounded else None, self._wait_after if durable else None)
+            if script is not None and reencode is not None:
+                await self._reload_and_retry(script, reencode, results, size, orphans)
+            if durable and self.wait is not None:
+                count_acked = await self._acked(acked, deadline if bounded else None)
+                mark_not_durable(results, count_acked, self.replicas)
+        except BaseException as exc:
+            # Cancelled: the chunks answered so far are only here when no on_replies took them (a
+            # Sentinel's or a Redis Cluster master's share); those in flight the protocol hands over.
+            if not isinstance(exc, Exception) and on_replies is None and orphans is not None and answered:
+                hand_over(self.pool.on_orphan, orphans, 0, results[:answered])
+            raise
         return results
 
     async def _reload_and_retry(self, script: _scripts.Script, reencode: Reencoder, results: list[object],
@@ -366,8 +379,7 @@ class Executor:
             # orphan handler as the chunks still in flight do.
             if retried is not None:
                 for start, replies in answered:
-                    conn.on_orphan(retried(start, start + len(replies)),
-                                   replies if len(replies) > 1 else replies[0])
+                    hand_over(conn.on_orphan, retried, start, replies)
             raise
         finally:
             for j, i in enumerate(missing):

@@ -535,6 +535,12 @@ OrphanHandler = Callable[[Any, object], None]
 """Takes an orphan tag and its chunk's reply (``UNKNOWN`` when none will be read)."""
 
 
+def hand_over(on_orphan: OrphanHandler, orphans: OrphanTags, start: int, replies: list[object]) -> None:
+    """Items ``start``.. answered ``replies`` that their caller will never settle (it was
+    cancelled or interrupted): what they took goes to ``on_orphan``."""
+    on_orphan(orphans(start, start + len(replies)), replies if len(replies) > 1 else replies[0])
+
+
 def subset_orphans(orphans: OrphanTags, indices: Sequence[int]) -> OrphanTags:
     """The orphan tags of items sent again apart from the rest (a NOSCRIPT retry's, a Redis
     Cluster master's share, a Sentinel's resend): their item ``k`` is the call's ``indices[k]``."""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, subset_orphans
+from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags, hand_over, subset_orphans
 from turbolock._sync.connection import Connection
 from turbolock._sync.pipeline import PipelineBroken, run_chunks
 from turbolock._sync.pool import ConnectionPool
@@ -267,11 +267,11 @@ class Executor:
         if broken.handing is not None:
             start, replies = broken.handing
             if not handed and start:
-                _hand_over(on_orphan, orphans, 0, results[:start])
-            _hand_over(on_orphan, orphans, start, replies)
+                hand_over(on_orphan, orphans, 0, results[:start])
+            hand_over(on_orphan, orphans, start, replies)
             answered = max(answered, start + len(replies))
         elif not handed and answered:
-            _hand_over(on_orphan, orphans, 0, results[:answered])
+            hand_over(on_orphan, orphans, 0, results[:answered])
         if broken.sent > answered:
             on_orphan(orphans(answered, broken.sent), UNKNOWN)
 
@@ -297,7 +297,7 @@ class Executor:
                 # The caller's plan sees the retry's replies only when ``many`` returns: every
                 # item sent again is orphaned, with its reply or as unknown.
                 if broken.sent:
-                    _hand_over(self.on_orphan, subset_orphans(orphans, missing), 0, sub_results[:broken.sent])
+                    hand_over(self.on_orphan, subset_orphans(orphans, missing), 0, sub_results[:broken.sent])
             for j, i in enumerate(missing):
                 results[i] = sub_results[j]
             # Marked here by the retry's own positions: the caller must not mark again by them.
@@ -307,10 +307,6 @@ class Executor:
         check_loaded(head, script)
         for j, i in enumerate(missing):
             results[i] = sub_results[j]
-
-
-def _hand_over(on_orphan: OrphanHandler, orphans: OrphanTags, start: int, replies: list[object]) -> None:
-    on_orphan(orphans(start, start + len(replies)), replies if len(replies) > 1 else replies[0])
 
 
 def settle_all(on_replies: ReplyHandler | None, results: list[object], orphans: OrphanTags | None,
@@ -323,7 +319,7 @@ def settle_all(on_replies: ReplyHandler | None, results: list[object], orphans: 
         on_replies(0, results)
     except BaseException as exc:
         if not isinstance(exc, Exception) and orphans is not None and on_orphan is not None:
-            _hand_over(on_orphan, orphans, 0, results)
+            hand_over(on_orphan, orphans, 0, results)
         raise
 
 
