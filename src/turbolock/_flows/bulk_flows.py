@@ -166,7 +166,7 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
         _give_back(client, plan.undurable(replies))
     if plan.unanswered_from() < plan.count:
         acquired = plan.taken()
-        if all_or_nothing:
+        if all_or_nothing and not client._closed:  # closed: nothing would release them, so handed over
             _forget(client, acquired)
             acquired = []
         cause = ConnectionError("the connection failed mid-batch")

@@ -30,6 +30,7 @@ from turbolock._wire.scripts import CLAIMED_FENCE, Script
 from turbolock._wire.validate import Seconds, ttl_ms
 from turbolock.errors import (
     AcquireOutcomeUnknownError,
+    ClientClosedError,
     ClusterError,
     ConnectionError,
     LockError,
@@ -202,7 +203,8 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
             client._remember_cleanup(lease.key, lease.token, forget_at)
         if isinstance(error, AcquireOutcomeUnknownError):  # named with them, as on one server
             unasked = [names[i] for _, indices in queue for i in indices]
-            raise _with_given_back(error, [lease.name for lease in acquired], unasked) from error.__cause__
+            raise _with_given_back(error, [lease.name for lease in acquired], unasked,
+                                   client._closed) from error.__cause__
         raise
     names_list = list(names)
     return ClusterClaimResult(names_list, leases, [names_list[i] for i in sorted(not_acquired)], acquired,
@@ -240,11 +242,13 @@ def _not_served(error: ResponseError) -> bool:
 
 
 def _with_given_back(error: AcquireOutcomeUnknownError, given_back: list[str | bytes],
-                     unasked: list[str | bytes]) -> AcquireOutcomeUnknownError:
+                     unasked: list[str | bytes], closed: bool) -> AcquireOutcomeUnknownError:
     """``error`` of one master's lost claim reply, also naming the locks the masters before
-    took (given back) and, in ``not_sent``, the names of the masters after it."""
+    took (given back; left to their ttl when the client was ``closed`` meanwhile) and, in
+    ``not_sent``, the names of the masters after it."""
     if not given_back and not unasked:
         return error
-    whole = acquire_lost_error([*given_back, *error.names], ConnectionError(CLAIM_LOST))
+    cause = ClientClosedError() if closed else ConnectionError(CLAIM_LOST)
+    whole = acquire_lost_error([*given_back, *error.names], cause)
     whole.not_sent = [*error.not_sent, *unasked]
     return whole
