@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from turbolock._flows.bulk_plan import batch_tokens, check_size, check_tokens, encode_unique_names
-from turbolock._flows.client_settings import check_fenced_keys
+from turbolock._flows.client_settings import acquire_lost_error, check_fenced_keys
 from turbolock._flows.redlock_result import (
     FencedRedlockLease,
     InstanceSummary,
@@ -30,7 +30,7 @@ from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN, bulk_budget
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
 from turbolock._wire.validate import Seconds
-from turbolock.errors import ExtensionLimitError, InvalidArgumentError, QuorumError
+from turbolock.errors import ClientClosedError, ExtensionLimitError, InvalidArgumentError, QuorumError
 from turbolock.lease import (
     commands_ran,
     commands_refused,
@@ -158,6 +158,10 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
     if all_or_nothing and any(lease is None for lease in leases):
         failed = [i for i in range(count) if acquired[i] or errored[i]]
         leases = [None] * count
+    if failed and client._closed:  # closed meanwhile: nothing gives them back, the caller is told
+        error = acquire_lost_error([names[i] for i in failed], ClientClosedError())
+        error.acquired = [lease for lease in leases if lease is not None]
+        raise error
     if failed:
         try:
             # Within what is left of the call's budget: an unanswered release goes to the background.
@@ -260,7 +264,7 @@ def release_many_flow(client: RedlockRules, leases: Sequence[RedlockLease]) -> F
     if unknown:
         raise QuorumError(
             f"the release of {len(unknown)} locks is unconfirmed: too many masters gave no answer for a "
-            "quorum; it is retried on them when they answer", unknown)
+            f"quorum; {client._owed_releases_fate()}", unknown)
     return results
 
 

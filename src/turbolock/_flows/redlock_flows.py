@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from turbolock import _metrics
-from turbolock._flows.client_settings import check_fenced
+from turbolock._flows.client_settings import acquire_lost_error, check_fenced
 from turbolock._flows.lock_rules import check_wait
 from turbolock._flows.redlock_bulk import acquire_many_flow
 from turbolock._flows.redlock_claim import claim_many_flow
@@ -54,7 +54,7 @@ from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, extended
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_flag, check_token, encode_name
-from turbolock.errors import ExtensionLimitError, QuorumError
+from turbolock.errors import ClientClosedError, ExtensionLimitError, QuorumError
 from turbolock.lease import (
     FREE,
     LockInfo,
@@ -111,7 +111,8 @@ class RedlockFlows(RedlockRules):
         lost, the release is owed: sent in the background when that master answers again, not
         waited for on the caller's time (it just failed to answer within a node timeout), and
         with ``own_token`` (a token this client made for this attempt alone) again a little
-        later, should the lost command arrive after that release."""
+        later, should the lost command arrive after that release. A client closed during the
+        attempt raises ``AcquireOutcomeUnknownError`` instead: what it may hold expires by its ttl."""
         key, token, ms, drift, _, limit, _, fenced = attempt
         valid = started + (ms - drift) / 1000.0 > time.monotonic()
         acquired = conflicted = errored = 0
@@ -146,6 +147,8 @@ class RedlockFlows(RedlockRules):
             if unknown and own_token:
                 lease._unsure = tuple(unknown)
             return RedlockResult(name, status, summary, attempts, lease, self.quorum, errors), []
+        if self._closed and (granted or unknown):  # closed meanwhile: nothing gives it back now
+            raise acquire_lost_error([name], ClientClosedError())
         if unknown:
             self._release_owed(unknown, None, key, token, started + ms / 1000.0 + CLEANUP_GRACE, own_token)
         return RedlockResult(name, status, summary, attempts, None, self.quorum, errors), granted
@@ -292,7 +295,7 @@ class RedlockFlows(RedlockRules):
             raise QuorumError(
                 f"release of lock {lease.name!r} is unconfirmed: released on {released}, not ours on "
                 f"{summary.conflicted}, no answer from {errored} of {len(replies)} masters (quorum "
-                f"{self.quorum}); it is retried on those when they answer", [lease.name])
+                f"{self.quorum}); {self._owed_releases_fate()}", [lease.name])
         return False
 
     def _query_flow(self, name: str | bytes) -> Flow[LockInfo]:

@@ -98,6 +98,13 @@ class RedlockRules(CodecAndChunks, RenewerSlot):
         if self._closed:
             raise ClientClosedError()
 
+    def _owed_releases_fate(self) -> str:
+        """What becomes of a release no master confirmed, for an error's message: retried in the
+        background, or (the client closed during the call) left to the lock's ttl."""
+        if self._closed:
+            return "the client was closed meanwhile: not retried, it expires there by its ttl"
+        return "it is retried on those when they answer"
+
     def _configure(self, node_timeout: Seconds | None, retry_count: int | None, retry_delay: Seconds,
                    drift_factor: float) -> None:
         self.node_timeout = None if node_timeout is None else positive_seconds(node_timeout, "node_timeout")
