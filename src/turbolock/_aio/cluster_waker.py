@@ -11,7 +11,7 @@ from turbolock._aio.waiting import set_within
 from turbolock._aio.waker import AsyncWaker
 from turbolock._flows.wake_book import Ticket
 from turbolock._wire.slot_map import Address
-from turbolock.errors import LockError
+from turbolock.errors import ClientClosedError, LockError
 from turbolock.options import ConnectionOptions
 
 
@@ -21,6 +21,7 @@ class AsyncClusterWaker:
         self._cluster = cluster
         self._prefix = key_prefix
         self._wakers: dict[Address, AsyncWaker] = {}
+        self._closed = False
 
     def _known(self, key: bytes) -> AsyncWaker | None:
         address = self._cluster.routes.master_of(key[len(self._prefix):])
@@ -30,12 +31,14 @@ class AsyncClusterWaker:
                     return waker
             return None
         known = self._wakers.get(address)
-        if known is None:
+        if known is None and not self._closed:  # none made after close: its connection would outlive it
             pool = self._cluster.node(address).pool
             known = self._wakers[address] = AsyncWaker(pool.options, pool.open_unpooled)
         return known
 
     async def join(self, key: bytes, deadline: float) -> Ticket:
+        if self._closed:  # as one server's waker: a fair waiter's attempt after close ends there
+            raise ClientClosedError()
         waker = self._known(key)
         if waker is None:
             try:
@@ -71,6 +74,7 @@ class AsyncClusterWaker:
         return any(waker.waiting() for waker in self._wakers.values())
 
     def abandon(self) -> None:
+        self._closed = True
         for waker in list(self._wakers.values()):
             waker.abandon()
 
@@ -78,5 +82,6 @@ class AsyncClusterWaker:
         return all(waker.in_running_loop() for waker in self._wakers.values())
 
     async def close(self) -> None:
+        self._closed = True
         for waker in list(self._wakers.values()):
             await waker.close()

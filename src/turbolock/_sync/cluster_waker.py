@@ -10,7 +10,7 @@ from turbolock._flows.wake_book import Ticket
 from turbolock._sync.cluster import ClusterExecutor
 from turbolock._sync.waker import Waker
 from turbolock._wire.slot_map import Address
-from turbolock.errors import LockError
+from turbolock.errors import ClientClosedError, LockError
 from turbolock.options import ConnectionOptions
 
 
@@ -21,6 +21,7 @@ class ClusterWaker:
         self._prefix = key_prefix
         self._wakers: dict[Address, Waker] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
     def _master(self, key: bytes, deadline: float | None) -> Waker | None:
         """The waker of ``key``'s master; with a ``deadline``, the slot map is read if need be."""
@@ -37,7 +38,7 @@ class ClusterWaker:
             return self._wakers_at(key)
         with self._lock:
             waker = self._wakers.get(address)
-            if waker is None:
+            if waker is None and not self._closed:  # none made after close: its connection would outlive it
                 pool = self._cluster.node(address).pool
                 waker = self._wakers[address] = Waker(pool.options, pool.open_unpooled)
             return waker
@@ -50,6 +51,8 @@ class ClusterWaker:
         return None
 
     def join(self, key: bytes, deadline: float) -> Ticket:
+        if self._closed:  # as one server's waker
+            raise ClientClosedError()
         waker = self._master(key, deadline)
         if waker is not None:
             return waker.join(key, deadline)
@@ -79,6 +82,8 @@ class ClusterWaker:
         return any(waker.waiting() for waker in list(self._wakers.values()))
 
     def close(self, deadline: float) -> None:
+        with self._lock:
+            self._closed = True
         for waker in list(self._wakers.values()):
             waker.close(deadline)
 
