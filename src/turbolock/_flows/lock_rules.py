@@ -38,6 +38,11 @@ WOKEN_POLL_MAX = 0.2
 """A waiter woken by releases still polls: every 50-100 ms, then every 100-200 ms (a lock whose
 holder crashed is taken within its ttl and one such pause)."""
 
+JOIN_PATIENCE = 0.25
+"""Seconds a new waiter waits for its subscription to be confirmed before it polls (it is still
+woken if the confirmation comes later): a subscriber connection gone silent (a NAT or firewall
+dropping it without a reset) holds no waiter up for a whole call timeout."""
+
 LeaseT = TypeVar("LeaseT", bound=Lease)
 
 
@@ -122,11 +127,11 @@ class Waiting:
         (a holder that crashed, an expiry, a lost message), so its pauses are longer."""
         self._backoff = Backoff(WOKEN_POLL_FIRST, WOKEN_POLL_MAX, floor=0.5)
 
-    def join_deadline(self, call_timeout: float, limit: float | None = None) -> float:
-        """How long subscribing to the release of the lock may take: the call's deadline (or
-        ``limit`` seconds if shorter: a fair waiter must ask again before its place goes), or
-        the end of the wait if that comes first."""
-        end = time.monotonic() + (call_timeout if limit is None else min(call_timeout, limit))
+    def join_deadline(self, call_timeout: float, limit: float = JOIN_PATIENCE) -> float:
+        """How long subscribing to the release of the lock may take: ``limit`` seconds (a fair
+        waiter's own: it must ask again before its place goes), the call's deadline if shorter,
+        or the end of the wait if that comes first."""
+        end = time.monotonic() + min(call_timeout, limit)
         return end if self.deadline is None else min(end, self.deadline)
 
     def within(self, seconds: float) -> float:
