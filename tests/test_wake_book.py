@@ -129,3 +129,25 @@ def test_a_new_connection_forgets_a_key_left_before_it_was_made() -> None:
     assert not book.pending(b"left") and not book.listening(b"left")
     assert book.join(_ticket(b"left", woken)) == ([b"left"], [])  # asked for again, on this connection
     assert book.pending(b"left")
+
+
+def test_a_confirmation_after_an_error_for_another_key_is_not_left_subscribed() -> None:
+    # X and Y asked in one write; the server answers MOVED for X (its slot moved) and confirms Y.
+    # The error, which RESP2 does not tie to a key, made the book forget Y's ask, so Y's
+    # confirmation was ignored and nothing ever unsubscribed Y (found in review): its waiter
+    # present, Y is subscribed and woken; gone, Y is unsubscribed.
+    for waiter_stays in (True, False):
+        book, woken = WakeBook(), []
+        x, y = _ticket(b"x", woken), _ticket(b"y", woken)
+        book.join(x)
+        book.join(y)
+        assert book.on_reply(Exception("MOVED 1234 127.0.0.1:7001")) == []
+        if not waiter_stays:
+            assert book.leave(y) == []
+        stray = book.on_reply([b"ssubscribe", b"y", 1])
+        if waiter_stays:
+            assert stray == [] and book.subscribed(b"y") and y in woken
+        else:
+            assert stray == [b"y"] and not book.subscribed(b"y")
+            book.on_reply([b"sunsubscribe", b"y", 0])
+            assert not book.listening(b"y") and book.join(_ticket(b"y", woken)) == ([b"y"], [])

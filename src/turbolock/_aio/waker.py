@@ -164,7 +164,9 @@ class AsyncWaker(BookQueries):
         book = self.book
         refusal = book.refusal
         for reply in replies:
-            book.on_reply(reply)
+            stray = book.on_reply(reply)
+            if stray and self._protocol is not None:
+                self._send(self._protocol, [], stray)
             if type(reply) is not list:  # refused or redirected: which key, RESP2 does not say
                 self._tell_waiters(None)
             elif len(reply) == 3 and reply[0] == b"ssubscribe":

@@ -146,29 +146,35 @@ class WakeBook:
         woken, ticket.woken = ticket.woken, False
         return woken
 
-    def on_reply(self, reply: object) -> None:
-        """A message, a confirmation or a refusal read from the subscriber connection."""
+    def on_reply(self, reply: object) -> list[bytes]:
+        """A message, a confirmation or a refusal read from the subscriber connection; the keys
+        to unsubscribe: a confirmation of a key whose ask an error reply took for refused (RESP2
+        does not say which key an error answers) and that nobody waits for any more."""
         if type(reply) is not list:
             if reply == b"PONG":  # the keepalive's answer on a connection with no subscription left
-                return
+                return []
             if str(reply).startswith(REDIRECTS + PASSING):  # its waiters poll; later ones ask again
                 self._not_subscribed()
             else:
                 self._refused(reply)
-            return
+            return []
         if len(reply) != 3:
-            return
+            return []
         kind, key = reply[0], reply[1]
         if type(key) is not bytes:
-            return
+            return []
         if kind == b"smessage":
             queue = self.queues.get(key)
             if queue:
                 self._wake_one(queue)
         elif kind == b"ssubscribe":
-            if self.state.get(key, NONE) == SUBSCRIBING:
+            state = self.state.get(key)
+            if state == SUBSCRIBING or (state is None and self.queues.get(key)):
                 self.state[key] = SUBSCRIBED
                 self._wake_all(key)
+            elif state is None:  # subscribed on the server all the same: not left there for nobody
+                self.state[key] = NONE
+                return [key]
         elif kind == b"sunsubscribe":
             state = self.state.get(key)
             if state == NONE:
@@ -179,6 +185,7 @@ class WakeBook:
                 del self.state[key]
                 self.idle.pop(key, None)
                 self._wake_all(key)
+        return []
 
     def _refused(self, reply: object) -> None:
         """An error reply (a user without channel permissions, a server without SSUBSCRIBE):

@@ -219,7 +219,7 @@ class Waker(BookQueries):
                 with self._lock:
                     refusal = self.book.refusal
                     for reply in replies:
-                        self.book.on_reply(reply)
+                        self._outbox.extend((b"SUNSUBSCRIBE", k) for k in self.book.on_reply(reply))
                     self._changed.notify_all()
                 if refusal is None and self.book.refusal is not None:
                     log.warning("turbolock: %s refused to subscribe to lock releases (%s): blocking "
