@@ -197,18 +197,19 @@ else the key as one."""
 
 NEXT_FENCES = b"""\
 local function next_fences(counter, n)
-  local last = redis.call('incrby', counter, n)
-  if last == n then
+  if not redis.call('get', counter) then
     local clock = redis.call('time')
-    last = redis.call('incrby', counter, clock[1] .. string.sub('00000' .. clock[2], -6))
+    redis.call('incrby', counter, clock[1] .. string.sub('00000' .. clock[2], -6))
   end
-  return last
+  return redis.call('incrby', counter, n)
 end
 """
 """Lua: ``next_fences(counter, n)``, the last of ``n`` new fences from ``counter`` (the first is
 that minus ``n - 1``), starting a counter that did not exist at the server's clock in
-microseconds (below 2^53 until the year 2255: exact in Lua's numbers). Raises what INCRBY raises
-(a counter that is not a number, OOM)."""
+microseconds (below 2^53 until the year 2255: exact in Lua's numbers). The clock is read before
+anything is written: a script is not rolled back, and a TIME refused (an ACL user without it)
+after a first INCRBY left the counter at 1, counting up from there for good (found in review).
+Raises what GET and INCRBY raise (a counter that is not a number, OOM)."""
 
 TAKE_FENCE = NEXT_FENCES + b"""\
 local function take_fence(key, counter)
