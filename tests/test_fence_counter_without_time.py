@@ -83,3 +83,19 @@ def test_a_lost_counter_never_hands_out_a_fence_again(redis_server: RedisServer,
     finally:
         raw.execute_command("ACL", "DELUSER", user)
         raw.close()
+
+
+def test_a_counter_left_low_goes_on_from_the_clock(redis_server: RedisServer, core_name: str,
+                                                   key_prefix: str) -> None:
+    """A counter the bug left low (or an earlier build's, started at 1) is moved up to the clock
+    by the next grant, above every fence it gave: the repair needs nobody to delete it."""
+    raw = redis.Redis(host=redis_server.host, port=redis_server.port)
+    counter = fence_counter(key_prefix.encode())
+    try:
+        raw.set(counter, 41)
+        with LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix) as client:
+            clock_us = int(time.time() * 1_000_000)
+            fences = _grants(client, "account", 2)
+        assert fences[0] > clock_us and fences[1] == fences[0] + 1, fences
+    finally:
+        raw.close()

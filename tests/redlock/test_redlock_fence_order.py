@@ -25,15 +25,16 @@ def test_a_stale_holder_is_refused_whatever_the_master_order(three: list[RedisSe
     first = RedlockClient([a.url, b.url, c.url], key_prefix=key_prefix, core=core_name)
     second = RedlockClient([c.url, a.url, b.url], key_prefix=key_prefix, core=core_name)  # same masters
     try:
-        raw[a].set(counter, 10)
-        raw[b].set(counter, 50)
-        raw[c].set(counter, 1)
+        started = 10**15  # a counter value the clock start is above (``NEXT_FENCES``), kept as it is
+        raw[a].set(counter, started + 10)
+        raw[b].set(counter, started + 50)
+        raw[c].set(counter, started + 1)
         raw[c].set(lock_key, "someone-else", px=400)  # c does not grant the first holder
         stale = first.try_acquire("acct", 0.5, fenced=True)
-        assert stale is not None and stale.fences == (11, 51, None)
+        assert stale is not None and stale.fences == (started + 11, started + 51, None)
         time.sleep(0.6)  # the holder pauses past its ttl (and c's key expires)
         fresh = second.try_acquire("acct", 10, fenced=True)
-        assert fresh is not None and fresh.fences == (2, 12, 52)  # order c, a, b
+        assert fresh is not None and fresh.fences == (started + 2, started + 12, started + 52)  # c, a, b
         assert store.write(skey, "successor", fresh.fences)
         # The stale holder wakes up and writes: master a's fence went 11 -> 12 and b's 51 -> 52,
         # so it must be refused.

@@ -40,6 +40,11 @@ def make_client(request: pytest.FixtureRequest, core_name: str,
         fronts.close()
 
 
+STARTED = 10**15
+"""A counter value this client could have started (the clock in microseconds is above it): one
+below is moved up by the clock on its next grant (``NEXT_FENCES``)."""
+
+
 def test_every_master_counts_its_own_fences(make_client: Callable[..., Any],
                                             masters: list[RedisServer], key_prefix: str) -> None:
     client = make_client(masters, node_timeout=2.0)  # every master answers, however busy the host
@@ -75,20 +80,20 @@ def test_a_stale_holder_on_another_majority_is_refused(make_client: Callable[[li
     counter = fence_counter(key_prefix.encode())
     for server, granted in ((a, 5), (masters[1], 1), (c, 1)):  # master A has granted more before
         with redis.Redis(port=server.port) as raw:
-            raw.set(counter, granted)
+            raw.set(counter, STARTED + granted)
     c.pause()
     try:
         stale = client.try_acquire("account", 1.0, fenced=True)  # on A and B
     finally:
         c.resume()
-    assert stale is not None and stale.fences == (6, 2, None)
+    assert stale is not None and stale.fences == (STARTED + 6, STARTED + 2, None)
     time.sleep(1.1)  # the holder pauses past its ttl
     a.pause()
     try:
         successor = client.try_acquire("account", 10, fenced=True)  # on B and C
     finally:
         a.resume()
-    assert successor is not None and successor.fences == (None, 3, 2)
+    assert successor is not None and successor.fences == (None, STARTED + 3, STARTED + 2)
     resource = redis.Redis(port=redis_server.port)
     store = FencedStore(resource)
     key = key_prefix + "resource"

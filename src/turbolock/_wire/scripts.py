@@ -197,7 +197,8 @@ else the key as one."""
 
 NEXT_FENCES = b"""\
 local function next_fences(counter, n)
-  if not redis.call('get', counter) then
+  local value = redis.call('get', counter)
+  if not value or (tonumber(value) or 1e15) < 1e15 then
     local clock = redis.call('time')
     redis.call('incrby', counter, clock[1] .. string.sub('00000' .. clock[2], -6))
   end
@@ -209,7 +210,9 @@ that minus ``n - 1``), starting a counter that did not exist at the server's clo
 microseconds (below 2^53 until the year 2255: exact in Lua's numbers). The clock is read before
 anything is written: a script is not rolled back, and a TIME refused (an ACL user without it)
 after a first INCRBY left the counter at 1, counting up from there for good (found in review).
-Raises what GET and INCRBY raise (a counter that is not a number, OOM)."""
+A counter below 10^15 (the clock in 2001: none this script started) is moved up by the clock as
+well, so one left low that way, or an earlier build's per-name counter, goes on from above every
+fence it gave. Raises what GET and INCRBY raise (a counter that is not a number, OOM)."""
 
 TAKE_FENCE = NEXT_FENCES + b"""\
 local function take_fence(key, counter)
