@@ -92,9 +92,10 @@ def test_noscript_retry_past_its_deadline_is_not_maybe_held(
 
 
 def test_bulk_wait_past_its_deadline_keeps_the_connection(acked_client: LockClient) -> None:
-    """A durable bulk call (``replicas_ack``) whose deadline passes before its WAIT is written:
-    ``request`` raises NotSent, caught by ``many``'s ``except Exception`` that closes the
-    connection (the locks are rightly reported not durable: the WAIT never went out)."""
+    """A durable bulk call (``replicas_ack``) whose deadline passes while the caller works on the
+    last chunk's replies: a WAIT sent after them (as once) was refused unsent, and ``many``'s
+    ``except Exception`` closed the healthy connection. The WAIT now goes in the last chunk's
+    write; its reply, already in, is still read (``EPILOGUE_GRACE``): the connection is kept."""
     client = acked_client
     assert not client.query("warm-up").held
     pool = client._exec.pool

@@ -15,6 +15,10 @@ from collections.abc import Callable
 from turbolock._sync.connection import Connection
 from turbolock._wire.outcomes import WINDOW, Encoder, ReplyHandler, ReplyShape
 
+EPILOGUE_GRACE = 0.002
+"""Seconds an epilogue's reply (sent in the last chunk's write, so due by its deadline) still
+gets once the caller's work on that chunk's replies ran past it: already here, it is read."""
+
 
 class PipelineBroken(Exception):
     """The connection failed mid-way: items before ``replied`` have replies, items from
@@ -93,8 +97,8 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
             replied = stop
             on_replies(start, replies)
             handing = None
-        if epilogue_sent:
-            head += conn.read(epilogue_replies, due)
+        if epilogue_sent:  # due with the last chunk: the caller's on_replies may have used the time
+            head += conn.read(epilogue_replies, max(due, time.monotonic() + EPILOGUE_GRACE))
     except BaseException as exc:
         buf.clear()
         raise PipelineBroken(exc, replied, next_start, handing) from None
