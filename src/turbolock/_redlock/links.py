@@ -60,12 +60,15 @@ class Links:
             return [None] * len(self.clients)
 
     def give(self, conns: ConnectionSet) -> None:
-        """Back after a call; every connection in it is idle (nothing left unread)."""
+        """Back after a call; every connection in it is idle (nothing left unread). Parked for
+        the next call, unless some master's pool has no connection to spare: then back to the
+        pools, where a thread waits for one (another Redlock call's, the renewer's, a master
+        LockClient's own call), instead of for a set nobody gives back to a pool."""
         now = time.monotonic()
         for conn in conns:
             if conn is not None:
                 conn.last_used = now
-        if self._closed:
+        if self._closed or any(client._pool.exhausted() for client in self.clients):  # parked sets count
             self._return(conns)
         else:
             self._idle.append(conns)

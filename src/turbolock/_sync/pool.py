@@ -77,6 +77,11 @@ class ConnectionPool:
         for conn in idle:
             conn.close()
 
+    def exhausted(self) -> bool:
+        """Whether every connection is in use, or a thread waits for one (read without the lock:
+        a hint, right again by the next connection given back)."""
+        return bool(self._waiters) or self._in_use >= self.max_connections
+
     def current(self, conn: Connection) -> bool:
         """Whether ``conn`` still goes to the server to use (no ``drop_all`` since it was made)."""
         return conn.generation == self._generation
