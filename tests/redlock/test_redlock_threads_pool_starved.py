@@ -2,10 +2,10 @@
 connections that ``Links`` keeps parked between calls stayed checked out of the pools, so a
 thread that found no idle set waited on a pool nobody ever gave back to, and its attempt was
 reported NO_QUORUM (every master "busy") although every master answered at once, and a master
-LockClient of one connection could not make its own calls (found in review). A set now goes back to the pools when one of them has no connection to
-spare. (With a master stopped every call holds its set for a whole node timeout, and threads
-beyond the pool's size wait that long for a connection: a pool sized below the threads is a
-limit then, not a bug; not tested here.)"""
+LockClient of one connection could not make its own calls (found in review). A set now goes
+back to the pools when one of them has no connection to spare. (With a master stopped every
+call holds its set for a whole node timeout, and threads beyond the pool's size wait that long
+for a connection: a pool sized below the threads is a limit then, not a bug; not tested here.)"""
 
 from __future__ import annotations
 
