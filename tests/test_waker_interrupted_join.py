@@ -35,7 +35,9 @@ def test_an_interrupt_while_subscribing_leaves_no_ghost_waiter(own_server: Redis
         def stop_then_join(key: bytes, deadline: float) -> Any:
             own_server.pause()  # the subscription's confirmation is late: join waits for it
             in_join.append(time.monotonic())
-            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+            # Inside the join's patience (JOIN_PATIENCE, 0.25 s): after it the flow polls instead,
+            # and the interrupt would land elsewhere (in CI, at 0.3 s, it did not raise at all).
+            threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
             return join(key, deadline)
 
         client._wake_join = stop_then_join  # type: ignore[method-assign]
