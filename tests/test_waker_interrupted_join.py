@@ -35,17 +35,25 @@ def test_an_interrupt_while_subscribing_leaves_no_ghost_waiter(own_server: Redis
         def stop_then_join(key: bytes, deadline: float) -> Any:
             own_server.pause()  # the subscription's confirmation is late: join waits for it
             in_join.append(time.monotonic())
-            # Inside the join's patience (JOIN_PATIENCE, 0.25 s): after it the flow polls instead,
-            # and the interrupt would land elsewhere (in CI, at 0.3 s, it did not raise at all).
+            # Inside the join's patience (JOIN_PATIENCE, 0.25 s): after it the flow polls instead.
             threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
             return join(key, deadline)
 
         client._wake_join = stop_then_join  # type: ignore[method-assign]
+        # Python's own Ctrl-C, whatever an earlier test of this worker left: in the clean-clone
+        # CI's timing run the SIGINT raised nothing here, every case of one worker (not
+        # reproduced locally); the handler found is named if it happens again.
+        found = signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        outcome: object = None
         try:
-            with pytest.raises(KeyboardInterrupt):
-                client.lock("ctrl-c", 30, fair=fair).acquire(timeout=10)
+            outcome = client.lock("ctrl-c", 30, fair=fair).acquire(timeout=10)
+        except KeyboardInterrupt:
+            outcome = KeyboardInterrupt
         finally:
+            signal.signal(signal.SIGINT, found)
             own_server.resume()
+        assert outcome is KeyboardInterrupt, f"no KeyboardInterrupt ({outcome!r}; SIGINT handler {found!r})"
         assert in_join and time.monotonic() - in_join[0] < 2.0, "the interrupt did not land in join"
         del client._wake_join
         time.sleep(1.5)
