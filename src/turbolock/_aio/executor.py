@@ -37,6 +37,7 @@ from turbolock._wire.outcomes import (
     Unconfirmed,
     check_loaded,
     durable_reply,
+    durable_wait,
     mark_not_durable,
     noscript_indices,
     wait_command,
@@ -309,8 +310,7 @@ class Executor:
         results: list[object] = [NOT_SENT] * count
         if not count:
             return results
-        if durable and self.wait is not None and script is not None:  # WAIT goes behind the last chunk
-            raise ValueError("a durable call carries no script (fenced acquires refuse replicas_ack)")
+        durable = durable_wait(self.wait, durable, script) is not None
         size = self.chunk_size if chunk_size is None else chunk_size
         conn, since = self.pool.ready(), None
         bounded = deadline != math.inf  # a renewal round's, a Redis Cluster master's share of one
@@ -333,7 +333,7 @@ class Executor:
                                       deadline if bounded else None, self._wait_after if durable else None)
             if script is not None and reencode is not None:
                 await self._reload_and_retry(script, reencode, results, size, orphans)
-            if durable and self.wait is not None:
+            if durable:
                 count_acked = await self._acked(acked, deadline if bounded else None)
                 mark_not_durable(results, count_acked, self.replicas)
         except BaseException as exc:

@@ -30,6 +30,7 @@ from turbolock._wire.outcomes import (
     Unconfirmed,
     check_loaded,
     durable_reply,
+    durable_wait,
     mark_not_durable,
     noscript_indices,
     wait_command,
@@ -215,9 +216,7 @@ class Executor:
         results: list[object] = [NOT_SENT] * count
         if not count:
             return results
-        wait = self.wait if durable else None
-        if wait is not None and script is not None:  # WAIT goes behind the last chunk: nothing may follow
-            raise ValueError("a durable call carries no script (fenced acquires refuse replicas_ack)")
+        wait = durable_wait(self.wait, durable, script)
         pool = self.pool
         conn = pool.get(min(time.monotonic() + self.timeout, deadline))
 

@@ -97,6 +97,18 @@ def wait_command(replicas: int, timeout: float) -> tuple[bytes, ...] | None:
     return (b"WAIT", b"%d" % replicas, b"%d" % max(1, round(timeout * 1000.0)))
 
 
+def durable_wait(wait: tuple[bytes, ...] | None, durable: bool,
+                 script: _scripts.Script | None) -> tuple[bytes, ...] | None:
+    """The ``WAIT`` a bulk call sends behind its last chunk (``durable`` acquires, with
+    ``replicas_ack``), or None. Nothing may follow it: a call carrying a script (whose NOSCRIPT
+    retry would) is refused; fenced and fair acquires refuse ``replicas_ack`` before they get here."""
+    if not durable or wait is None:
+        return None
+    if script is not None:
+        raise ValueError("a durable call carries no script (fenced acquires refuse replicas_ack)")
+    return wait
+
+
 def durable_reply(reply: object, acked: object, replicas: int) -> object:
     """An acquire's reply, ``NOT_DURABLE`` when it took the lock and ``WAIT`` answered ``acked``
     (a count, or None when it could not be asked) below ``replicas``."""
