@@ -71,6 +71,8 @@ def test_a_sentinel_username_without_a_password_is_refused(kind: type) -> None:
 
 
 def test_an_empty_password_is_sent(nopass_server: RedisServer, core_name: str, key_prefix: str) -> None:
+    """A guard, not a regression test (it passed before the refusal above): an empty password is a
+    password, so the refusal must not catch it, and AUTH goes as that user."""
     with LockClient(port=nopass_server.port, username="alice", password="", core=core_name,
                     key_prefix=key_prefix) as client:
         assert client.query("as-alice").held is False
