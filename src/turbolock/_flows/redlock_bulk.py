@@ -46,10 +46,12 @@ _OK = b"OK"
 def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: int, drift: float,
                       all_or_nothing: bool, tokens: Sequence[bytes] | None,
                       max_extensions: int | None, fenced: bool = False,
-                      own_tokens: bool = False) -> Flow[RedlockManyResult]:
+                      own_tokens: bool = False, down: set[int] | None = None) -> Flow[RedlockManyResult]:
     """Every name on every master at once, the quorum decided per name. ``fenced``: the fenced
     acquire script instead of ``SET NX``, each lease a ``FencedRedlockLease``. ``own_tokens``:
-    ``tokens`` were made by the client (a claim's), as when none are given."""
+    ``tokens`` were made by the client (a claim's), as when none are given. ``down``: masters
+    that failed earlier in the same call (a claim's earlier chunks), left out and counted as
+    failed; those that fail here are added to it."""
     client._refuse_if_closed()
     keys = encode_unique_names(names)
     names = list(names)
@@ -136,16 +138,21 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
 
     timeout = client.chunk_timeout_for(ms)
     budget_ends = time.monotonic() + bulk_budget(timeout, count, client.chunk_size)
+    only = [m for m in range(masters) if m not in down] if down else None
     try:
         if fenced:  # decided once every chunk is in: those answered NOSCRIPT are sent again first
             outcome = yield Call(client._fan_many, (count, encode, timeout, client.chunk_size,
-                                                    _scripts.FENCED_ACQUIRE, reencode))
+                                                    _scripts.FENCED_ACQUIRE, reencode), {"only": only})
         else:
             outcome = yield Call(client._fan_many, (count, encode, timeout, client.chunk_size),
-                                 {"on_chunk": on_chunk})
+                                 {"on_chunk": on_chunk, "only": only})
     except BaseException:  # interrupted or cancelled: whatever was sent may be held anywhere
         _abandon_sent(client, keys, tokens, ms, made_here)
         raise
+    if down is not None:
+        for m in down:  # nothing was sent there: nothing to give back there either
+            outcome.errors[m] = outcome.errors[m] or "left out: it failed earlier in the call"
+        down.update(m for m, error in enumerate(outcome.errors) if error is not None)
     chunk = client.chunk_size
     for n, started in enumerate(outcome.started if fenced else ()):
         start = n * chunk

@@ -9,11 +9,12 @@ quorum are released on every master by the bulk path, as in any bulk acquire.
 
 As in the single-server claim, the names are walked from a random starting point, so workers
 sharing one list spread over it instead of all contending for its first names; names never
-reached are ``NOT_TRIED``. A chunk in which no name reached a decision (too many masters
-failed to answer for every one of them) ends the claim early: the next chunks would wait on
-the same masters, so the rest stay ``NOT_TRIED``. A claim interrupted part-way leaves the
-caller nothing: what it took, and what the interrupted chunk may have taken, is released on
-every master with its tokens.
+reached are ``NOT_TRIED``. A master that fails a chunk is left out of the next ones (they would
+wait on it again), its names counted as failed there. A chunk in which no name reached a
+decision (too many masters failed to answer for every one of them) ends the claim early: the
+next chunks would wait on the same masters, so the rest stay ``NOT_TRIED``. A claim interrupted
+part-way leaves the caller nothing: what it took, and what the interrupted chunk may have taken,
+is released on every master with its tokens.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def claim_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: int,
     mine: list[RedlockLease] = []
     start = random_start(count)
     tried = 0
+    down: set[int] = set()  # masters that failed a chunk: the next chunks would wait on them again
     while len(mine) < wanted and tried < count:
         size = min(wanted - len(mine), client.chunk_size, count - tried)
         chunk = window(count, start, tried, tried + size)
@@ -64,7 +66,8 @@ def claim_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: int,
             chunk_tokens = [given[i] for i in chunk]
         try:
             sub = yield from acquire_many_flow(client, [names[i] for i in chunk], ms, drift, False,
-                                               chunk_tokens, max_extensions, fenced, own_tokens=given is None)
+                                               chunk_tokens, max_extensions, fenced, own_tokens=given is None,
+                                               down=down)
         except BaseException:
             _give_back(client, [(lease.key, lease.token) for lease in mine]
                        + [(keys[i], token) for i, token in zip(chunk, chunk_tokens, strict=True)], ms,
