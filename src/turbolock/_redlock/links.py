@@ -118,24 +118,31 @@ class Links:
 
     def finish_all(self, conns: ConnectionSet, opened: list[int], deadline: float,
                    failed: dict[int, BaseException], joined: Callable[[int], None] | None = None) -> None:
-        """Read the handshakes ``open_all`` sent, by ``deadline``, each as soon as it is in (a
-        master that does not answer holds up none of the others); ``joined(m)`` runs at once
-        for each master whose handshake succeeded (a caller writes to it then, not after the
-        slowest). A master that fails goes into ``failed``."""
+        """Finish the connects ``open_all`` started and read their handshakes, by ``deadline``,
+        each as soon as it is in (a master that does not answer, or whose host does not, holds
+        up none of the others); ``joined(m)`` runs at once for each master whose handshake
+        succeeded (a caller writes to it then, not after the slowest). A master that fails goes
+        into ``failed``."""
+        dialing: dict[Any, int] = {}
         waiting: dict[Any, int] = {}
         for m in opened:
             opening = conns[m]
             assert opening is not None
-            waiting[opening.sock] = m
-        while waiting:
+            (dialing if opening.dialing else waiting)[opening.sock] = m
+        while waiting or dialing:
             left = deadline - time.monotonic()
-            # Once the deadline has passed, replies already here are still read.
-            ready = (readable(tuple(waiting), left) if left > 0 else []) or list(waiting)
+            # Once the deadline has passed, what is already here is still read.
+            ready = ((readable(tuple(waiting), left, tuple(dialing)) if left > 0 else [])
+                     or [*dialing, *waiting])
             for sock in ready:
-                m = waiting.pop(sock)
+                m = dialing.pop(sock) if sock in dialing else waiting.pop(sock)
                 opening = conns[m]
                 assert opening is not None
                 try:
+                    if opening.dialing:  # connected (or failed): its handshake goes out now
+                        opening.finish_dial(deadline)
+                        waiting[opening.sock] = m
+                        continue
                     opening.finish_connect(max(deadline, time.monotonic() + READ_GRACE))
                 except (LockError, OSError) as exc:
                     self.drop(conns, m)

@@ -8,6 +8,7 @@ sent leaves replies unaccounted for, so the connection is closed and never reuse
 from __future__ import annotations
 
 import builtins
+import os
 import socket
 import ssl
 import struct
@@ -39,7 +40,7 @@ _TIMEOUT_SLACK = 0.001
 
 class Connection:
     __slots__ = ("options", "buffer", "parser", "sock", "generation", "last_used", "broken", "tls",
-                 "handshake", "kernel_timeout", "set_ifeq", "_read_buf", "_read_view", "written")
+                 "handshake", "dialing", "kernel_timeout", "set_ifeq", "_read_buf", "_read_view", "written")
 
     def __init__(self, options: ConnectionOptions, core: ModuleType, key_prefix: bytes) -> None:
         self.options = options
@@ -53,6 +54,8 @@ class Connection:
         self.broken = False
         self.tls = False
         self.handshake: tuple[int, float, float] | None = None
+        self.dialing = False
+        """A TCP connect started and not yet finished (``connect(finish=False)``)."""
         self.kernel_timeout = 0.0
         self.set_ifeq = False
         """Whether the server offers ``SET ... IFEQ`` (the handshake's HELLO says)."""
@@ -62,14 +65,30 @@ class Connection:
 
     def connect(self, deadline: float, finish: bool = True) -> None:
         """Open the socket, TLS included, then AUTH, SELECT and PING, all before ``deadline``
-        and within the connect timeout. With ``finish=False`` the handshake is only sent; the
-        caller reads it with ``finish_connect`` (several servers' handshakes in parallel)."""
+        and within the connect timeout. With ``finish=False`` nothing is waited for where that
+        can be helped: a TCP connect to a single address is only started (``dialing``; see
+        ``finish_dial``), any other connect's handshake only sent; the caller reads it with
+        ``finish_connect`` (several servers' connects and handshakes in parallel)."""
         opts = self.options
         limit = min(opts.connect_timeout, deadline - time.monotonic())
         if limit <= 0:
             raise UnsentTimeoutError(f"the call's deadline passed before a connection to {opts.address} "
                                      "was opened")  # as asyncio's pool: nothing was sent
         connect_deadline = time.monotonic() + limit
+        if not finish:
+            dialed = self._dial(limit)
+            if dialed is not None:
+                self.sock = dialed
+                self.dialing = True
+                self.handshake = (0, connect_deadline, limit)
+                return
+        self._start(self._open(limit), connect_deadline, limit)
+        if finish:
+            self.finish_connect(connect_deadline)
+
+    def _open(self, limit: float) -> socket.socket:
+        """A connected socket (TLS handshake done), within ``limit`` seconds."""
+        opts = self.options
         try:
             if opts.unix_socket_path is not None:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -81,8 +100,6 @@ class Connection:
                     raise
             else:
                 sock = socket.create_connection((opts.host, opts.port), timeout=limit)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             if opts.ssl:
                 try:
                     sock = opts.ssl_context().wrap_socket(sock, server_hostname=opts.host)
@@ -92,11 +109,68 @@ class Connection:
         except TimeoutError:
             raise
         except builtins.TimeoutError as exc:
-            raise TimeoutError(f"connecting to {opts.address} timed out after {limit:.3g}s") from exc
+            raise self._connect_timeout(limit) from exc
         except ssl.SSLError as exc:
             raise ConnectionError(f"TLS handshake with {opts.address} failed: {exc.reason or exc}") from None
         except OSError as exc:
-            raise ConnectionError(f"cannot connect to {opts.address}: {exc.strerror or exc}") from None
+            raise self._cannot_connect(exc.strerror or str(exc)) from None
+        return sock
+
+    def _dial(self, limit: float) -> socket.socket | None:
+        """A plain TCP connect to the server's one address, started and not waited for; None
+        where it cannot be (a Unix socket, TLS, a name with several addresses: ``_open`` tries
+        them in turn)."""
+        opts = self.options
+        if opts.unix_socket_path is not None or opts.ssl:
+            return None
+        try:
+            found = socket.getaddrinfo(opts.host, opts.port, 0, socket.SOCK_STREAM)
+        except OSError:
+            return None  # ``_open`` says why
+        if len(found) != 1:
+            return None
+        family, kind, proto, _, address = found[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.connect(address)
+        except BlockingIOError:  # on its way
+            pass
+        except OSError as exc:
+            sock.close()
+            raise self._cannot_connect(exc.strerror or str(exc)) from None
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def finish_dial(self, deadline: float) -> None:
+        """The TCP connect ``connect(finish=False)`` started: waited for by ``deadline`` (none
+        left: only checked), then the handshake sent (read by ``finish_connect``)."""
+        if not self.dialing:
+            return
+        self.dialing = False
+        sock = self.sock
+        assert sock is not None and self.handshake is not None
+        _, connect_deadline, limit = self.handshake
+        try:
+            if not readable((), max(0.0, min(deadline, connect_deadline) - time.monotonic()), (sock,)):
+                raise self._connect_timeout(limit)
+            error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if error:
+                raise self._cannot_connect(os.strerror(error))
+            sock.setblocking(True)
+        except BaseException:
+            self.close()
+            raise
+        self._start(sock, connect_deadline, limit)
+
+    def _start(self, sock: socket.socket, connect_deadline: float, limit: float) -> None:
+        """A connected socket made this connection's, its handshake sent."""
+        opts = self.options
+        if not opts.unix_socket_path:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         self.sock = sock
         self.tls = opts.ssl
         if not self.tls:
@@ -112,12 +186,17 @@ class Connection:
             self.close()
             raise
         self.handshake = (count, connect_deadline, limit)
-        if finish:
-            self.finish_connect(connect_deadline)
+
+    def _connect_timeout(self, limit: float) -> TimeoutError:
+        return TimeoutError(f"connecting to {self.options.address} timed out after {limit:.3g}s")
+
+    def _cannot_connect(self, reason: str) -> ConnectionError:
+        return ConnectionError(f"cannot connect to {self.options.address}: {reason}")
 
     def finish_connect(self, deadline: float) -> None:
         """Read the handshake's replies (AUTH, SELECT, PING: proof that a Redis answers) by
         ``deadline`` (``connect`` passes its own: the connect timeout's end)."""
+        self.finish_dial(deadline)
         pending = self.handshake
         if pending is None:
             return
@@ -288,6 +367,7 @@ class Connection:
         return exc
 
     def close(self) -> None:
+        self.dialing = False
         sock, self.sock = self.sock, None
         if sock is not None:
             try:
