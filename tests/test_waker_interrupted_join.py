@@ -40,9 +40,9 @@ def test_an_interrupt_while_subscribing_leaves_no_ghost_waiter(own_server: Redis
             return join(key, deadline)
 
         client._wake_join = stop_then_join  # type: ignore[method-assign]
-        # Python's own Ctrl-C, whatever an earlier test of this worker left: in the clean-clone
-        # CI's timing run the SIGINT raised nothing here, every case of one worker (not
-        # reproduced locally); the handler found is named if it happens again.
+        # Python's own Ctrl-C: a test command started in the background of a shell without job
+        # control (`bash .ci/run &`, as CI is) inherits SIGINT ignored, and Python then installs
+        # no handler, so the SIGINT raised nothing (the clean-clone CI's timing run failed so).
         found = signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         outcome: object = None
