@@ -39,6 +39,7 @@ def test_a_fenced_resource_refuses_every_late_write(redis_server: RedisServer, c
     assert refused >= 1, "no late write was refused: the pauses never let a successor in"
 
 
+@pytest.mark.parametrize("core_name", ["py"], indirect=True)  # the scenario's control: one core is enough
 def test_negative_control_without_fencing_late_writes_lose_updates(redis_server: RedisServer, core_name: str,
                                                                    key_prefix: str, raw: redis.Redis) -> None:
     applied, balance, _, paused = _run(redis_server.url, core_name, key_prefix, raw, fenced=False)
