@@ -7,7 +7,11 @@ SQLite and a real PostgreSQL:
   and write as a row never fenced (fence 0), as ``FencedStore`` does; it refused every one, for
   ever, which reads as "a newer holder has been there";
 - a misspelled column is an error on SQLite, not its own name read back as a string (SQLite
-  takes an unknown double-quoted name standing alone for a string literal)."""
+  takes an unknown double-quoted name standing alone for a string literal);
+- a stale fence given as text (it crossed a process boundary as a string: a queue message, an
+  HTTP header) is refused on SQLite, as the hand-written recipe refuses it: the statement
+  compared ``COALESCE(last_fence, 0)``, which drops the column's INTEGER affinity, so the text
+  compared as a string, above every number, and the stale write went through."""
 
 from __future__ import annotations
 
@@ -77,3 +81,36 @@ def test_a_misspelled_column_is_an_error_on_sqlite(statement: Any) -> None:
     db.execute("INSERT INTO accounts VALUES ('a', 100, 0)")
     with pytest.raises(sqlite3.OperationalError, match="no such column"):
         db.execute(statement(), {"key": "a", "fence": 1, "balance": 2})
+
+
+NEWER = 1_800_000_000_000_500  # what a newer holder already wrote with
+STALE = "1800000000000001"  # an older holder's fence, as text
+
+
+def _sqlite_fenced() -> sqlite3.Connection:
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER NOT NULL, last_fence BIGINT)")
+    db.execute("INSERT INTO accounts VALUES (42, 100, ?)", (NEWER,))
+    return db
+
+
+@pytest.mark.parametrize("statement", ["recipe", "write", "read"])
+def test_a_stale_fence_given_as_text_is_refused_on_sqlite(statement: str) -> None:
+    db = _sqlite_fenced()
+    if statement == "recipe":  # the README's hand-written statement: the helper's must agree with it
+        sql = ("UPDATE accounts SET balance = :balance, last_fence = :fence "
+               "WHERE id = :key AND last_fence <= :fence")
+    elif statement == "write":
+        sql = fenced_write_sql("accounts", "id", ["balance"])
+    else:
+        sql = fenced_read_sql("accounts", "id", ["balance"])
+    params: dict[str, object] = {"key": 42, "fence": STALE}
+    if statement != "read":
+        params["balance"] = 1
+    cursor = db.execute(sql, params)
+    rows = cursor.fetchall()
+    assert cursor.rowcount in (0, -1) and rows == [], f"{statement}: the stale fence went through"
+    assert db.execute("SELECT balance, last_fence FROM accounts").fetchall() == [(100, NEWER)]
+    fresh = db.execute(sql, {**params, "fence": str(NEWER + 1)})
+    fresh.fetchall()
+    assert db.execute("SELECT last_fence FROM accounts").fetchone() == (NEWER + 1,), "a fresh one was refused"

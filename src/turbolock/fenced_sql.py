@@ -100,10 +100,12 @@ def fenced_read_sql(table: str, key_column: str, columns: Sequence[str], fence_c
 
 def _fresh(table: str, key_column: str, fence_column: str, mark: str) -> str:
     """The row of the key, if no newer fence than the statement's has been there: its last
-    fence, or 0 while it has none (a column added to rows already there holds NULL). Columns
+    fence, or none yet (a column added to rows already there holds NULL). The column is compared
+    bare, not through ``COALESCE``, which would drop its INTEGER affinity on SQLite: a fence
+    given as text would then compare as a string, above every number, and a stale one pass. Columns
     read here carry the table's name: SQLite takes an unknown double-quoted name standing alone
     for a string, so a misspelled column would read as its own name instead of failing. (A
     ``SET`` target takes none: PostgreSQL refuses it, and SQLite fails on an unknown one.)"""
     fence = mark.format("fence")
     return (f"{table}.{key_column} = {mark.format('key')} "
-            f"AND COALESCE({table}.{fence_column}, 0) <= {fence}")
+            f"AND ({table}.{fence_column} IS NULL OR {table}.{fence_column} <= {fence})")
