@@ -216,7 +216,7 @@ def test_the_sql_recipe_refuses_an_older_fence_in_sqlite() -> None:
     assert db.execute("SELECT balance, last_fence FROM accounts").fetchall() == [(101, 2)]
     assert fenced_write_sql("t", "k", ["v"], paramstyle="pyformat") == (
         'UPDATE "t" SET "v" = %(v)s, "last_fence" = %(fence)s '
-        'WHERE "t"."k" = %(key)s AND COALESCE("t"."last_fence", 0) <= %(fence)s')
+        'WHERE "t"."k" = %(key)s AND ("t"."last_fence" IS NULL OR "t"."last_fence" <= %(fence)s)')
     for bad in ({"table": "t; DROP TABLE t"}, {"columns": []}, {"paramstyle": "qmark"}):
         arguments: dict[str, Any] = {"table": "t", "key_column": "k", "columns": ["v"], **bad}
         with pytest.raises(InvalidArgumentError):
