@@ -4,7 +4,9 @@ README promises for stopped masters. Such a master is made here on loopback: a l
 whose one-place accept queue is full, so the kernel drops every further SYN.
 
 Threads opened the connections one after another, each waiting out its own connect (found in
-review); asyncio opens them together (a guard)."""
+review); asyncio opens them together (a guard). Opened together, each connect still gives up
+after ``connect_timeout`` when that is shorter than the node timeout (the first version waited
+for the node timeout: found in review)."""
 
 from __future__ import annotations
 
@@ -78,3 +80,16 @@ def test_two_unreachable_masters_cost_one_node_timeout(session_masters: list[Red
     for elapsed, acquired in rounds:
         assert acquired == 3, f"taken on {acquired} masters: {rounds}"
         assert elapsed < 1.6 * NODE_TIMEOUT, f"an acquire took {elapsed:.3f}s: {rounds}"
+
+
+def test_a_connect_gives_up_after_connect_timeout(session_masters: list[RedisServer], unanswering: list[str],
+                                                  core_name: str, key_prefix: str) -> None:
+    urls = [server.url for server in session_masters[:3]] + unanswering
+    with RedlockClient(urls, core=core_name, key_prefix=key_prefix, node_timeout=0.5,
+                       connect_timeout=0.05) as client:
+        started = time.monotonic()
+        result = client.acquire("job", 10, blocking=False)
+        elapsed = time.monotonic() - started
+        assert result.instances.acquired == 3, result.describe()
+        assert elapsed < 0.3, f"the acquire took {elapsed:.3f}s: connect_timeout 0.05 s, node timeout 0.5 s"
+        assert result.lease is not None and client.release(result.lease)

@@ -45,6 +45,12 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 ConnectionSet = list[Connection | None]
 
 
+def _dial_due(conn: Connection | None) -> float:
+    """When a connect ``Connection.connect(finish=False)`` started must be done."""
+    assert conn is not None and conn.handshake is not None
+    return conn.handshake[1]
+
+
 class Links:
     def __init__(self, clients: Sequence[LockClient]) -> None:
         self.clients = tuple(clients)
@@ -65,9 +71,13 @@ class Links:
         pools, where a thread waits for one (another Redlock call's, the renewer's, a master
         LockClient's own call), instead of for a set nobody gives back to a pool."""
         now = time.monotonic()
-        for conn in conns:
-            if conn is not None:
-                conn.last_used = now
+        for m, conn in enumerate(conns):
+            if conn is None:
+                continue
+            if conn.handshake is not None:  # its connect interrupted half-way: never to be reused
+                self.drop(conns, m)
+                continue
+            conn.last_used = now
         if self._closed or any(client._pool.exhausted() for client in self.clients):  # parked sets count
             self._return(conns)
         else:
@@ -130,10 +140,16 @@ class Links:
             assert opening is not None
             (dialing if opening.dialing else waiting)[opening.sock] = m
         while waiting or dialing:
-            left = deadline - time.monotonic()
-            # Once the deadline has passed, what is already here is still read.
-            ready = ((readable(tuple(waiting), left, tuple(dialing)) if left > 0 else [])
-                     or [*dialing, *waiting])
+            # A connect gets its own connect timeout at most, whatever is left of the call's.
+            due = min([deadline, *(_dial_due(conns[m]) for m in dialing.values())])
+            left = due - time.monotonic()
+            ready = readable(tuple(waiting), left, tuple(dialing)) if left > 0 else []
+            now = time.monotonic()
+            if now >= deadline:  # once the deadline has passed, what is already here is still read
+                ready = [*ready, *(sock for sock in [*dialing, *waiting] if sock not in ready)]
+            else:  # connects whose time ran out: a timeout each
+                ready += [sock for sock, m in dialing.items()
+                          if sock not in ready and _dial_due(conns[m]) <= now]
             for sock in ready:
                 m = dialing.pop(sock) if sock in dialing else waiting.pop(sock)
                 opening = conns[m]

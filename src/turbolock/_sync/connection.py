@@ -125,8 +125,8 @@ class Connection:
             return None
         try:
             found = socket.getaddrinfo(opts.host, opts.port, 0, socket.SOCK_STREAM)
-        except OSError:
-            return None  # ``_open`` says why
+        except OSError as exc:  # as ``_open`` would say, without a second lookup
+            raise self._cannot_connect(exc.strerror or str(exc)) from None
         if len(found) != 1:
             return None
         family, kind, proto, _, address = found[0]
