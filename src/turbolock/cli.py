@@ -170,7 +170,9 @@ def _run(args: argparse.Namespace) -> int:
     if url:  # checked before anything starts (the demo's worker processes)
         from turbolock.options import options_from_url
 
-        options_from_url(url)
+        options = options_from_url(url)
+        if options.ssl:  # a TLS file that cannot be loaded is bad input, not a server out of reach
+            options.ssl_context()
     if args.command == "demo":
         from turbolock.demo import main as demo_main
 
