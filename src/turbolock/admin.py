@@ -6,6 +6,7 @@ a plain server and on a Redis Cluster (every master is scanned). Tokens are neve
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -37,15 +38,17 @@ class HeldLock:
         return f"{shown(self.name)}\t{self.left}"
 
 
-def shown(name: str) -> str:
+def shown(name: str, encoding: str | None = None) -> str:
     """``name`` for one line of output: a character that is not printable (a tab, a newline, a
-    byte that is not UTF-8) escaped, and a backslash doubled, so a name cannot pass for another
-    line or another lock (``a\tb`` with a tab and with a backslash print apart)."""
+    byte that is not UTF-8) or that the output's ``encoding`` (standard output's by default)
+    cannot carry escaped, and a backslash doubled, so a name cannot pass for another line or
+    another lock (``a\tb`` with a tab and with a backslash print apart) nor end the command."""
     data = name.encode("utf-8", "surrogateescape").replace(b"\\", b"\\\\")
     name = data.decode("utf-8", "backslashreplace")
-    if name.isprintable():
-        return name
-    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in name)
+    if not name.isprintable():
+        name = "".join(char if char.isprintable() else repr(char)[1:-1] for char in name)
+    encoding = encoding or getattr(sys.stdout, "encoding", None) or "utf-8"
+    return name.encode(encoding, "backslashreplace").decode(encoding)
 
 
 def raw(text: str, argument: str) -> bytes:
