@@ -17,7 +17,12 @@ For SQL resources the same check is one statement per read or write: ``turbolock
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
+
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.cluster import RedisCluster
+from redis.exceptions import ResponseError
 
 from turbolock.errors import FencedWriteError, InvalidArgumentTypeError, ReplyError, StaleFenceError
 
@@ -146,6 +151,20 @@ def write_many_result(replies: list[Any], calls: list[Call]) -> list[bool]:
                            names=[calls[i][0][0] for i in failed], written=written)
 
 
+def pipelines_scripts(redis: Any) -> bool:
+    """Whether ``redis`` pipelines script calls: redis-py's cluster clients refuse to ("Calling
+    pipelined function evalsha is blocked"), so their bulk writes go one call each."""
+    return not isinstance(redis, RedisCluster | AsyncRedisCluster)
+
+
+def refused_or(call: Any) -> Any:
+    """``call()``'s reply, or the server's refusal as a value (as a pipeline gives it)."""
+    try:
+        return call()
+    except ResponseError as exc:
+        return exc
+
+
 class FencedStore:
     """Values guarded by fences, in a Redis reached through ``redis`` (a ``redis.Redis``).
     A fence is a lease's ``fence``, or a Redlock lease's ``fences`` (see ``Fence``). The asyncio
@@ -172,6 +191,9 @@ class FencedStore:
         ``FencedWriteError`` when the server refused some (their keys in ``names``, ``written``
         saying which of the others went through)."""
         calls = write_calls(items)
+        if not pipelines_scripts(self.redis):
+            return write_many_result([refused_or(partial(self._write, keys=keys, args=args))
+                                      for keys, args in calls], calls)
         pipe = self.redis.pipeline(transaction=False)
         for keys, args in calls:
             self._write(keys=keys, args=args, client=pipe)

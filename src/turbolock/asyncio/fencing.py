@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from turbolock.fencing import (
     READ,
     WRITE,
     Fence,
+    pipelines_scripts,
     read_call,
     read_result,
     write_call,
@@ -43,6 +46,14 @@ class AsyncFencedStore:
         ``FencedWriteError`` when the server refused some (their keys in ``names``, ``written``
         saying which of the others went through)."""
         calls = write_calls(items)
+        if not pipelines_scripts(self.redis):
+            replies: list[Any] = []
+            for keys, args in calls:
+                try:
+                    replies.append(await self._write(keys=keys, args=args))
+                except ResponseError as exc:  # a refusal, as a pipeline gives it (``refused_or``)
+                    replies.append(exc)
+            return write_many_result(replies, calls)
         async with self.redis.pipeline(transaction=False) as pipe:
             for keys, args in calls:
                 await self._write(keys=keys, args=args, client=pipe)
