@@ -38,6 +38,9 @@ class LockCalls(LockFlows[Any]):
         LockFlows._init_flows(self, client)
         self._state_lock = threading.Lock()
 
+    def _block_owner(self) -> object:
+        return threading.get_ident()
+
     def _acquire_start(self, blocking: bool | None, timeout: Seconds | None) -> tuple[float | None, float]:
         with self._state_lock:
             return LockFlows._acquire_start(self, blocking, timeout)

@@ -110,15 +110,14 @@ class LockFlows(LockState[LeaseT]):
             if entering:
                 raise self._not_acquired_error()
             return False
-        if self._lease is not None:  # another thread or task of this object got it first
+        if self._holds():  # another thread or task of this object got it first
             give_back(self.client, lease)
             raise LockUsageError(f"lock {self.name!r} was acquired twice at once by this {self.kind} "
                                  "object (one per thread or task); the second lease is released",
                                  names=[self.name])
         self._lease = lease
-        self._lost_in_block = False
         if entering:
-            self._entered = lease
+            self._blocks.setdefault(self._block_owner(), []).append(lease)
         return True
 
     def _release_start(self, exiting: bool, exc_type: type[BaseException] | None) -> LeaseT | None:
@@ -155,8 +154,8 @@ class LockFlows(LockState[LeaseT]):
         extended = yield from self.client._extend_flow(lease, new_ttl, additive)
         if not extended:
             with self._state_lock:
-                if self._lease is lease and self._entered is lease:
-                    self._lost_in_block = True  # the with block's exit reports the loss, not a release
+                if any(entered is lease for stack in self._blocks.values() for entered in stack):
+                    self._lost_in_blocks.add(id(lease))  # its with block's exit reports the loss
                 self._drop(lease)
             raise LockNotOwnedError(f"lock {self.name!r} is no longer held{self.where} by this "
                                     f"{self.kind}; it was not extended", names=[self.name])

@@ -178,9 +178,11 @@ class LockState(Generic[LeaseT]):
         self.auto_renew = auto_renew
         self.on_lost = on_lost
         self._lease: LeaseT | None = None
-        self._entered: LeaseT | None = None
-        self._lost_in_block = False
-        """An extend inside the ``with`` block found the lock gone (its exit reports the loss)."""
+        self._blocks: dict[object, list[LeaseT]] = {}
+        """The leases the open ``with`` blocks entered with, per thread or task (``_block_owner``):
+        a block's exit gives back its own lease, never one another thread or task took after it."""
+        self._lost_in_blocks: set[int] = set()
+        """``id``s of entered leases an extend found gone (their block's exit reports the loss)."""
 
     def _wait_for(self, blocking: bool | None, timeout: Seconds | None) -> float | None:
         """The wait of one acquire() call, from its arguments or the Lock's settings."""
@@ -195,8 +197,18 @@ class LockState(Generic[LeaseT]):
         """The current lease, or None when this object does not hold the lock."""
         return self._lease
 
+    def _block_owner(self) -> object:
+        """Whose ``with`` block runs now: the thread's or the task's."""
+        raise NotImplementedError
+
+    def _holds(self) -> bool:
+        """Whether this object holds a lease not yet known lost (the renewer's verdict frees the
+        object to acquire again, as ``on_lost`` and ``lost`` said)."""
+        lease = self._lease
+        return lease is not None and not lease.is_lost
+
     def _check_unheld(self) -> None:
-        if self._lease is not None:
+        if self._holds():
             raise LockUsageError(f"lock {self.name!r} is already held by this {self.kind} object",
                                  names=[self.name])
 
@@ -233,11 +245,19 @@ class LockState(Generic[LeaseT]):
     def _exit_check(self, exc_type: type[BaseException] | None) -> bool:
         """At the end of a ``with`` block: True when there is a lease to release. A lock released
         inside the block is a usage error, reported unless the block itself raised."""
-        entered, self._entered = self._entered, None
-        if self._lease is not None:
+        owner = self._block_owner()
+        stack = self._blocks.get(owner)
+        entered = stack.pop() if stack else None
+        if stack is not None and not stack:
+            del self._blocks[owner]
+        lost = entered is not None and id(entered) in self._lost_in_blocks
+        if lost:
+            self._lost_in_blocks.discard(id(entered))
+        lease = self._lease
+        if lease is not None and (entered is None or lease is entered):
             return True
         if entered is not None and exc_type is None:
-            if self._lost_in_block:  # an extend in the block found it gone: the loss, not a misuse
+            if lost:  # an extend in the block found it gone: the loss, not a misuse
                 raise LockNotOwnedError(f"lock {self.name!r} was lost inside its with block (an extend "
                                         "found it no longer held)", names=[self.name])
             raise LockUsageError(f"lock {self.name!r} was released inside its with block", names=[self.name])

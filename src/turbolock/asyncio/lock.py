@@ -9,6 +9,7 @@ AsyncLock acquired in one task may be released in another. What it does is every
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
@@ -34,6 +35,9 @@ class AsyncLockCalls(LockFlows[Any]):
 
     # Plain methods returning the driver's coroutine: one coroutine less per call (these are
     # awaited once per use of a lock, and measured).
+    def _block_owner(self) -> object:
+        return asyncio.current_task()
+
     def acquire(self, blocking: bool | None = None, timeout: Seconds | None = None) -> Awaitable[bool]:
         """Take the lock: True when taken, False when ``timeout`` passed first (or, with
         ``blocking=False``, when someone else holds it). Cancelling the task while it waits
