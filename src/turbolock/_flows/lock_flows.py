@@ -135,7 +135,8 @@ class LockFlows(LockState[LeaseT]):
         to be released again (no longer renewed). One sent without a reply is retried in the
         background (``OutcomeUnknownError``, and a Redlock release no majority answered,
         ``QuorumError``), and an interrupted one too: the Lock lets go."""
-        if isinstance(exc, ConnectionError) and not isinstance(exc, OutcomeUnknownError | QuorumError):
+        if (isinstance(exc, ConnectionError) and not isinstance(exc, OutcomeUnknownError | QuorumError)
+                and self._lease is None):  # unless another thread or task took a new one meanwhile
             self._lease = lease
             self._released = False
 
