@@ -27,6 +27,7 @@ from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import (
     NOT_SENT,
+    RELOAD_FLOOR,
     UNKNOWN,
     WINDOW,
     Encoder,
@@ -35,6 +36,7 @@ from turbolock._wire.outcomes import (
     ReplyHandler,
     ReplyShape,
     Unconfirmed,
+    bulk_budget,
     check_loaded,
     durable_reply,
     durable_wait,
@@ -272,6 +274,8 @@ class Executor:
         else:
             script.append(buf, key, token, ttl_ms)
         loaded: object = None
+        if since is None:  # the NOSCRIPT retry is due when the command was: one deadline for both
+            since = conn.loop.time()
         try:
             reply = await self._by(conn.submit(1, None, since), deadline)
             if as_set:
@@ -312,6 +316,7 @@ class Executor:
             return results
         durable = durable_wait(self.wait, durable, script) is not None
         size = self.chunk_size if chunk_size is None else chunk_size
+        began = time.monotonic()
         conn, since = self.pool.ready(), None
         bounded = deadline != math.inf  # a renewal round's, a Redis Cluster master's share of one
         if conn is None:
@@ -332,7 +337,10 @@ class Executor:
             acked = await _run_chunks(conn, count, size, encode, store, results, orphans, since, shape,
                                       deadline if bounded else None, self._wait_after if durable else None)
             if script is not None and reencode is not None:
-                await self._reload_and_retry(script, reencode, results, size, orphans)
+                # Within the call's budget (a timeout a chunk), not a new one: a floor to send it in.
+                ends = began + bulk_budget(self.pool.options.timeout, count, size)
+                await self._reload_and_retry(script, reencode, results, size, orphans,
+                                             min(deadline, max(ends, time.monotonic() + RELOAD_FLOOR)))
             if durable:
                 count_acked = await self._acked(acked, deadline if bounded else None)
                 mark_not_durable(results, count_acked, self.replicas)
@@ -345,7 +353,10 @@ class Executor:
         return results
 
     async def _reload_and_retry(self, script: _scripts.Script, reencode: Reencoder, results: list[object],
-                                size: int, orphans: OrphanTags | None = None) -> None:
+                                size: int, orphans: OrphanTags | None = None,
+                                deadline: float | None = None) -> None:
+        """Items answered NOSCRIPT sent again after SCRIPT LOAD, their replies in by ``deadline``
+        (monotonic; those not in are left to the protocol, ``UNKNOWN``)."""
         missing = noscript_indices(results)
         if not missing:
             return
@@ -372,7 +383,8 @@ class Executor:
                 results[i] = NOT_SENT
             return
         try:
-            await _run_chunks(conn, len(missing), size, encode, store, sub_results, retried)
+            await _run_chunks(conn, len(missing), size, encode, store, sub_results, retried,
+                              deadline=deadline)
         except BaseException:
             # Cancelled mid-retry: the chunks already answered took locks nobody will settle (the
             # caller's plan sees the retry's replies only when ``many`` returns); they go to the

@@ -21,6 +21,7 @@ from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
 from turbolock._wire.outcomes import (
     NOT_SENT,
+    RELOAD_FLOOR,
     UNKNOWN,
     Encoder,
     NotSent,
@@ -28,6 +29,7 @@ from turbolock._wire.outcomes import (
     ReplyHandler,
     ReplyShape,
     Unconfirmed,
+    bulk_budget,
     check_loaded,
     durable_reply,
     durable_wait,
@@ -218,7 +220,8 @@ class Executor:
             return results
         wait = durable_wait(self.wait, durable, script)
         pool = self.pool
-        conn = pool.get(min(time.monotonic() + self.timeout, deadline))
+        began = time.monotonic()
+        conn = pool.get(min(began + self.timeout, deadline))
 
         def store(start: int, replies: list[object]) -> None:
             results[start:start + len(replies)] = replies
@@ -229,9 +232,12 @@ class Executor:
             tail = run_chunks(conn, count, self.chunk_size, encode, self.timeout, store, deadline=deadline,
                               current=partial(pool.current, conn), shape=shape,
                               epilogue=b"" if wait is None else _encoded(conn, wait),
-                              epilogue_replies=0 if wait is None else 1)
+                              epilogue_replies=0 if wait is None else 1, since=began)
             if script is not None and reencode is not None:
-                self._reload_and_retry(conn, script, reencode, results, deadline, orphans)
+                # Within the call's budget (a timeout a chunk), not a new one: a floor to send it in.
+                ends = began + bulk_budget(self.timeout, count, self.chunk_size)
+                self._reload_and_retry(conn, script, reencode, results,
+                                       min(deadline, max(ends, time.monotonic() + RELOAD_FLOOR)), orphans)
         except PipelineBroken as broken:
             if broken.sent == 0 and isinstance(broken.cause, NotSent):  # late before the first write
                 pool.put(conn)

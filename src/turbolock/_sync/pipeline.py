@@ -41,7 +41,7 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
                on_replies: ReplyHandler, prologue: bytes = b"", prologue_replies: int = 0,
                deadline: float = math.inf, current: Callable[[], bool] | None = None,
                shape: ReplyShape | None = None, epilogue: bytes = b"",
-               epilogue_replies: int = 0) -> list[object]:
+               epilogue_replies: int = 0, since: float | None = None) -> list[object]:
     """Send items 0..count-1 in chunks; ``on_replies(start, replies)`` gets each chunk's replies
     while the server already works on the next chunk.
 
@@ -52,6 +52,8 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
     ``deadline``. When ``current()`` turns False (the pool dropped the connection's server: a
     failover), no further chunk is sent; the chunks sent are still read, the rest left unsent.
     ``shape``: items that answer several replies each (transactions), read as one per item.
+    ``since``: the first chunk's deadline counts from then (the call waited for its connection
+    to open: that is part of its first ``timeout``).
     """
     buf = conn.buffer
     inflight: deque[tuple[int, int]] = deque()
@@ -61,6 +63,9 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
     handing: tuple[int, list[object]] | None = None
     epilogue_sent = False
     due = deadline
+    rest = deadline
+    if since is not None:  # the first chunk's send and read: by the first timeout, connect included
+        deadline = min(deadline, since + timeout)
     try:
         while replied < count:
             while len(inflight) < WINDOW and next_start < count:
@@ -89,6 +94,8 @@ def run_chunks(conn: Connection, count: int, chunk_size: int, encode: Encoder, t
                 prologue_replies = 0
             start, stop = inflight.popleft()
             due = min(time.monotonic() + timeout, deadline)
+            if since is not None:  # the first chunk read: the next ones get a whole timeout each
+                deadline, since = rest, None
             if shape is None:
                 replies = conn.read(stop - start, due)
             else:
