@@ -39,7 +39,7 @@ from turbolock._flows.renewal_book import AutoRenew, OnLost, check_renewed_ttl, 
 from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
-from turbolock._wire.outcomes import NOT_SENT, UNKNOWN
+from turbolock._wire.outcomes import GIVE_BACK_FLOOR, NOT_SENT, UNKNOWN, bulk_budget
 from turbolock._wire.replies import NOT_RUN
 from turbolock._wire.validate import Seconds, check_flag, ttl_ms
 from turbolock.errors import (
@@ -82,13 +82,19 @@ def _give_back(client: Any, locks: list[MaybeHeld], own_tokens: bool = False) ->
         client._remember_cleanup(key, token, forget_at, own_tokens)
 
 
-def _roll_back(client: Any, leases: list[Lease]) -> Flow[None]:
-    """Release what an acquire that failed took (not a release the caller made: not reported).
-    Interrupted, cancelled or failed part-way, every one is left to the background cleanup;
-    one whose release got no answer is retried there (``settle_release``)."""
+def _roll_back(client: Any, leases: list[Lease], plan: AcquirePlan) -> Flow[None]:
+    """Release what an acquire that failed took (not a release the caller made: not reported),
+    within what is left of the acquire's budget (a timeout a chunk; ``GIVE_BACK_FLOOR`` to send
+    it in). Unanswered by then, interrupted, cancelled or failed part-way, every one is left to
+    the background cleanup; one whose release got no answer is retried there (``settle_release``)."""
+    ends = plan.sent_at + bulk_budget(client.options.timeout, plan.count, client.chunk_size)
     try:
         replies = yield from run_release_flow(client, keys_of(leases, client.core),
-                                              [lease.token for lease in leases])
+                                              [lease.token for lease in leases],
+                                              max(ends, time.monotonic() + GIVE_BACK_FLOOR))
+    except Exception:  # the acquire's own outcome is known: its give-back goes on in the background
+        _forget(client, leases)
+        return
     except BaseException:
         _forget(client, leases)
         raise
@@ -181,10 +187,10 @@ def acquire_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, a
     if plan.errors:
         taken = plan.taken()
         if taken:
-            yield from _roll_back(client, taken)
+            yield from _roll_back(client, taken, plan)
         raise plan.first_error(replies)
     if all_or_nothing and (plan.not_acquired or plan.not_durable):
-        yield from _roll_back(client, plan.taken())
+        yield from _roll_back(client, plan.taken(), plan)
         result = AcquireManyResult(plan.names, [None] * plan.count, plan.not_acquired, plan.not_durable)
     else:
         result = AcquireManyResult(plan.names, plan.leases, plan.not_acquired, plan.not_durable)

@@ -23,11 +23,11 @@ from turbolock._flows.redlock_result import (
     RedlockStatus,
     decide,
 )
-from turbolock._flows.redlock_rules import CLEANUP_GRACE, GIVE_BACK_FLOOR, RedlockRules, owe_release, remember
+from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules, owe_release, remember
 from turbolock._flows.renewal_book import check_renewed_ttl
 from turbolock._flows.steps import Call, Flow, Outcome
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import UNKNOWN, bulk_budget
+from turbolock._wire.outcomes import GIVE_BACK_FLOOR, UNKNOWN, bulk_budget
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
 from turbolock._wire.validate import Seconds
 from turbolock.errors import ClientClosedError, ExtensionLimitError, InvalidArgumentError, QuorumError

@@ -41,7 +41,6 @@ from turbolock._flows.redlock_result import (
 from turbolock._flows.redlock_rules import (
     CLEANUP_GRACE,
     DEFAULT_NODE_TIMEOUT,
-    GIVE_BACK_FLOOR,
     RedlockRules,
     count_int,
     owe_release,
@@ -51,7 +50,7 @@ from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.single import extend_ms
 from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import UNKNOWN
+from turbolock._wire.outcomes import GIVE_BACK_FLOOR, UNKNOWN
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, extended
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_flag, check_token, encode_name
 from turbolock.errors import ClientClosedError, ExtensionLimitError, QuorumError

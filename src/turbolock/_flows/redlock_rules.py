@@ -34,10 +34,6 @@ MAX_CHUNK_TIMEOUT = 1.0
 """Longest wait for one master's replies to a bulk chunk (or a renewal round)."""
 DEFAULT_RETRY_DELAY = 0.2
 DEFAULT_DRIFT_FACTOR = 0.01
-GIVE_BACK_FLOOR = 0.005
-"""Seconds a failed attempt's release waits for the masters that granted it, at the least, when
-the attempt's own node timeout is (nearly) spent: a master that answers by then releases at
-once; one that does not is released in the background, not on the caller's time."""
 
 CLEANUP_GRACE = 1.0
 """Seconds past a lock's ttl during which a maybe-held key is still worth releasing."""

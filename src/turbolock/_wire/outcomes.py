@@ -23,6 +23,12 @@ def bulk_budget(timeout: float, count: int, chunk_size: int) -> float:
     return timeout * max(1, -(-count // chunk_size))
 
 
+GIVE_BACK_FLOOR = 0.005
+"""Seconds a failed acquire's release (a Redlock attempt's, an all-or-nothing bulk acquire's)
+waits for the servers that granted it, at the least, when the call's own budget is (nearly)
+spent: a server that answers by then releases at once; one that does not is released in the
+background, not on the caller's time."""
+
 RELOAD_FLOOR = 0.005
 """Seconds a Redlock bulk call's NOSCRIPT retry waits at the least, however little of the call's
 budget (a timeout a chunk) is left: a master that answers at once is not left out."""
