@@ -33,7 +33,7 @@ from turbolock._flows.sentinel_routes import (
 )
 from turbolock._flows.steps import Call, CallStep
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler, ReplyShape
+from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler, ReplyShape, bulk_budget
 from turbolock._wire.slot_map import Address
 from turbolock.errors import ClientClosedError, ConnectionError, LockError
 from turbolock.options import ConnectionOptions
@@ -191,14 +191,19 @@ class SentinelExecutor(Executor):
                    keys: Any = None, deadline: float = math.inf, durable: bool = False,
                    shape: ReplyShape | None = None) -> list[object]:
         """As ``Executor.many``; items refused with ``READONLY`` go once more to the master the
-        Sentinels name next (``on_replies`` sees every reply at the end)."""
+        Sentinels name next (``on_replies`` sees every reply at the end), within what is left of
+        the call's budget."""
+        size = self.chunk_size if chunk_size is None else chunk_size
+        ends = min(deadline, time.monotonic() + bulk_budget(self.pool.options.timeout, count, size))
+
         def send(n: int, enc: Encoder, reenc: Reencoder | None, indices: Sequence[int] | None) -> CallStep:
-            tags, items = orphans, shape
+            tags, items, by = orphans, shape, deadline
             if indices is not None:  # what the resent items may take, and answer
                 tags = None if orphans is None else subset_orphans(orphans, indices)
                 items = None if shape is None else shape.subset(indices)
+                by = ends
             return Call(Executor.many, (self, n, enc, script, reenc, None, tags, chunk_size),
-                        {"durable": durable, "shape": items, "deadline": deadline})
+                        {"durable": durable, "shape": items, "deadline": by})
 
         results = await run(guarded_many_flow(self.pool, send, count, encode, reencode,
                                               abandon_answered(self.pool.on_orphan, orphans)))

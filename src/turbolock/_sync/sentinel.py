@@ -32,7 +32,7 @@ from turbolock._sync.drive import run
 from turbolock._sync.executor import Executor, settle_all
 from turbolock._sync.pool import ConnectionPool
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler, ReplyShape
+from turbolock._wire.outcomes import Encoder, NotSent, Reencoder, ReplyHandler, ReplyShape, bulk_budget
 from turbolock._wire.slot_map import Address
 from turbolock.errors import ClientClosedError, UnsentTimeoutError
 from turbolock.options import ConnectionOptions
@@ -190,13 +190,17 @@ class SentinelExecutor(Executor):
              deadline: float = math.inf, orphans: OrphanTags | None = None, keys: Any = None,
              durable: bool = False, shape: ReplyShape | None = None) -> list[object]:
         """As ``Executor.many``; items refused with ``READONLY`` go once more to the master the
-        Sentinels name next (``on_replies`` sees every reply at the end)."""
+        Sentinels name next (``on_replies`` sees every reply at the end), within what is left of
+        the call's budget."""
+        ends = min(deadline, time.monotonic() + bulk_budget(self.timeout, count, self.chunk_size))
+
         def send(n: int, enc: Encoder, reenc: Reencoder | None, indices: Sequence[int] | None) -> CallStep:
-            tags, items = orphans, shape
+            tags, items, by = orphans, shape, deadline
             if indices is not None:  # what the resent items may take, and answer
                 tags = None if orphans is None else subset_orphans(orphans, indices)
                 items = None if shape is None else shape.subset(indices)
-            return Call(Executor.many, (self, n, enc, script, reenc, None, deadline),
+                by = ends
+            return Call(Executor.many, (self, n, enc, script, reenc, None, by),
                         {"durable": durable, "orphans": tags, "shape": items})
 
         results = run(guarded_many_flow(self.pool, send, count, encode, reencode,
