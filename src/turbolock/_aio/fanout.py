@@ -77,10 +77,11 @@ async def _wait(masters: Sequence[Any], opening: Opening, futs: dict[int, asynci
     deadline = time.monotonic() + timeout
     # A cold client (too few masters connected to decide anything) gives the first connections
     # it opens their own connect timeout, no later than ``until`` (a blocking acquire's wait): a
-    # first call must not fail for the time a connect takes. Not a connection opened again: a
-    # master that dropped it (paused, partitioned) would cost every call a connect timeout.
+    # first call must not fail for the time a connect takes. Once: not a connection opened
+    # again, nor a first one whose grace a call already gave (a master that dropped it, or
+    # never answered: paused, partitioned, would cost every call a connect timeout).
     need = len(masters) // 2 + 1
-    first = [m for m in opening if not masters[m]._pool.connected_once]
+    first = [m for m in opening if not masters[m]._pool.first_connect_over]
     cold_deadline = time.monotonic() + max((masters[m].options.connect_timeout for m in first), default=0.0)
     if until is not None:
         cold_deadline = min(cold_deadline, until)
@@ -99,9 +100,13 @@ async def _wait(masters: Sequence[Any], opening: Opening, futs: dict[int, asynci
                 error = task.exception()
                 if error is None:
                     joined(m, task.result())
-                    deadline = max(deadline, time.monotonic() + timeout)
+                    if m in first:  # a cold client's first connection: a node timeout to answer
+                        extended = time.monotonic() + timeout
+                        deadline = max(deadline, extended if until is None else min(extended, until))
                 else:
                     errors[m] = _describe(error)
+                    if m in first:  # its grace given: the next calls wait a node timeout for it
+                        masters[m]._pool.first_connect_over = True
             if answered is not None:
                 answered(futs)
     except BaseException:
@@ -110,6 +115,8 @@ async def _wait(masters: Sequence[Any], opening: Opening, futs: dict[int, asynci
     for m, task in opening.items():
         task.cancel()  # the pool's own connect goes on (shielded) for the next call
         errors[m] = f"{masters[m].options.address}: no connection in time"
+        if m in first:  # its grace is spent: the next calls wait a node timeout for it, no more
+            masters[m]._pool.first_connect_over = True
     opening.clear()
 
 

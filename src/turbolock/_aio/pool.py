@@ -46,7 +46,7 @@ def deadline_passed(address: str) -> UnsentTimeoutError:
 
 class ConnectionPool:
     __slots__ = ("options", "core", "key_prefix", "size", "on_orphan", "_open", "_next", "_connecting",
-                 "_closed", "_loop", "_thread", "set_ifeq", "_parents", "_retired", "connected_once",
+                 "_closed", "_loop", "_thread", "set_ifeq", "_parents", "_retired", "first_connect_over",
                  "on_new_loop")
 
     def __init__(self, options: ConnectionOptions, core: Any, key_prefix: bytes, size: int,
@@ -66,9 +66,9 @@ class ConnectionPool:
         self._thread = 0  # the thread that loop runs in
         self.set_ifeq = False
         """Whether the server offers ``SET ... IFEQ``, as the newest connection's handshake said."""
-        self.connected_once = False
-        """Whether a connection was ever opened: a Redlock fan-out gives only a first one its
-        connect timeout (see ``_aio.fanout._wait``)."""
+        self.first_connect_over = False
+        """Whether a connection was ever opened, or a Redlock call already gave the first one its
+        connect timeout: a Redlock fan-out gives that grace once (see ``_aio.fanout._wait``)."""
         self._parents: list[Any] = []
         """In a forked child: the parent's connections, kept from the garbage collector (see
         ``forget_after_fork``)."""
@@ -173,7 +173,7 @@ class ConnectionPool:
         conn.on_close = self._dropped
         self._open.append(conn)
         self.set_ifeq = conn.set_ifeq
-        self.connected_once = True
+        self.first_connect_over = True
         return conn
 
     async def open_unpooled(self) -> RedisProtocol:
