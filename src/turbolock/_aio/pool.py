@@ -263,11 +263,18 @@ class ConnectionPool:
 
     async def close(self) -> None:
         self.adopt_running_loop()
+        task = self.abort()
+        if task is not None:
+            await asyncio.wait([task])  # whatever the connect ended with, it is over
+
+    def abort(self) -> asyncio.Task[RedisProtocol] | None:
+        """Closed at once: every call from now on is refused, every connection closed, the
+        connect under way cancelled (returned, for ``close`` to wait for)."""
         self._closed = True
         task, self._connecting = self._connecting, None
         if task is not None:
             task.cancel()
-            await asyncio.wait([task])  # whatever the connect ended with, it is over
         for conn in self._take_all():
             conn.on_close = None
             conn.close(ClientClosedError())
+        return task

@@ -354,7 +354,7 @@ class RenewalBook:
         """The lease was extended by hand: renew relative to its new expiry, by the margin its
         new ttl calls for (``RenewalTerms.for_ttl``)."""
         state = lease.renewal
-        if state is not None:
+        if state is not None and not state.released:  # a release settled first: nothing to renew
             if state.ttl_ms != lease.ttl_ms:
                 state.ttl_ms = lease.ttl_ms
                 state.terms = terms = state.terms.for_ttl(lease.ttl_ms)

@@ -96,6 +96,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         self._open(max_connections)
         self._tokens = TokenSource()
         self._cleanup_runner: asyncio.Task[None] | None = None
+        self._closing: asyncio.Future[None] | None = None
         self._waker_instance: AsyncWaker | AsyncClusterWaker | None = None
         self._parents: list[Any] = []  # a forked child's: the parent's renewer and waker, set aside
         forget_parent_locks_after_fork(self)
@@ -135,6 +136,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         renewer = self._renewer_instance
         if renewer is not None:
             renewer.follow_running_loop()
+        if len(self._cleanup):  # releases owed when the last loop ended go on here
+            self._start_cleanup()
 
     def _new_waker(self) -> AsyncWaker | AsyncClusterWaker:
         """The subscriber of this client's waiters: it connects where the pool does."""
@@ -302,6 +305,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         False when ``timeout`` passed first or the lease was released. The asyncio counterpart
         of ``lease.lost.wait()``."""
         self._check_lease(lease)
+        self._adopt_running_loop()  # another thread's loop is refused; a new one's renews here
         lost: bool = await self._renewer().wait_lost(lease, timeout)
         return lost
 
@@ -366,6 +370,10 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         """Release ``key`` with ``token`` in the background, until ``forget_at`` (its key's expiry);
         ``recheck``: see ``CleanupBook.remember``."""
         self._cleanup.remember(key, token, forget_at, recheck)
+        self._start_cleanup()
+
+    def _start_cleanup(self) -> None:
+        """The background release task, running in the running loop."""
         if self._closed:
             return
         try:
@@ -420,9 +428,13 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         if self._closed:
             return
         self._adopt_running_loop()  # LockUsageError before anything is touched, if it must
-        await run(stop_renewing_flow(self, deadline))
-        self._leave_fair_queues()
-        await self._last_cleanup(deadline)
+        try:
+            await run(stop_renewing_flow(self, deadline))
+            self._leave_fair_queues()
+            await self._last_cleanup(deadline)
+        except BaseException:  # cancelled part-way (a shutdown's wait_for): closed all the same
+            self._abort()
+            raise
         self._closed = True
         runner = self._cleanup_runner
         if runner is not None and not runner.done() and runner.get_loop() is asyncio.get_running_loop():
@@ -437,6 +449,14 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             await asyncio.sleep(0.001)
         await self._last_cleanup(deadline)
         await self._close_connections()
+
+    def _abort(self) -> None:
+        """A ``close()`` cut short: closed at once (no call is half served by a client whose
+        renewer stopped), the rest of the closing left to a task."""
+        self._closed = True
+        for pool in self._connection_pools():
+            pool.abort()
+        self._closing = asyncio.ensure_future(self._close_connections())
 
     async def _last_cleanup(self, deadline: float) -> None:
         """One try at what is pending, by ``deadline`` (close's)."""
