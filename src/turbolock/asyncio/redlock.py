@@ -174,6 +174,8 @@ class AsyncRedlockClient(RedlockFlows):
         """Wait until the renewer finds an auto-renewed ``lease`` lost: True when it was, False
         when ``timeout`` passed first or the lease was released."""
         lease = self._check_lease(lease)
+        for master in self.masters:  # another thread's loop is refused; a new one's renews here
+            master._adopt_running_loop()
         lost: bool = await self._renewer().wait_lost(lease, timeout)
         return lost
 
