@@ -26,6 +26,18 @@ TEST_LIMIT = 30.0
 
 Runner = Callable[[Callable[[], Awaitable[Any]]], Any]
 
+LATE = 0.7
+"""Seconds every reply of ``late_replies`` comes late: more than half a 1 s timeout, so a call
+that spends it twice (a connect and a command, a command and its retry) passes its budget."""
+
+
+@pytest.fixture
+def late_replies(redis_server: RedisServer) -> Iterator[FaultProxy]:
+    """A proxy in front of the test's server, every reply ``LATE`` seconds late."""
+    with FaultProxy(redis_server.host, redis_server.port) as proxy:
+        proxy.delay(LATE, to_server=False, to_client=True)
+        yield proxy
+
 
 @pytest.fixture(params=FAULTS)
 def fault(request: pytest.FixtureRequest) -> Iterator[Fault]:

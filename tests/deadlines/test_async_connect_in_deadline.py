@@ -7,34 +7,24 @@ answer after 1.4 s (with the defaults, 5 s + 5 s after a reconnect)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from _netfaults import FaultProxy
 from turbolock import LockClient, LockError
 from turbolock.asyncio import AsyncLockClient
-from turbolock.redis_server import RedisServer
 
 from .conftest import Runner
 
 pytestmark = pytest.mark.timing  # tight time budgets: scripts/test runs these on their own
 
 TIMEOUT = 1.0
-DELAY = 0.7
 SLACK = 0.2
 
 
-@pytest.fixture
-def slow_proxy(redis_server: RedisServer) -> Iterator[FaultProxy]:
-    with FaultProxy(redis_server.host, redis_server.port) as proxy:
-        proxy.delay(DELAY, to_server=False, to_client=True)
-        yield proxy
-
-
-def test_the_blocking_client_counts_the_connect_in_its_timeout(slow_proxy: FaultProxy, core_name: str,
+def test_the_blocking_client_counts_the_connect_in_its_timeout(late_replies: FaultProxy, core_name: str,
                                                                 key_prefix: str) -> None:
-    with LockClient.from_url(slow_proxy.url, timeout=TIMEOUT, connect_timeout=TIMEOUT, core=core_name,
+    with LockClient.from_url(late_replies.url, timeout=TIMEOUT, connect_timeout=TIMEOUT, core=core_name,
                              key_prefix=key_prefix) as client:
         started = time.monotonic()
         with pytest.raises(LockError):
@@ -43,11 +33,11 @@ def test_the_blocking_client_counts_the_connect_in_its_timeout(slow_proxy: Fault
 
 
 @pytest.mark.parametrize("call", ["try_acquire", "query", "acquire_many", "release"])
-def test_the_asyncio_client_counts_the_connect_in_its_timeout(arun_asyncio: Runner, slow_proxy: FaultProxy,
+def test_the_asyncio_client_counts_the_connect_in_its_timeout(arun_asyncio: Runner, late_replies: FaultProxy,
                                                                core_name: str, key_prefix: str,
                                                                call: str) -> None:
     async def body() -> tuple[float, BaseException | None]:
-        client = AsyncLockClient.from_url(slow_proxy.url, timeout=TIMEOUT, connect_timeout=TIMEOUT,
+        client = AsyncLockClient.from_url(late_replies.url, timeout=TIMEOUT, connect_timeout=TIMEOUT,
                                           core=core_name, key_prefix=key_prefix)
         started = time.monotonic()
         raised: BaseException | None = None
@@ -63,7 +53,7 @@ def test_the_asyncio_client_counts_the_connect_in_its_timeout(arun_asyncio: Runn
         except Exception as exc:  # the kind depends on the call: what matters is when
             raised = exc
         elapsed = time.monotonic() - started
-        slow_proxy.heal()
+        late_replies.heal()
         await client.close()
         return elapsed, raised
 

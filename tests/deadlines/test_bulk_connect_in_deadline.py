@@ -8,7 +8,6 @@ about 1.4 s, past the README's budget for a one-chunk bulk call (found in review
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,21 +18,13 @@ from turbolock.redis_server import RedisServer
 pytestmark = pytest.mark.timing  # tight time budgets: scripts/test runs these on their own
 
 TIMEOUT = 1.0
-DELAY = 0.7
 SLACK = 0.2
-
-
-@pytest.fixture
-def slow_proxy(redis_server: RedisServer) -> Iterator[FaultProxy]:
-    with FaultProxy(redis_server.host, redis_server.port) as proxy:
-        proxy.delay(DELAY, to_server=False, to_client=True)
-        yield proxy
 
 
 @pytest.mark.parametrize("call", ["try_acquire", "acquire_many", "claim", "query_many", "release_many",
                                   "extend_many"])
 def test_the_blocking_bulk_calls_count_the_connect_in_their_timeout(
-        slow_proxy: FaultProxy, redis_server: RedisServer, core_name: str, key_prefix: str,
+        late_replies: FaultProxy, redis_server: RedisServer, core_name: str, key_prefix: str,
         call: str) -> None:
     with LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix) as direct:
         # The scripts loaded beforehand: no NOSCRIPT round trip in what is measured.
@@ -42,7 +33,7 @@ def test_the_blocking_bulk_calls_count_the_connect_in_their_timeout(
         direct.release_many(loaded)
         leases = direct.acquire_many(["l1", "l2"], 30).acquired
         tokens = [lease.token for lease in leases]
-    client = LockClient.from_url(slow_proxy.url, timeout=TIMEOUT, connect_timeout=TIMEOUT,
+    client = LockClient.from_url(late_replies.url, timeout=TIMEOUT, connect_timeout=TIMEOUT,
                                  core=core_name, key_prefix=key_prefix)
     adopted = [client.lease("l1", tokens[0]), client.lease("l2", tokens[1])]
     started = time.monotonic()
@@ -63,7 +54,7 @@ def test_the_blocking_bulk_calls_count_the_connect_in_their_timeout(
     except LockError as exc:  # the kind depends on the call: what matters is when
         raised = exc
     elapsed = time.monotonic() - started
-    slow_proxy.heal()
+    late_replies.heal()
     client.close()
     assert elapsed <= TIMEOUT + SLACK, f"{call} on a new connection took {elapsed:.2f}s, budget {TIMEOUT}s"
     assert raised is not None, f"{call} answered after {elapsed:.2f}s, past its budget"

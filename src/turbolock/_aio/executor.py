@@ -274,8 +274,9 @@ class Executor:
         else:
             script.append(buf, key, token, ttl_ms)
         loaded: object = None
-        if since is None:  # the NOSCRIPT retry is due when the command was: one deadline for both
-            since = conn.loop.time()
+        # The NOSCRIPT retry is due when the command was: one deadline for both. Only the retry
+        # is submitted with it (a ``since`` makes the protocol re-arm its timer: not on every call).
+        sent_at = time.monotonic()  # the loop's clock is asked only for a retry: it costs a call
         try:
             reply = await self._by(conn.submit(1, None, since), deadline)
             if as_set:
@@ -283,6 +284,8 @@ class Executor:
             elif type(reply) is ReplyError and reply.code == "NOSCRIPT":
                 _script_load(conn, script)
                 script.append(buf, key, token, ttl_ms)
+                if since is None:
+                    since = conn.loop.time() - (time.monotonic() - sent_at)
                 loaded, reply = await self._by(conn.submit(2, None, since), deadline)
         except NotSent as exc:
             raise exc.cause from None

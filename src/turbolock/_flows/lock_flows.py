@@ -110,14 +110,23 @@ class LockFlows(LockState[LeaseT]):
             if entering:
                 raise self._not_acquired_error()
             return False
-        if self._holds():  # another thread or task of this object got it first
+        held = self._lease
+        if held is not None and held._lost is None:  # another thread or task of this object got it first
             give_back(self.client, lease)
             raise LockUsageError(f"lock {self.name!r} was acquired twice at once by this {self.kind} "
                                  "object (one per thread or task); the second lease is released",
                                  names=[self.name])
         self._lease = lease
         if entering:
-            self._blocks.setdefault(self._block_owner(), []).append(lease)
+            blocks = self._blocks
+            if self._first is None and not blocks:
+                self._first = lease
+            else:  # another block is open: this one is told apart by its owner
+                owner = self._block_owner()
+                if blocks is None:
+                    self._blocks = {owner: (lease, None)}
+                else:
+                    blocks[owner] = (lease, blocks.get(owner))
         return True
 
     def _release_start(self, exiting: bool, exc_type: type[BaseException] | None) -> LeaseT | None:
@@ -155,8 +164,10 @@ class LockFlows(LockState[LeaseT]):
         extended = yield from self.client._extend_flow(lease, new_ttl, additive)
         if not extended:
             with self._state_lock:
-                if any(entered is lease for stack in self._blocks.values() for entered in stack):
-                    self._lost_in_blocks.add(id(lease))  # its with block's exit reports the loss
+                if self._first is lease or _entered(self._blocks, lease):  # its block's exit reports it
+                    if not isinstance(self._lost_in_blocks, set):
+                        self._lost_in_blocks = set()
+                    self._lost_in_blocks.add(id(lease))
                 self._drop(lease)
             raise LockNotOwnedError(f"lock {self.name!r} is no longer held{self.where} by this "
                                     f"{self.kind}; it was not extended", names=[self.name])
@@ -417,3 +428,13 @@ class RedlockLockFlows(LockFlows[RedlockLease]):
         status = self.status
         return (f"{self.kind}(name={self.name!r}, ttl={self.ttl!r}, "
                 f"status={None if status is None else status.value!r})")
+
+
+def _entered(blocks: dict[object, tuple[Any, Any]] | None, lease: object) -> bool:
+    """Whether an open ``with`` block entered with ``lease`` (``LockRules._blocks``)."""
+    for entry in (blocks or {}).values():
+        while entry is not None:
+            if entry[0] is lease:
+                return True
+            entry = entry[1]
+    return False

@@ -178,11 +178,6 @@ class LockState(Generic[LeaseT]):
         self.auto_renew = auto_renew
         self.on_lost = on_lost
         self._lease: LeaseT | None = None
-        self._blocks: dict[object, list[LeaseT]] = {}
-        """The leases the open ``with`` blocks entered with, per thread or task (``_block_owner``):
-        a block's exit gives back its own lease, never one another thread or task took after it."""
-        self._lost_in_blocks: set[int] = set()
-        """``id``s of entered leases an extend found gone (their block's exit reports the loss)."""
 
     def _wait_for(self, blocking: bool | None, timeout: Seconds | None) -> float | None:
         """The wait of one acquire() call, from its arguments or the Lock's settings."""
@@ -197,18 +192,23 @@ class LockState(Generic[LeaseT]):
         """The current lease, or None when this object does not hold the lock."""
         return self._lease
 
+    # The leases the open ``with`` blocks entered with, so a block's exit gives back its own
+    # lease, never one another thread or task took after it: ``_first``, of a block opened when
+    # none was; ``_blocks``, of those opened while one was, per thread or task (``_block_owner``),
+    # each over the one its owner entered before (nested blocks). Asked for only while two are
+    # open (a Lock object is often made, entered and left once: no owner is looked up then).
+    # ``_lost_in_blocks``: ``id``s of entered leases an extend found gone (reported at exit).
+    _first: Any = None
+    _blocks: dict[object, tuple[Any, Any]] | None = None
+    _lost_in_blocks: frozenset[int] | set[int] = frozenset()
+
     def _block_owner(self) -> object:
         """Whose ``with`` block runs now: the thread's or the task's."""
         raise NotImplementedError
 
-    def _holds(self) -> bool:
-        """Whether this object holds a lease not yet known lost (the renewer's verdict frees the
-        object to acquire again, as ``on_lost`` and ``lost`` said)."""
-        lease = self._lease
-        return lease is not None and not lease.is_lost
-
     def _check_unheld(self) -> None:
-        if self._holds():
+        lease = self._lease  # one known lost does not count (``on_lost`` and ``lost`` said so)
+        if lease is not None and lease._lost is None:
             raise LockUsageError(f"lock {self.name!r} is already held by this {self.kind} object",
                                  names=[self.name])
 
@@ -245,14 +245,17 @@ class LockState(Generic[LeaseT]):
     def _exit_check(self, exc_type: type[BaseException] | None) -> bool:
         """At the end of a ``with`` block: True when there is a lease to release. A lock released
         inside the block is a usage error, reported unless the block itself raised."""
-        owner = self._block_owner()
-        stack = self._blocks.get(owner)
-        entered = stack.pop() if stack else None
-        if stack is not None and not stack:
-            del self._blocks[owner]
-        lost = entered is not None and id(entered) in self._lost_in_blocks
+        blocks = self._blocks
+        entry = blocks.pop(self._block_owner(), None) if blocks else None
+        if entry is None:  # the block opened first (or a with statement it did not enter)
+            entered, self._first = self._first, None
+        else:
+            entered, below = entry
+            if below is not None:  # the block this one was nested in
+                blocks[self._block_owner()] = below  # type: ignore[index]
+        lost = bool(self._lost_in_blocks) and id(entered) in self._lost_in_blocks
         if lost:
-            self._lost_in_blocks.discard(id(entered))
+            self._lost_in_blocks.discard(id(entered))  # type: ignore[union-attr]
         lease = self._lease
         if lease is not None and (entered is None or lease is entered):
             return True
