@@ -40,6 +40,7 @@ from turbolock._wire.outcomes import (
     check_loaded,
     durable_reply,
     durable_wait,
+    floored,
     mark_not_durable,
     noscript_indices,
     wait_command,
@@ -343,7 +344,7 @@ class Executor:
                 # Within the call's budget (a timeout a chunk), not a new one: a floor to send it in.
                 ends = began + bulk_budget(self.pool.options.timeout, count, size)
                 await self._reload_and_retry(script, reencode, results, size, orphans,
-                                             min(deadline, max(ends, time.monotonic() + RELOAD_FLOOR)))
+                                             floored(ends, RELOAD_FLOOR, deadline))
             if durable:
                 count_acked = await self._acked(acked, deadline if bounded else None)
                 mark_not_durable(results, count_acked, self.replicas)

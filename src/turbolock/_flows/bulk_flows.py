@@ -39,7 +39,7 @@ from turbolock._flows.renewal_book import AutoRenew, OnLost, check_renewed_ttl, 
 from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
-from turbolock._wire.outcomes import GIVE_BACK_FLOOR, NOT_SENT, UNKNOWN, bulk_budget
+from turbolock._wire.outcomes import GIVE_BACK_FLOOR, NOT_SENT, UNKNOWN, bulk_budget, floored
 from turbolock._wire.replies import NOT_RUN
 from turbolock._wire.validate import Seconds, check_flag, ttl_ms
 from turbolock.errors import (
@@ -91,7 +91,7 @@ def _roll_back(client: Any, leases: list[Lease], plan: AcquirePlan) -> Flow[None
     try:
         replies = yield from run_release_flow(client, keys_of(leases, client.core),
                                               [lease.token for lease in leases],
-                                              max(ends, time.monotonic() + GIVE_BACK_FLOOR))
+                                              floored(ends, GIVE_BACK_FLOOR))
     except Exception:  # the acquire's own outcome is known: its give-back goes on in the background
         _forget(client, leases)
         return

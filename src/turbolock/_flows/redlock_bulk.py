@@ -27,7 +27,7 @@ from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules, owe_rele
 from turbolock._flows.renewal_book import check_renewed_ttl
 from turbolock._flows.steps import Call, Flow, Outcome
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import GIVE_BACK_FLOOR, UNKNOWN, bulk_budget
+from turbolock._wire.outcomes import GIVE_BACK_FLOOR, UNKNOWN, bulk_budget, floored
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
 from turbolock._wire.validate import Seconds
 from turbolock.errors import ClientClosedError, ExtensionLimitError, InvalidArgumentError, QuorumError
@@ -172,7 +172,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
     if failed:
         try:
             # Within what is left of the call's budget: an unanswered release goes to the background.
-            left = min(timeout, max(GIVE_BACK_FLOOR, budget_ends - time.monotonic()))
+            left = min(timeout, floored(budget_ends, GIVE_BACK_FLOOR) - time.monotonic())
             yield from _release_failed(client, outcome.errors, outcome.replies, keys, tokens, failed, ms,
                                        left, granted, made_here)
         except BaseException:  # interrupted or cancelled: the caller gets none of the leases either

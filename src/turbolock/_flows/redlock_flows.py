@@ -50,7 +50,7 @@ from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.single import extend_ms
 from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire import scripts as _scripts
-from turbolock._wire.outcomes import GIVE_BACK_FLOOR, UNKNOWN
+from turbolock._wire.outcomes import GIVE_BACK_FLOOR, UNKNOWN, floored
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, extended
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_flag, check_token, encode_name
 from turbolock.errors import ClientClosedError, ExtensionLimitError, QuorumError
@@ -226,7 +226,7 @@ class RedlockFlows(RedlockRules):
         """A failed attempt's release on the masters that granted it, within what is left of the
         attempt's node timeout (``GIVE_BACK_FLOOR`` at the least): an attempt costs one node
         timeout, and a master that does not answer by then is released in the background."""
-        left = max(GIVE_BACK_FLOOR, started + node_timeout - time.monotonic())
+        left = floored(started + node_timeout, GIVE_BACK_FLOOR) - time.monotonic()
         return (yield from self._release_keys_flow(granted, key, token, started + ms / 1000.0 + CLEANUP_GRACE,
                                                    left))
 

@@ -34,6 +34,7 @@ from turbolock._wire.outcomes import (
     UNKNOWN,
     NotSent,
     bulk_budget,
+    floored,
     settle_reloaded,
 )
 from turbolock.client import LockClient
@@ -128,7 +129,7 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
             if cleanup is not None:
                 payload = cleanup.encode(conn.buffer) + data
             try:
-                conn.send(payload, max(deadline, time.monotonic() + READ_GRACE))
+                conn.send(payload, floored(deadline, READ_GRACE))
             except (LockError, OSError) as exc:
                 links.drop(conns, m)
                 replies[m] = UNKNOWN
@@ -151,7 +152,7 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
             m, conn, deadline, cleanup = sent[0]
             again = m in retrying
             try:
-                read_by = max(deadline, time.monotonic() + READ_GRACE)
+                read_by = floored(deadline, READ_GRACE)
                 if cleanup is not None:
                     got = conn.read(cleanup.replies + 1, read_by)
                     reply = got.pop()
@@ -171,7 +172,7 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
                     buf = conn.buffer
                     buf.append_command((b"SCRIPT", b"LOAD", script.source))
                     encode(buf)
-                    conn.send(buf.take(), max(deadline, time.monotonic() + READ_GRACE))
+                    conn.send(buf.take(), floored(deadline, READ_GRACE))
                     retrying.append(m)
                     sent.append((m, conn, deadline, None))
                     del sent[0]
@@ -276,7 +277,7 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
                 head = cleanup.replies if cleanup is not None else 0
                 try:
                     # Replies already here are read even after a stuck master used up the wait.
-                    got = conn.read(head + stop - start, max(deadline, time.monotonic() + READ_GRACE))
+                    got = conn.read(head + stop - start, floored(deadline, READ_GRACE))
                 except (LockError, OSError) as exc:
                     sent_until = inflight[-1][1] if inflight else stop
                     _fail(links, conns, replies, errors, cleanups, m, exc, start, sent_until)
@@ -317,7 +318,7 @@ def _join(links: Links, conns: list[Connection | None], joining: list[int],
         for start, stop, data in inflight:
             payload = data if cleanup is None or start else cleanup.encode(conn.buffer) + data
             try:
-                conn.send(payload, max(deadline, time.monotonic() + READ_GRACE))
+                conn.send(payload, floored(deadline, READ_GRACE))
             except (LockError, OSError) as exc:
                 _fail(links, conns, replies, errors, cleanups, m, exc, inflight[0][0], stop)
                 return
@@ -368,7 +369,7 @@ def _retry_noscript(links: Links, conns: list[Connection | None], replies: list[
         reencode(buf, indices)
         try:
             got = conn.roundtrip(head + buf.take(), len(indices) + load,
-                                 max(ends, time.monotonic() + RELOAD_FLOOR))
+                                 floored(ends, RELOAD_FLOOR))
         except (LockError, OSError, NotSent) as exc:  # NotSent: a late NOSCRIPT retry
             _fail(links, conns, replies, errors, None, m, exc, 0, 0)
             for i in indices:

@@ -22,6 +22,7 @@ from typing import Any
 
 from turbolock._sync.connection import Connection
 from turbolock._sync.pool import STALE_CHECK_AFTER
+from turbolock._wire.outcomes import floored
 from turbolock._wire.ready import readable
 from turbolock.client import LockClient
 from turbolock.errors import LockError
@@ -159,7 +160,7 @@ class Links:
                         opening.finish_dial(deadline)
                         waiting[opening.sock] = m
                         continue
-                    opening.finish_connect(max(deadline, time.monotonic() + READ_GRACE))
+                    opening.finish_connect(floored(deadline, READ_GRACE))
                 except (LockError, OSError) as exc:
                     self.drop(conns, m)
                     failed[m] = exc

@@ -33,6 +33,7 @@ from turbolock._wire.outcomes import (
     check_loaded,
     durable_reply,
     durable_wait,
+    floored,
     mark_not_durable,
     noscript_indices,
     wait_command,
@@ -237,7 +238,7 @@ class Executor:
                 # Within the call's budget (a timeout a chunk), not a new one: a floor to send it in.
                 ends = began + bulk_budget(self.timeout, count, self.chunk_size)
                 self._reload_and_retry(conn, script, reencode, results,
-                                       min(deadline, max(ends, time.monotonic() + RELOAD_FLOOR)), orphans)
+                                       floored(ends, RELOAD_FLOOR, deadline), orphans)
         except PipelineBroken as broken:
             if broken.sent == 0 and isinstance(broken.cause, NotSent):  # late before the first write
                 pool.put(conn)

@@ -4,6 +4,8 @@ what a failures-only reply of a multi-key script says: shared by every driver an
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -21,6 +23,13 @@ client without limit, so a second chunk written before the first one's replies c
 def bulk_budget(timeout: float, count: int, chunk_size: int) -> float:
     """Seconds a bulk call of ``count`` items may take: a ``timeout`` a chunk (one at the least)."""
     return timeout * max(1, -(-count // chunk_size))
+
+
+def floored(ends: float, floor: float, deadline: float = math.inf) -> float:
+    """``ends``, or ``floor`` seconds from now when that is later, never past ``deadline``: when a
+    step must end that is sent even though its call's budget is (nearly) spent (a NOSCRIPT retry,
+    a failed acquire's give-back, a read of what was already written)."""
+    return min(deadline, max(ends, time.monotonic() + floor))
 
 
 GIVE_BACK_FLOOR = 0.005
