@@ -40,6 +40,28 @@ def test_a_blocking_acquire_on_a_closed_client_fails_at_once(make_client: Callab
     assert time.monotonic() - started < 0.5
 
 
+def test_every_bulk_call_on_a_closed_client_raises_even_with_nothing_to_send(
+        make_client: Callable[..., Any]) -> None:
+    """An empty bulk call on a closed client returned an empty result (nothing to send, so the
+    closed pool was never asked), where the Redlock client raised: a use after close went unseen."""
+    client = make_client()
+    lease = client.try_acquire("closing", 30)
+    assert lease is not None and client.release(lease)
+    close_only(client)
+    calls: dict[str, Callable[[], object]] = {
+        "acquire_many": lambda: client.acquire_many([], 10),
+        "acquire_many(limit)": lambda: client.acquire_many([], 10, limit=1),
+        "release_many": lambda: client.release_many([]),
+        "extend_many": lambda: client.extend_many([], 10),
+        "query_many": lambda: client.query_many([]),
+        "release_many(lease)": lambda: client.release_many([lease]),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ClientClosedError):
+            call()
+            pytest.fail(f"{name} on a closed client did not raise")
+
+
 def test_a_waiter_whose_client_is_closed_under_it_stops_waiting(client: Any) -> None:
     assert client.try_acquire("held", 30) is not None
     lock = client.lock("held", 30)

@@ -100,3 +100,13 @@ def test_every_call_on_a_closed_async_redlock_client_raises_client_closed(
             await _call(client, call, lease)
 
     asyncio.run(main())
+
+
+def test_a_claim_of_no_names_on_a_closed_redlock_client_raises(three: list[RedisServer], core_name: str,
+                                                                key_prefix: str) -> None:
+    """``acquire_many([], limit=k)`` returned an empty result: the claim never reached the check."""
+    client = RedlockClient([s.url for s in three], core=core_name, key_prefix=key_prefix)
+    client.close()
+    for limit in (None, 1):
+        with pytest.raises(ClientClosedError):
+            client.acquire_many([], 10, limit=limit)

@@ -25,6 +25,7 @@ from turbolock._flows.client_settings import (
     renew_policy,
     split_keywords,
 )
+from turbolock._flows.closing import Closable
 from turbolock._flows.fair import Leaving
 from turbolock._flows.lock_rules import lock_ttl
 from turbolock._flows.ownership import Owner, check_lease
@@ -53,7 +54,7 @@ C = TypeVar("C", bound="ClientRules[Any]")
 LockT = TypeVar("LockT")
 
 
-class ClientRules(CodecAndChunks, RenewerSlot, Generic[LockT]):
+class ClientRules(Closable, CodecAndChunks, RenewerSlot, Generic[LockT]):
     """Settings and bookkeeping of a single-server client; ``_lock_type`` is its Lock object."""
 
     _lock_type: Any

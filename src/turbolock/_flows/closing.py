@@ -8,9 +8,22 @@ import math
 from typing import Any
 
 from turbolock._flows.steps import Call, Flow
-from turbolock.errors import LockError
+from turbolock.errors import ClientClosedError, LockError
 
 log = logging.getLogger("turbolock")
+
+
+class Closable:
+    """Every client's closed flag: set by ``close()``, after which every public call raises."""
+
+    _closed = False
+
+    def _refuse_if_closed(self) -> None:
+        """A call on a closed client: ``ClientClosedError`` before anything is sent (a Redlock
+        master's closed connection would read as a master that did not answer), even for a bulk
+        call with nothing to send, so that a use after close shows whatever the input."""
+        if self._closed:
+            raise ClientClosedError()
 
 
 def stop_renewing_flow(client: Any, deadline: float = math.inf) -> Flow[None]:

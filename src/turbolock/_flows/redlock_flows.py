@@ -400,6 +400,7 @@ class RedlockFlows(RedlockRules):
                            tokens: Sequence[bytes] | None, auto_renew: bool | AutoRenew,
                            on_lost: OnLost | None, max_extensions: int | None,
                            limit: int | None, fenced: bool = False) -> Flow[RedlockManyResult]:
+        self._refuse_if_closed()  # a claim of no names too
         ms, drift, node_timeout = self._ttl(ttl)
         check_flag(all_or_nothing, "all_or_nothing")
         max_ext = count_int(max_extensions, "max_extensions", allow_none=True)

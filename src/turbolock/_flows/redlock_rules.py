@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from turbolock._flows.client_settings import CodecAndChunks, renew_policy
+from turbolock._flows.closing import Closable
 from turbolock._flows.ownership import Owner, check_lease
 from turbolock._flows.redlock_result import FencedRedlockLease, InstanceSummary, RedlockLease, drift_ms
 from turbolock._flows.renewal_book import AutoRenew, OnLost
@@ -26,7 +27,7 @@ from turbolock._wire.validate import (
     timeout_seconds,
     ttl_ms,
 )
-from turbolock.errors import ClientClosedError, InvalidArgumentError, InvalidArgumentTypeError, ReplyError
+from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, ReplyError
 
 DEFAULT_NODE_TIMEOUT = 0.05
 """Longest wait for one master's reply, unless a tenth of the ttl is shorter."""
@@ -71,7 +72,7 @@ def owe_release(master: Any, m: int, lease: Any, reply: object, forget_at: float
         remember(master, [lease.key], [lease.token], forget_at)
 
 
-class RedlockRules(CodecAndChunks, RenewerSlot):
+class RedlockRules(Closable, CodecAndChunks, RenewerSlot):
     """Settings and checks of a Redlock client; ``masters`` are its per-master clients."""
 
     masters: tuple[Any, ...]
@@ -79,7 +80,6 @@ class RedlockRules(CodecAndChunks, RenewerSlot):
     """Each master's name for fenced leases' ``MasterFences`` (``redlock_result.master_names``)."""
     quorum: int
     key_prefix: bytes
-    _closed: bool
     core: ModuleType
     _chunk_size: int
     _opened: list[Any]
@@ -87,12 +87,6 @@ class RedlockRules(CodecAndChunks, RenewerSlot):
     """A fan-out of one command to the masters, for a flow's Call (see ``steps``)."""
     _fan_many: Callable[..., Any]
     """A fan-out of many items in chunks to the masters, for a flow's Call (see ``steps``)."""
-
-    def _refuse_if_closed(self) -> None:
-        """A call on a closed client: ``ClientClosedError`` before anything is sent (the masters'
-        connections are closed; their failures would read as masters that did not answer)."""
-        if self._closed:
-            raise ClientClosedError()
 
     def _owed_releases_fate(self) -> str:
         """What becomes of a release no master confirmed, for an error's message: retried in the
