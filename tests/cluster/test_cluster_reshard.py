@@ -5,6 +5,7 @@ they expire during the run and the contenders do take them, so the check can cat
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import time
 from collections.abc import Callable
@@ -61,12 +62,14 @@ def _reshard_under_load(cluster: RedisCluster, client: ClusterLockClient, core_n
 
 def test_a_reshard_under_load_loses_no_lock_and_grants_none_twice(
         own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
-        core_name: str, key_prefix: str, raws: Raws) -> None:
+        core_name: str, key_prefix: str, raws: Raws, caplog: pytest.LogCaptureFixture) -> None:
     cluster = own_cluster(masters=3, replicas=0)
     client = make_cluster_client(cluster)
-    run = _reshard_under_load(cluster, client, core_name, key_prefix, raws, renew=True)
+    with caplog.at_level(logging.INFO, logger="turbolock"):
+        run = _reshard_under_load(cluster, client, core_name, key_prefix, raws, renew=True)
     assert run["moved"] == 1000
-    assert run["lost"] == []
+    assert run["lost"] == [], "\n".join(f"{r.relativeCreated:.0f}ms {r.name}: {r.getMessage()}"
+                                         for r in caplog.records[:40])
     assert all(info.held for info in client.query_many(NAMES)), "a renewed lock expired"
     assert all(client.check(lease) is not None for lease in run["leases"]), "a lock is no longer ours"
     for report in run["reports"]:

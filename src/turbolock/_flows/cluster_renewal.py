@@ -141,7 +141,13 @@ def _key_by_key_flow(routes: ClusterRoutes, nodes: Any, items: list[tuple[int, i
     except LockError as exc:
         log.warning("turbolock: renewal of %d locks key by key failed: %s", len(items), exc)
         return [NOT_SENT] * len(items)
-    return [_alone(reply) for reply in replies]
+    outcomes = [_alone(reply) for reply in replies]
+    undecided = [outcome for outcome in outcomes if type(outcome) is not int]
+    if undecided:  # retried by the renewer; what they got says why, if it goes on until expiry
+        why = sorted({str(o) if isinstance(o, Exception) else repr(o) for o in undecided})
+        log.info("turbolock: renewal of %d of %d locks redone key by key went undecided (%s)",
+                 len(undecided), len(items), ", ".join(why[:5]))
+    return outcomes
 
 
 def _alone(reply: object) -> object:
