@@ -178,6 +178,9 @@ class LockState(Generic[LeaseT]):
         self.auto_renew = auto_renew
         self.on_lost = on_lost
         self._lease: LeaseT | None = None
+        self._first: Any = None
+        self._blocks: dict[object, tuple[Any, Any]] | None = None
+        self._lost_in_blocks: frozenset[int] | set[int] = frozenset()
 
     def _wait_for(self, blocking: bool | None, timeout: Seconds | None) -> float | None:
         """The wait of one acquire() call, from its arguments or the Lock's settings."""
@@ -198,9 +201,8 @@ class LockState(Generic[LeaseT]):
     # each over the one its owner entered before (nested blocks). Asked for only while two are
     # open (a Lock object is often made, entered and left once: no owner is looked up then).
     # ``_lost_in_blocks``: ``id``s of entered leases an extend found gone (reported at exit).
-    _first: Any = None
-    _blocks: dict[object, tuple[Any, Any]] | None = None
-    _lost_in_blocks: frozenset[int] | set[int] = frozenset()
+    # Instance attributes, set by ``_setup``: one found on the class is read unspecialised on
+    # CPython 3.11, and these are read on every exit (a measured 0.4 us a pair of an AsyncLock).
 
     def _block_owner(self) -> object:
         """Whose ``with`` block runs now: the thread's or the task's."""
@@ -253,9 +255,10 @@ class LockState(Generic[LeaseT]):
             entered, below = entry
             if below is not None:  # the block this one was nested in
                 blocks[self._block_owner()] = below  # type: ignore[index]
-        lost = bool(self._lost_in_blocks) and id(entered) in self._lost_in_blocks
-        if lost:
+        lost = False
+        if self._lost_in_blocks and id(entered) in self._lost_in_blocks:
             self._lost_in_blocks.discard(id(entered))  # type: ignore[union-attr]
+            lost = True
         lease = self._lease
         if lease is not None and (entered is None or lease is entered):
             return True

@@ -368,7 +368,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
     async def _release_renewed(self, leases: list[Lease], deadline: float) -> list[bool]:
         """``close()``'s release of the renewed locks, by its deadline (what gets no answer by
         then is owed in the background, or expires by its ttl)."""
-        return await done_by(run(release_many_flow(self, leases)), deadline, f"{self.options.address} (close)")
+        releasing = run(release_many_flow(self, leases))  # not release_many: it refuses once closed
+        return await done_by(releasing, deadline, f"{self.options.address} (close)")
 
     def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float, recheck: bool = False) -> None:
         """Release ``key`` with ``token`` in the background, until ``forget_at`` (its key's expiry);
