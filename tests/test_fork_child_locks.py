@@ -4,6 +4,7 @@
   the renewer takes every round; the lock every asyncio Lock object shares) were held in the
   child for ever: its own Lock hung in release, or in extend, past every deadline (the cleanup
   book's lock had the same bug: test_fork_parent_bookkeeping);
+- the same with a threaded Lock object's state lock, then each object's own;
 - the parent's held Lock passed ``ensure_held()`` in the child and ``valid_for()`` gave the
   parent's time left, while the README says a child can neither renew nor release its parent's
   locks: the child acted on what the lock protects beside the parent, two holders."""
@@ -57,6 +58,24 @@ def test_a_fork_while_another_thread_extends_an_async_lock_leaves_the_child_usab
 
     # where another loop's AsyncLock.extend() is for a moment
     assert in_child_forked_while_held(LockFlows._state_lock, child) == "not owned"
+
+
+def test_a_fork_while_another_thread_steps_a_shared_lock_object_leaves_it_usable_in_the_child(
+        redis_server: RedisServer, core_name: str, key_prefix: str) -> None:
+    """Threads may share a threaded Lock object; each of its steps holds a state lock. That lock
+    was the object's own, not replaced at a fork: held by another parent thread then, the child's
+    acquire() on that (unheld) object hung for ever, past its timeout (found in review)."""
+    with LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix, timeout=1) as client:
+        shared = client.lock("job", ttl=5, timeout=1)
+
+        def child() -> str:
+            if shared.acquire(timeout=1):
+                shared.release()
+                return "acquired"
+            return "not acquired"
+
+        # where another thread's shared._acquire_start/_acquired/_release_start is for a moment
+        assert in_child_forked_while_held(shared._state_lock, child, limit=8.0) == "acquired"
 
 
 def test_a_forked_child_cannot_pass_ensure_held_on_its_parent_s_lock(redis_server: RedisServer,

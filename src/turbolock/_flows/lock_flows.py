@@ -62,10 +62,10 @@ class LockFlows(LockState[LeaseT]):
     _released = False
 
     _state_lock: AbstractContextManager[Any] = threading.Lock()
-    """Guards the lease's check-and-set on the flows' slower paths. A threaded Lock object has
-    its own (threads share it) and takes it around the hot steps too (``lock.LockCalls``); an
-    asyncio one changes its state between awaits only, so this one lock, shared by all of them
-    and never held across a call, costs them nothing on every use."""
+    """Guards the lease's check-and-set of every Lock object of the process, never held across a
+    call: on the flows' slower paths, and around a threaded Lock's hot steps too (threads may
+    share one object: ``lock.LockCalls``); an asyncio one changes its state between awaits only.
+    Replaced in a forked child (``_after_fork_in_child``)."""
 
     def _init_flows(self, client: Any) -> None:
         self.client = client
