@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from _blocking_async import close_only
-from turbolock import AcquireOutcomeUnknownError, ClientClosedError, LockClient
+from turbolock import AcquireOutcomeUnknownError, ClientClosedError, LockClient, OutcomeUnknownError
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
 
@@ -180,3 +180,37 @@ def test_close_while_an_asyncio_call_waits_for_a_connection_raises_client_closed
 
     outcome = asyncio.run(scenario())
     assert isinstance(outcome, ClientClosedError), repr(outcome)
+
+
+def test_a_release_whose_reply_is_lost_as_another_thread_closes_says_it_is_not_retried(
+        own_server: RedisServer, core_name: str, key_prefix: str) -> None:
+    """It said "it will be retried" (OutcomeUnknownError), but close() had stopped the cleaner and
+    run its last cleanup: nothing retried it, and the lock stayed held for its whole ttl (found in
+    review). It says the lock expires by its ttl now, as a lost acquire's error does."""
+    client = LockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=0.5)
+    lease = client.try_acquire("job", 30)
+    assert lease is not None
+    outcome: list[BaseException | bool] = []
+
+    def release() -> None:
+        try:
+            outcome.append(client.release(lease))
+        except Exception as exc:
+            outcome.append(exc)
+
+    own_server.pause()  # the release is written, its reply never comes in time
+    try:
+        releaser = threading.Thread(target=release)
+        releaser.start()
+        time.sleep(0.1)
+        client.close()  # by another thread, meanwhile
+        releaser.join(5)
+    finally:
+        own_server.resume()
+    time.sleep(1.0)  # room for any retry that would come
+    left = redis.Redis(port=own_server.port).pttl(key_prefix + "job")
+    (error,) = outcome
+    assert isinstance(error, OutcomeUnknownError), error
+    if left > 0:
+        assert "not retried, it expires by its ttl" in str(error), (
+            f"told {error}, yet the client is closed and the lock is still held for {left} ms")

@@ -25,6 +25,14 @@ class Closable:
         if self._closed:
             raise ClientClosedError()
 
+    def _owed_release_fate(self, retried: str) -> str:
+        """What becomes of a release whose outcome was lost, for an error's message: ``retried``
+        in the background, or, when the client closed during the call, nothing (no background
+        release comes any more): the lock expires by its ttl."""
+        if self._closed:
+            return "the client was closed meanwhile: not retried, it expires by its ttl"
+        return retried
+
 
 def stop_renewing_flow(client: Any, deadline: float = math.inf) -> Flow[None]:
     """Stop ``client``'s renewer (a round in flight may finish until ``deadline``) and release the

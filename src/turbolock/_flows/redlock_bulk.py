@@ -23,7 +23,13 @@ from turbolock._flows.redlock_result import (
     RedlockStatus,
     decide,
 )
-from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules, owe_release, remember
+from turbolock._flows.redlock_rules import (
+    CLEANUP_GRACE,
+    RETRIED_ON_MASTERS,
+    RedlockRules,
+    owe_release,
+    remember,
+)
 from turbolock._flows.renewal_book import check_renewed_ttl
 from turbolock._flows.steps import Call, Flow, Outcome
 from turbolock._wire import scripts as _scripts
@@ -271,7 +277,7 @@ def release_many_flow(client: RedlockRules, leases: Sequence[RedlockLease]) -> F
     if unknown:
         raise QuorumError(
             f"the release of {len(unknown)} locks is unconfirmed: too many masters gave no answer for a "
-            f"quorum; {client._owed_releases_fate()}", unknown)
+            f"quorum; {client._owed_release_fate(RETRIED_ON_MASTERS)}", unknown)
     return results
 
 

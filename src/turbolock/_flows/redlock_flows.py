@@ -41,6 +41,7 @@ from turbolock._flows.redlock_result import (
 from turbolock._flows.redlock_rules import (
     CLEANUP_GRACE,
     DEFAULT_NODE_TIMEOUT,
+    RETRIED_ON_MASTERS,
     RedlockRules,
     count_int,
     owe_release,
@@ -294,7 +295,7 @@ class RedlockFlows(RedlockRules):
             raise QuorumError(
                 f"release of lock {lease.name!r} is unconfirmed: released on {released}, not ours on "
                 f"{summary.conflicted}, no answer from {errored} of {len(replies)} masters (quorum "
-                f"{self.quorum}); {self._owed_releases_fate()}", [lease.name])
+                f"{self.quorum}); {self._owed_release_fate(RETRIED_ON_MASTERS)}", [lease.name])
         return False
 
     def _query_flow(self, name: str | bytes) -> Flow[LockInfo]:

@@ -39,6 +39,9 @@ DEFAULT_DRIFT_FACTOR = 0.01
 CLEANUP_GRACE = 1.0
 """Seconds past a lock's ttl during which a maybe-held key is still worth releasing."""
 
+RETRIED_ON_MASTERS = "it is retried on those when they answer"
+"""A Redlock release no majority confirmed: the fate of one whose client is open."""
+
 
 def count_int(value: object, argument: str, allow_none: bool) -> int | None:
     if value is None and allow_none:
@@ -87,13 +90,6 @@ class RedlockRules(Closable, CodecAndChunks, RenewerSlot):
     """A fan-out of one command to the masters, for a flow's Call (see ``steps``)."""
     _fan_many: Callable[..., Any]
     """A fan-out of many items in chunks to the masters, for a flow's Call (see ``steps``)."""
-
-    def _owed_releases_fate(self) -> str:
-        """What becomes of a release no master confirmed, for an error's message: retried in the
-        background, or (the client closed during the call) left to the lock's ttl."""
-        if self._closed:
-            return "the client was closed meanwhile: not retried, it expires there by its ttl"
-        return "it is retried on those when they answer"
 
     def _configure(self, node_timeout: Seconds | None, retry_count: int | None, retry_delay: Seconds,
                    drift_factor: float) -> None:

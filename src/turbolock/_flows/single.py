@@ -74,8 +74,9 @@ def release_unconfirmed(client: Any, lease: Lease, exc: Unconfirmed) -> BaseExce
     client._remember_cleanup(lease.key, lease.token, time.monotonic() + lease.ttl_ms / 1000.0)
     if not isinstance(exc.cause, Exception):
         return exc.cause
-    return OutcomeUnknownError(
-        f"release of lock {lease.name!r} may not have happened ({exc}); it will be retried", [lease.name])
+    fate = client._owed_release_fate("it will be retried")
+    return OutcomeUnknownError(f"release of lock {lease.name!r} may not have happened ({exc}); {fate}",
+                               [lease.name])
 
 
 def extend_ms(lease: Lease, ttl: object, additive: bool) -> int:
