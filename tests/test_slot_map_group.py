@@ -53,6 +53,6 @@ def test_a_slot_without_a_master_gives_none() -> None:
 def test_a_moved_slot_is_grouped_by_its_new_master() -> None:
     slot_map = _three_masters()
     assert slot_map.group([0, 1], [0, 20]) == {A: [0, 1]}
-    moved = slot_map.moved(20, C)
+    moved = slot_map.moved({20: C})
     assert moved.group([0, 1], [0, 20]) == {A: [0], C: [1]}
     assert slot_map.group([0, 1], [0, 20]) == {A: [0, 1]}  # the old map is unchanged

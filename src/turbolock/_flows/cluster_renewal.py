@@ -4,7 +4,8 @@ Each batch of the round (up to ``RENEW_CHUNK`` leases of one ttl) is split by ma
 master gets its parts pipelined, all masters at once: one ``RENEW_MANY_ARGV`` call per part,
 keys in ARGV (declared keys of several slots fail with CROSSSLOT, even on one node). A key the
 node does not serve (its slot moving or moved) is answered -1 and redone alone, with a declared
-key, following redirects (``many_flow``); a part the node refuses as a whole (TRYAGAIN,
+key, following redirects (``many_flow``), after a read of the map (a reshard moves many slots:
+one read, not a ``MOVED`` round trip a slot); a part the node refuses as a whole (TRYAGAIN,
 CLUSTERDOWN) is redone key by key the same way; renewing a key twice is harmless. A
 master that cannot be reached leaves its leases undecided (``NOT_SENT``, or ``UNKNOWN`` when
 the connection broke after the write) and the renewer retries them; the other masters' leases
@@ -60,6 +61,7 @@ def renew_flow(routes: ClusterRoutes, nodes: Any, batches: Sequence[tuple[int, l
                     if outcome == NOT_HERE:
                         outcomes[b][positions[at]] = NOT_SENT
                         redo.append((b, positions[at]))
+                        routes.stale = True  # slots moved: the redo reads the map first, not a MOVED a slot
                     else:
                         outcomes[b][positions[at]] = outcome
             elif reply is UNKNOWN or reply is NOT_SENT:

@@ -155,9 +155,10 @@ class ClusterRoutes:
         self.suspects.discard(address)
         return fresh
 
-    def moved(self, redirect: Redirect) -> None:
+    def moved(self, changes: dict[int, Address]) -> None:
+        """``MOVED`` replies (slot -> the address each named), all of one pass at once."""
         if self.map is not None:
-            self.map = self.map.moved(redirect.slot, redirect.address)
+            self.map = self.map.moved(changes)
         self.stale = True  # the rest of the map has probably moved too: read it before the next call
 
     def _must_read(self) -> bool:
@@ -290,7 +291,7 @@ def one_key_flow(routes: ClusterRoutes, nodes: Any, key: bytes, send: Callable[[
             redirect = _bounced(routes, reply, redirect.address)
         if redirect is not None:
             if not redirect.ask:
-                routes.moved(redirect)
+                routes.moved({redirect.slot: redirect.address})
             redirects += 1
             if redirects >= MAX_REDIRECTS:
                 if time.monotonic() + RETRY_PAUSE >= deadline:
@@ -416,7 +417,8 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
             if groups is None:
                 raise ClusterError("some slots have no master: the cluster is down or being changed")
         again: list[int] = []
-        moved = False
+        moved: dict[int, Address] = {}  # applied to the map once the pass is read (see SlotMap.moved)
+        redirected = False
         shares = list(groups.items())
         answers: list[list[object] | None]
         if len(shares) == 1:
@@ -444,8 +446,8 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
                 reply = replies[position]
                 redirect = redirect_of(reply, address[0])
                 if redirect is not None and not redirect.ask:
-                    routes.moved(redirect)
-                    moved = True
+                    moved[redirect.slot] = redirect.address
+                    redirected = True
                     again.append(i)
                     continue
                 if redirect is not None:  # the slot is being migrated: this key, once, where it goes
@@ -458,17 +460,19 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
                     bounced = _bounced(routes, reply, redirect.address)
                     if bounced is not None:  # nothing ran: again, as a MOVED item
                         if not bounced.ask:
-                            routes.moved(bounced)
-                        moved = True
+                            moved[bounced.slot] = bounced.address
+                        redirected = True
                         again.append(i)
                         continue
                 if retry_later(reply):  # nothing ran: again after a pause, or this refusal stands
                     routes.stale = True
                     again.append(i)
                 results[i] = reply
+        if moved:
+            routes.moved(moved)
         pending = again
         first_round = False
-        moved_rounds += moved
+        moved_rounds += redirected
         if moved_rounds >= MAX_REDIRECTS:  # the masters disagree: read the map before each round
             routes.stale = True
         if not pending or time.monotonic() + RETRY_PAUSE >= end:

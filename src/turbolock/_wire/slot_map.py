@@ -25,9 +25,10 @@ class SlotMap:
     __slots__ = ("masters", "_owner", "epoch", "ids", "_master_numbers")
 
     def __init__(self, owner: list[Address | None], epoch: int = 0,
-                 ids: frozenset[str] = frozenset()) -> None:
+                 ids: frozenset[str] = frozenset(), masters: list[Address] | None = None) -> None:
         self._owner = owner
-        self.masters: list[Address] = sorted({address for address in owner if address is not None})
+        self.masters: list[Address] = (sorted({address for address in owner if address is not None})
+                                       if masters is None else masters)
         self.epoch = epoch
         """Bumped on every change, so a caller can tell whether the map it used is still current."""
         self.ids = ids
@@ -55,11 +56,18 @@ class SlotMap:
         present.sort(key=lambda n: indices.index(lists[n][0]))
         return {self.masters[n]: lists[n] for n in present}
 
-    def moved(self, slot: int, address: Address) -> SlotMap:
-        """The map after a ``MOVED slot address``: that slot only (the next refresh fixes the rest)."""
+    def moved(self, changes: dict[int, Address]) -> SlotMap:
+        """The map after ``MOVED`` replies (slot -> the address each named): those slots only (the
+        next refresh fixes the rest). One copy for all of them, and the masters not recounted (a
+        master that lost its last slot stays listed until that refresh): a reshard answers MOVED
+        for hundreds of items of one call, and a copy each, recounting, cost 0.8 ms an item."""
         owner = list(self._owner)
-        owner[slot] = address
-        return SlotMap(owner, self.epoch + 1, self.ids)
+        for slot, address in changes.items():
+            owner[slot] = address
+        known = set(self.masters)
+        added = {address for address in changes.values() if address not in known}
+        masters = sorted(known | added) if added else self.masters
+        return SlotMap(owner, self.epoch + 1, self.ids, masters)
 
     @property
     def complete(self) -> bool:
