@@ -50,7 +50,8 @@ def test_bulk_renewed_locks_on_a_paused_server_are_lost_and_not_left_held(
             paused = time.monotonic()
             assert eventually(lambda: len(result.lost) == N, TTL * 3), f"{len(result.lost)} of {N} lost"
             latest = max(lease.expires_at for lease in result.acquired)
-            assert time.monotonic() <= max(latest, paused) + 0.2
+            # Reported by about the leases' expiry (2,500 on_lost calls and warnings, on a busy host).
+            assert time.monotonic() <= max(latest, paused) + TTL / 2
         finally:
             own_server.resume()
         assert eventually(lambda: len(lost.names) == N, 2.0), len(lost.names)
