@@ -56,3 +56,17 @@ def test_a_moved_slot_is_grouped_by_its_new_master() -> None:
     moved = slot_map.moved({20: C})
     assert moved.group([0, 1], [0, 20]) == {A: [0], C: [1]}
     assert slot_map.group([0, 1], [0, 20]) == {A: [0, 1]}  # the old map is unchanged
+
+
+def test_moved_replies_update_their_slots_in_one_map_and_name_a_new_master() -> None:
+    """A pass's MOVED replies go into one new map (a reshard answers hundreds at once); a master
+    none of the map's slots named yet (one just added) is listed and grouped; one that lost its
+    last slot stays listed, with no items, until the next read of the map."""
+    slot_map = _three_masters()
+    d = ("10.0.0.4", 7003)
+    moved = slot_map.moved({0: d, 20: C, 5000: d})
+    assert moved.epoch == slot_map.epoch + 1
+    assert [moved.node_of(slot) for slot in (0, 20, 5000, 1)] == [d, C, d, slot_map.node_of(1)]
+    assert moved.masters == sorted([A, B, C, d])
+    assert moved.group([0, 1, 2, 3], [0, 20, 5000, 1]) == {d: [0, 2], C: [1], slot_map.node_of(1): [3]}
+    assert slot_map.masters == sorted([A, B, C]) and slot_map.node_of(0) != d  # the old map is unchanged

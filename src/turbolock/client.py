@@ -223,24 +223,20 @@ class LockClient(ClientRules[Lock]):
         claiming shards. The result's ``not_tried`` lists the names left untried.
         ``fenced=True`` gives ``FencedLease``s (see ``try_acquire``), claims (``limit``) included.
         """
-        self._refuse_if_closed()
         flow = acquire_or_claim_flow(self, names, ttl, all_or_nothing, tokens, auto_renew, on_lost, limit,
                                      fenced)
         return run(flow)
 
     def release_many(self, leases: Sequence[Lease]) -> list[bool]:
         """Release each lease that is still ours; True/False per lease in input order."""
-        self._refuse_if_closed()
         return run(release_many_flow(self, leases))
 
     def extend_many(self, leases: Sequence[Lease], ttl: Seconds) -> list[bool]:
         """Extend each lease that is still ours to ``ttl`` from now; True/False per lease."""
-        self._refuse_if_closed()
         return run(extend_many_flow(self, leases, ttl))
 
     def query_many(self, names: Sequence[str | bytes]) -> list[LockInfo]:
         """``query`` for every name, pipelined, in input order."""
-        self._refuse_if_closed()
         return run(query_many_flow(self, names))
 
     # -- maybe-held cleanup ---------------------------------------------------------------------

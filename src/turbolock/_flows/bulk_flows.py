@@ -110,6 +110,7 @@ def acquire_or_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Second
                           fenced: bool = False) -> Flow[AcquireManyResult]:
     """``acquire_many``: every name once, or (with ``limit``) a claim; the leases taken renewed
     when asked."""
+    client._refuse_if_closed()  # even with no names: a use after close shows whatever the input
     check_flag(all_or_nothing, "all_or_nothing")
     policy = client._renew_policy(auto_renew, on_lost, ttl_ms(ttl))
     try:
@@ -298,6 +299,7 @@ def run_release_flow(client: Any, keys: list[bytes], tokens: list[bytes], deadli
 
 
 def release_many_flow(client: Any, leases: Sequence[Lease], deadline: float = math.inf) -> Flow[list[bool]]:
+    client._refuse_if_closed()  # close() releases its renewed locks through here before it is closed
     keys, tokens = check_leases(client, leases)
     leases = as_list(leases)
     if any(map(renewal_of, leases)):  # a C-level pass: a lease's RenewalState is never falsy
@@ -361,6 +363,7 @@ def _answered(replies: list[object]) -> tuple[int, int]:
 
 
 def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow[list[bool]]:
+    client._refuse_if_closed()
     keys, tokens = check_leases(client, leases)
     leases = as_list(leases)
     ms = ttl_ms(ttl)
@@ -441,6 +444,7 @@ class _ExtendedEarly:
 
 
 def query_many_flow(client: Any, names: Sequence[str | bytes]) -> Flow[list[LockInfo]]:
+    client._refuse_if_closed()
     keys = encode_unique_names(names, client.core)
     replies = yield Call(client._exec.many, (len(keys), pttl_encoder(keys)), {"keys": keys})
     return settle_query(names, replies)

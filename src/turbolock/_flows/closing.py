@@ -1,5 +1,6 @@
-"""What every client's ``close()`` does first: stop its renewer and release every lock the
-renewer still kept, by one deadline. Written once for the threaded and the asyncio clients."""
+"""A client's closing, written once for the threaded and the asyncio clients: the closed state
+every call checks (``Closable``), and what every ``close()`` does first: stop its renewer and
+release every lock the renewer still kept, by one deadline."""
 
 from __future__ import annotations
 

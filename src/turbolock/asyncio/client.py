@@ -317,24 +317,20 @@ class AsyncLockClient(ClientRules[AsyncLock]):
                            fenced: bool = False) -> AcquireManyResult:
         """Try every name once, pipelined; a result per name in input order (see
         ``LockClient.acquire_many``)."""
-        self._refuse_if_closed()
         flow = acquire_or_claim_flow(self, names, ttl, all_or_nothing, tokens, auto_renew, on_lost, limit,
                                      fenced)
         return await run(flow)
 
     async def release_many(self, leases: Sequence[Lease]) -> list[bool]:
         """Release each lease that is still ours; True/False per lease in input order."""
-        self._refuse_if_closed()
         return await run(release_many_flow(self, leases))
 
     async def extend_many(self, leases: Sequence[Lease], ttl: Seconds) -> list[bool]:
         """Extend each lease that is still ours to ``ttl`` from now; True/False per lease."""
-        self._refuse_if_closed()
         return await run(extend_many_flow(self, leases, ttl))
 
     async def query_many(self, names: Sequence[str | bytes]) -> list[LockInfo]:
         """``query`` for every name, pipelined, in input order."""
-        self._refuse_if_closed()
         return await run(query_many_flow(self, names))
 
     # -- maybe-held cleanup ---------------------------------------------------------------------
@@ -368,8 +364,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
     async def _release_renewed(self, leases: list[Lease], deadline: float) -> list[bool]:
         """``close()``'s release of the renewed locks, by its deadline (what gets no answer by
         then is owed in the background, or expires by its ttl)."""
-        releasing = run(release_many_flow(self, leases))  # not release_many: it refuses once closed
-        return await done_by(releasing, deadline, f"{self.options.address} (close)")
+        return await done_by(self.release_many(leases), deadline, f"{self.options.address} (close)")
 
     def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float, recheck: bool = False) -> None:
         """Release ``key`` with ``token`` in the background, until ``forget_at`` (its key's expiry);
