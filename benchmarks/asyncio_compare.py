@@ -3,8 +3,9 @@
     python -m benchmarks.asyncio_compare [--quick] [--uvloop] [--tasks N] [--json PATH]
 
 Contenders: turbolock's ``AsyncLockClient`` (c and py cores; functional API and the
-``AsyncLock`` object), redis-py's asyncio ``Lock`` and the best hand-written redis-py code (``SET
-NX PX`` and an ``EVALSHA`` release), valkey-glide (SET NX PX + a release script,
+``AsyncLock`` object), redis-py's asyncio ``Lock`` as most users run it (with hiredis) and without
+hiredis, the best hand-written redis-py code (``SET NX PX`` and an ``EVALSHA`` release, with
+hiredis), valkey-glide (SET NX PX + a release script,
 the textbook pattern: glide has no lock recipe) and coredis's ``Lock``, the last two when they
 are installed. Every contender runs in the same event loop against the same throwaway
 redis-server, with the same key names, ttl and task count; each task takes and releases its
@@ -27,6 +28,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import redis
+from redis.asyncio.connection import _AsyncHiredisParser, _AsyncRESP2Parser
+from redis.utils import HIREDIS_AVAILABLE
 
 import turbolock
 from turbolock.asyncio import AsyncLockClient
@@ -41,8 +44,9 @@ from .table import render
 TL_C = "turbolock async c"
 TL_PY = "turbolock async py"
 TL_C_LOCK = "turbolock async c AsyncLock"
-RP_LOCK = "redis-py asyncio Lock"
-RP_SCRIPT = "redis-py asyncio SET NX PX + EVALSHA"
+RP_LOCK = "redis-py asyncio Lock + hiredis"
+RP_LOCK_PURE = "redis-py asyncio Lock, no hiredis"
+RP_SCRIPT = "redis-py asyncio SET NX PX + EVALSHA + hiredis"
 """The best hand-written redis-py approach: one SET NX PX and one EVALSHA of a release script."""
 GLIDE = "valkey-glide SET NX PX + script"
 COREDIS = "coredis Lock"
@@ -50,7 +54,7 @@ COREDIS = "coredis Lock"
 PAIRS = "pairs"
 CPU = "cpu"
 
-_TARGETS = (Comparison(GLIDE, 3.0), Comparison(RP_LOCK, 5.0), Comparison(RP_SCRIPT))
+_TARGETS = (Comparison(GLIDE, 3.0), Comparison(RP_LOCK, 5.0), Comparison(RP_LOCK_PURE), Comparison(RP_SCRIPT))
 SECTIONS = (
     Section(PAIRS, "acquire+release pairs, concurrent tasks on distinct keys", "pairs/s", (
         Row(TL_C, _TARGETS),
@@ -59,7 +63,8 @@ SECTIONS = (
         Row(RP_SCRIPT, (Comparison(RP_LOCK),)),
         Row(GLIDE, (Comparison(RP_LOCK),)),
         Row(COREDIS, (Comparison(RP_LOCK),)),
-        Row(RP_LOCK),
+        Row(RP_LOCK, (Comparison(RP_LOCK_PURE),)),
+        Row(RP_LOCK_PURE),
     )),
     Section(CPU, "client CPU per pair (process time, all threads)", "us", (
         Row(TL_C, (Comparison(GLIDE), Comparison(RP_LOCK))),
@@ -69,6 +74,7 @@ SECTIONS = (
         Row(GLIDE, (Comparison(RP_LOCK),)),
         Row(COREDIS),
         Row(RP_LOCK),
+        Row(RP_LOCK_PURE),
     ), "{:.1f}"),
 )
 
@@ -153,12 +159,14 @@ class TurbolockLock(Turbolock):
 
 
 class RedisPyLock(Contender):
-    label = RP_LOCK
+    def __init__(self, label: str, parser: type[_AsyncRESP2Parser] | type[_AsyncHiredisParser]) -> None:
+        self.label = label
+        self.parser = parser
 
     async def open(self, url: str) -> None:
         import redis.asyncio
 
-        self.client = redis.asyncio.Redis.from_url(url)
+        self.client = redis.asyncio.Redis.from_url(url, parser_class=self.parser)
 
     def pair(self) -> Pair:
         client = self.client
@@ -181,7 +189,7 @@ class RedisPyScript(Contender):
     async def open(self, url: str) -> None:
         import redis.asyncio
 
-        self.client = redis.asyncio.Redis.from_url(url)
+        self.client = redis.asyncio.Redis.from_url(url, parser_class=_AsyncHiredisParser)
         self.sha = await self.client.script_load(RELEASE_LUA)
 
     def pair(self) -> Pair:
@@ -275,7 +283,11 @@ def contenders() -> list[Contender]:
     else:
         progress(f"{TL_C}: n/a (the compiled core turbolock._core_c does not import)")
     found.append(Turbolock(TL_PY, "py"))
-    found += [RedisPyLock(), RedisPyScript()]
+    if HIREDIS_AVAILABLE:
+        found += [RedisPyLock(RP_LOCK, _AsyncHiredisParser), RedisPyScript()]
+    else:
+        progress(f"{RP_LOCK}, {RP_SCRIPT}: n/a (pip install hiredis)")
+    found.append(RedisPyLock(RP_LOCK_PURE, _AsyncRESP2Parser))
     for module, contender in (("glide", Glide), ("coredis", Coredis)):
         if _installed(module):
             found.append(contender())
