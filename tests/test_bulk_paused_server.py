@@ -11,7 +11,7 @@ import redis
 
 from _blocking_async import FRONTS, Fronts
 from _eventually import eventually
-from turbolock import AcquireOutcomeUnknownError
+from turbolock import AcquireOutcomeUnknownError, TimeoutError
 from turbolock.redis_server import RedisServer
 
 T = 0.3
@@ -88,3 +88,31 @@ def test_a_claim_on_a_paused_server_gives_everything_back(
     finally:
         fronts.close()
         raw.close()
+
+
+@pytest.mark.parametrize("chunk_size", [1000, 50], ids=["one-chunk", "chunks"])
+@pytest.mark.parametrize("front", FRONTS)
+def test_query_many_on_a_paused_server_raises_a_timeout(
+        own_server: RedisServer, core_name: str, key_prefix: str, front: str, chunk_size: int) -> None:
+    """A read has nothing to clean up: no reply in time is a ``TimeoutError`` (the error a single
+    ``query`` raises), not the broken connection's ``ConnectionError``."""
+    fronts = _fronts(own_server, front, core_name, key_prefix)
+    try:
+        client = fronts.make(chunk_size=chunk_size)
+        names = [f"q{i}" for i in range(300)]
+        assert client.query_many(names)[0].held is False  # connected, nothing held
+        own_server.pause()
+        try:
+            started = time.monotonic()
+            with pytest.raises(TimeoutError) as caught:
+                client.query_many(names)
+            took = time.monotonic() - started
+            with pytest.raises(TimeoutError):
+                client.query(names[0])
+        finally:
+            own_server.resume()
+        assert took < 2 * T + SLACK, f"query_many took {took:.2f}s"
+        assert f":{own_server.port}" in str(caught.value), caught.value
+        assert [info.held for info in client.query_many(names)] == [False] * len(names)
+    finally:
+        fronts.close()

@@ -12,7 +12,7 @@ import redis
 
 from _blocking_async import FRONTS
 from _eventually import eventually
-from turbolock import AcquireOutcomeUnknownError, ConnectionError, OutcomeUnknownError
+from turbolock import AcquireOutcomeUnknownError, OutcomeUnknownError, TimeoutError
 from turbolock.redis_sentinel import RedisSentinel
 
 from ._helpers import sentinel_fronts
@@ -44,7 +44,7 @@ def test_bulk_calls_on_a_stopped_master(own_sentinel_group: Callable[..., RedisS
         started = time.monotonic()
         try:
             expected = {"release_many": OutcomeUnknownError, "extend_many": OutcomeUnknownError,
-                        "query_many": ConnectionError}.get(op, AcquireOutcomeUnknownError)
+                        "query_many": TimeoutError}.get(op, AcquireOutcomeUnknownError)
             with pytest.raises(expected) as caught:
                 if op == "claim":
                     client.acquire_many(names, TTL, limit=10)

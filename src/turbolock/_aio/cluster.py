@@ -144,14 +144,16 @@ class ClusterExecutor:
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
                    orphans: OrphanTags | None = None, chunk_size: int | None = None,
                    keys: Sequence[bytes] = (), deadline: float = math.inf,
-                   durable: bool = False) -> list[object]:
+                   durable: bool = False, read_only: bool = False) -> list[object]:
         """Each master's items pipelined to it; replies in input order (``on_replies`` sees them
         all at the end). ``keys[i]`` is item i's key: the flows pass them for routing. A
-        cancelled caller's acquires are released through ``orphans``, node by node."""
+        cancelled caller's acquires are released through ``orphans``, node by node.
+        ``read_only``: a master's failure raises (see ``many_flow``)."""
         results: list[object] = [NOT_SENT] * count
         try:
             await run(many_flow(self.routes, self, count, encode, script, reencode, keys, self.timeout,
-                                chunk_size or self.chunk_size, deadline, orphans, results, durable))
+                                chunk_size or self.chunk_size, deadline, orphans, results, durable,
+                                read_only))
         except BaseException:
             settle_answered(results, on_replies)
             raise

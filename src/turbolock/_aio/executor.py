@@ -299,9 +299,11 @@ class Executor:
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
                    orphans: OrphanTags | None = None, chunk_size: int | None = None,
                    keys: Any = None, deadline: float = math.inf, durable: bool = False,
-                   shape: ReplyShape | None = None) -> list[object]:
+                   shape: ReplyShape | None = None, read_only: bool = False) -> list[object]:
         """Replies for ``count`` items in input order; an item whose outcome the connection lost
         is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
+        ``read_only`` (queries: nothing to settle): a reply the timeout cut raises its
+        ``TimeoutError`` instead.
 
         Chunks of ``chunk_size`` commands, two in flight. Items answered NOSCRIPT are sent again
         after loading the script, encoded by ``reencode(buf, indices)``. ``on_replies(start,
@@ -339,7 +341,8 @@ class Executor:
 
         try:
             acked = await _run_chunks(conn, count, size, encode, store, results, orphans, since, shape,
-                                      deadline if bounded else None, self._wait_after if durable else None)
+                                      deadline if bounded else None, self._wait_after if durable else None,
+                                      read_only)
             if script is not None and reencode is not None:
                 # Within the call's budget (a timeout a chunk), not a new one: a floor to send it in.
                 ends = began + bulk_budget(self.pool.options.timeout, count, size)
@@ -411,14 +414,15 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
                       since: float | None = None, shape: ReplyShape | None = None,
                       deadline: float | None = None,
                       after_last: Callable[[RedisProtocol, float | None], asyncio.Future[Any] | None] | None
-                      = None) -> asyncio.Future[Any] | None:
+                      = None, read_only: bool = False) -> asyncio.Future[Any] | None:
     """Send items 0..count-1 in chunks of ``size``, two chunks in flight; a broken connection
     marks items ``UNKNOWN`` (sent) or leaves them ``NOT_SENT`` instead of raising. ``since``: the
     first chunk's deadline counts from then (the call waited for its connection to open).
     ``deadline`` (monotonic; a renewal round's): replies not in by then are left to the protocol
     and their items ``UNKNOWN``, the rest ``NOT_SENT`` (the connection, shared, is not broken).
     ``after_last(conn, since)`` submits what goes in the last chunk's write (WAIT): its future is
-    returned once every chunk is answered, None when the items did not all go out or answer."""
+    returned once every chunk is answered, None when the items did not all go out or answer.
+    ``read_only``: a reply the connection's timeout or ``deadline`` cut raises TimeoutError instead."""
     buf = conn.buffer
     inflight: deque[tuple[int, int, asyncio.Future[Any], Any]] = deque()
     next_start = 0
@@ -454,6 +458,8 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
                         abandon(late, tag, conn.on_orphan)
                         results[first:last] = [UNKNOWN] * (last - first)
                     _drop(tail, conn)
+                    if read_only:
+                        raise TimeoutError(f"{conn.address} did not answer within the call's deadline")
                     return None
                 replies = fut.result()
             inflight.popleft()
@@ -463,6 +469,8 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
     except BaseException as exc:
         _drop(tail, conn)
         if isinstance(exc, Exception) and all(fut.done() for _, _, fut, _ in inflight):
+            if read_only and isinstance(exc, TimeoutError):
+                raise
             _settle_broken(inflight, results)
             return None
         for _, _, fut, tag in inflight:

@@ -189,7 +189,7 @@ class SentinelExecutor(Executor):
                    reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
                    orphans: OrphanTags | None = None, chunk_size: int | None = None,
                    keys: Any = None, deadline: float = math.inf, durable: bool = False,
-                   shape: ReplyShape | None = None) -> list[object]:
+                   shape: ReplyShape | None = None, read_only: bool = False) -> list[object]:
         """As ``Executor.many``; items refused with ``READONLY`` go once more to the master the
         Sentinels name next (``on_replies`` sees every reply at the end), within what is left of
         the call's budget."""
@@ -203,7 +203,7 @@ class SentinelExecutor(Executor):
                 items = None if shape is None else shape.subset(indices)
                 by = ends
             return Call(Executor.many, (self, n, enc, script, reenc, None, tags, chunk_size),
-                        {"durable": durable, "shape": items, "deadline": by})
+                        {"durable": durable, "shape": items, "deadline": by, "read_only": read_only})
 
         results = await run(guarded_many_flow(self.pool, send, count, encode, reencode,
                                               abandon_answered(self.pool.on_orphan, orphans)))

@@ -446,5 +446,7 @@ class _ExtendedEarly:
 def query_many_flow(client: Any, names: Sequence[str | bytes]) -> Flow[list[LockInfo]]:
     client._refuse_if_closed()
     keys = encode_unique_names(names, client.core)
-    replies = yield Call(client._exec.many, (len(keys), pttl_encoder(keys)), {"keys": keys})
+    # A read: a reply the timeout cut raises TimeoutError, as a single query's does.
+    replies = yield Call(client._exec.many, (len(keys), pttl_encoder(keys)),
+                         {"keys": keys, "read_only": True})
     return settle_query(names, replies)

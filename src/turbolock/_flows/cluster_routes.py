@@ -390,9 +390,11 @@ def pttl_flow(routes: ClusterRoutes, nodes: Any, key: bytes, deadline: float,
 def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, script: _scripts.Script | None,
               reencode: Reencoder | None, keys: Sequence[bytes], timeout: float, chunk_size: int,
               deadline: float, orphans: Any = None, results: list[object] | None = None,
-              durable: bool = False) -> Flow[list[object]]:
+              durable: bool = False, read_only: bool = False) -> Flow[list[object]]:
     """A reply per item in input order: each master gets its items pipelined in chunks (a
     chunk's timeout each); items redirected or told to wait go again while time is left.
+    ``read_only`` (queries: nothing to settle): a master that failed or timed out makes the call
+    raise its error, even when the others answered.
     ``orphans`` (asyncio: the tags of a cancelled caller's acquires) go with each master's share.
     ``results`` (``count`` entries) is filled as replies come, so that a caller whose call fails
     on one master still sees what the others answered."""
@@ -425,17 +427,17 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
             address, indices = shares[0]
             try:
                 answers = [(yield from _share_flow(routes, nodes, address, indices, encode, script, reencode,
-                                                   end, orphans, durable))]
+                                                   end, orphans, durable, read_only))]
             except UnsentTimeoutError:  # as ``_answers``: nothing went out, the results stand
-                if first_round:
+                if first_round or read_only:
                     raise
                 answers = [None]
         else:  # every master at once
             calls = tuple(_share_call(nodes, address, indices, encode, script, reencode, end, orphans,
-                                      durable) for address, indices in shares)
+                                      durable, read_only) for address, indices in shares)
             outcomes = yield Gather(calls, None if orphans is None else partial(_abandoned, nodes, shares,
                                                                                  orphans))
-            answers = _answers(routes, shares, outcomes, results, first_round)
+            answers = _answers(routes, shares, outcomes, results, first_round, read_only)
         for (address, indices), replies in zip(shares, answers, strict=True):
             if replies is None:
                 continue  # a share the deadline cut before it went out: its results stand
@@ -511,12 +513,14 @@ def _orphaned(nodes: Any, orphans: OrphanTags | None, indices: list[int], replie
 
 def _share_call(nodes: Any, address: Address, indices: list[int], encode: Encoder,
                 script: _scripts.Script | None, reencode: Reencoder | None, deadline: float,
-                orphans: Any, durable: bool) -> CallStep:
+                orphans: Any, durable: bool, read_only: bool = False) -> CallStep:
     """The call of items ``indices`` to one master, pipelined; their replies in that order."""
     encode_share, reencode_share = subset_encoders(encode, reencode, indices)
     options: dict[str, Any] = {} if deadline == math.inf else {"deadline": deadline}
     if durable:
         options["durable"] = True
+    if read_only:
+        options["read_only"] = True
     if orphans is not None:
         options["orphans"] = subset_orphans(orphans, indices)
     return Call(nodes.node(address).many, (len(indices), encode_share, script, reencode_share), options)
@@ -524,10 +528,11 @@ def _share_call(nodes: Any, address: Address, indices: list[int], encode: Encode
 
 def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: list[int], encode: Encoder,
                 script: _scripts.Script | None, reencode: Reencoder | None,
-                deadline: float, orphans: Any = None, durable: bool = False) -> Flow[list[object]]:
+                deadline: float, orphans: Any = None, durable: bool = False,
+                read_only: bool = False) -> Flow[list[object]]:
     try:
         replies: list[object] = yield _share_call(nodes, address, indices, encode, script, reencode, deadline,
-                                                  orphans, durable)
+                                                  orphans, durable, read_only)
     except BaseException as exc:
         routes.failed(address, exc)
         raise
@@ -536,18 +541,20 @@ def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: li
 
 def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
              outcomes: list[tuple[bool, Any]], results: list[object],
-             first_round: bool = True) -> list[list[object] | None]:
+             first_round: bool = True, read_only: bool = False) -> list[list[object] | None]:
     """Each master's replies. A share the deadline cut before anything went out
     (``UnsentTimeoutError``) gets None: its items' results stand (``NOT_SENT``, or a resend's
     last replies); when that is every share of the first round, the call raises it. A master
     whose call failed while others answered gets ``UNKNOWN`` for its items (the call may have
     written before it failed: maybe held, cleaned up by the caller's lost-reply path, as a broken
-    connection's are). When every master failed, or a call was interrupted, what the others
+    connection's are); a read (``read_only``) has nothing to clean up and raises, a share cut
+    before it went out too. When every master failed, or a call was interrupted, what the others
     answered goes into ``results`` first (see ``settle_answered``) and the first failure is
     raised."""
     unsent = [not ok and isinstance(value, UnsentTimeoutError) for ok, value in outcomes]
     if first_round and unsent and all(unsent):
         raise outcomes[0][1]
+    cut_short = next((value for cut, (_, value) in zip(unsent, outcomes, strict=True) if cut), None)
     outcomes = [(True, None) if cut else outcome for cut, outcome in zip(unsent, outcomes, strict=True)]
     failure: BaseException | None = None
     interrupted = False
@@ -557,8 +564,10 @@ def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
             failure = failure or value
             interrupted = interrupted or not isinstance(value, Exception)
     if failure is None:
+        if read_only and cut_short is not None:
+            raise cut_short
         return [value for _, value in outcomes]
-    if not interrupted and any(ok for ok, _ in outcomes):
+    if not interrupted and not read_only and any(ok for ok, _ in outcomes):
         return [value if ok else [UNKNOWN] * len(indices)
                 for (_, indices), (ok, value) in zip(shares, outcomes, strict=True)]
     for (_, indices), (ok, value) in zip(shares, outcomes, strict=True):

@@ -125,13 +125,14 @@ class ClusterExecutor:
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
              deadline: float = math.inf, orphans: OrphanTags | None = None, keys: Sequence[bytes] = (),
-             durable: bool = False) -> list[object]:
+             durable: bool = False, read_only: bool = False) -> list[object]:
         """Each master's items pipelined to it; replies in input order (``on_replies`` sees them
-        all at the end). ``keys[i]`` is item i's key: the flows pass them for routing."""
+        all at the end). ``keys[i]`` is item i's key: the flows pass them for routing.
+        ``read_only``: a master's failure raises (see ``many_flow``)."""
         results: list[object] = [NOT_SENT] * count
         try:
             run(many_flow(self.routes, self, count, encode, script, reencode, keys, self.timeout,
-                          self.chunk_size, deadline, orphans, results, durable))
+                          self.chunk_size, deadline, orphans, results, durable, read_only))
         except BaseException:
             settle_answered(results, on_replies)
             raise

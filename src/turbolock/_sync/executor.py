@@ -38,7 +38,7 @@ from turbolock._wire.outcomes import (
     noscript_indices,
     wait_command,
 )
-from turbolock.errors import ReplyError
+from turbolock.errors import ReplyError, TimeoutError
 
 
 def _encoded(conn: Connection, command: tuple[bytes, ...]) -> bytes:
@@ -199,9 +199,11 @@ class Executor:
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
              deadline: float = math.inf, orphans: OrphanTags | None = None, keys: Any = None,
-             durable: bool = False, shape: ReplyShape | None = None) -> list[object]:
+             durable: bool = False, shape: ReplyShape | None = None, read_only: bool = False) -> list[object]:
         """Replies for ``count`` items in input order; an item whose outcome the connection lost
         is ``UNKNOWN`` and one never sent is ``NOT_SENT``. Error replies stay in the list.
+        ``read_only`` (queries: nothing to settle): a reply the timeout cut raises its
+        ``TimeoutError`` instead.
         ``durable`` (acquires): with ``replicas_ack``, ``WAIT`` follows on the same connection and
         every lock taken becomes ``NOT_DURABLE`` when too few replicas acknowledged it.
 
@@ -244,6 +246,8 @@ class Executor:
                 pool.put(conn)
                 raise broken.cause.cause from None  # as asyncio's executor: nothing was sent
             pool.discard(conn)
+            if read_only and isinstance(broken.cause, TimeoutError):
+                raise broken.cause from None
             _mark_unknown(results, range(broken.replied, broken.sent))
             interrupted = not isinstance(broken.cause, Exception)
             if interrupted:  # before NOT_DURABLE hides which replies took their lock

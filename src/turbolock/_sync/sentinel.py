@@ -188,7 +188,7 @@ class SentinelExecutor(Executor):
     def many(self, count: int, encode: Encoder, script: _scripts.Script | None = None,
              reencode: Reencoder | None = None, on_replies: ReplyHandler | None = None,
              deadline: float = math.inf, orphans: OrphanTags | None = None, keys: Any = None,
-             durable: bool = False, shape: ReplyShape | None = None) -> list[object]:
+             durable: bool = False, shape: ReplyShape | None = None, read_only: bool = False) -> list[object]:
         """As ``Executor.many``; items refused with ``READONLY`` go once more to the master the
         Sentinels name next (``on_replies`` sees every reply at the end), within what is left of
         the call's budget."""
@@ -201,7 +201,7 @@ class SentinelExecutor(Executor):
                 items = None if shape is None else shape.subset(indices)
                 by = ends
             return Call(Executor.many, (self, n, enc, script, reenc, None, by),
-                        {"durable": durable, "orphans": tags, "shape": items})
+                        {"durable": durable, "orphans": tags, "shape": items, "read_only": read_only})
 
         results = run(guarded_many_flow(self.pool, send, count, encode, reencode,
                                         abandon_answered(self.on_orphan, orphans)))
