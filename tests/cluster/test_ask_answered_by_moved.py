@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from turbolock import AcquireOutcomeUnknownError, ClusterError, ConnectionError, LockError
+from turbolock import AcquireOutcomeUnknownError, ClusterError, LockError, TimeoutError
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
@@ -29,7 +29,7 @@ EXPECTED: dict[str, type[LockError]] = {
     "try_acquire": ClusterError,  # the key was redirected too many times
     "query": ClusterError,
     "acquire_many": AcquireOutcomeUnknownError,  # its item never sent: in .not_sent
-    "query_many": ConnectionError,
+    "query_many": TimeoutError,  # its keys bounced until the deadline
 }
 
 

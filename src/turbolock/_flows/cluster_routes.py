@@ -46,6 +46,7 @@ from turbolock.errors import (
     InvalidArgumentTypeError,
     ProtocolError,
     ReplyError,
+    TimeoutError,
     UnsentTimeoutError,
 )
 from turbolock.options import ConnectionOptions, node_address
@@ -428,9 +429,11 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
             try:
                 answers = [(yield from _share_flow(routes, nodes, address, indices, encode, script, reencode,
                                                    end, orphans, durable, read_only))]
-            except UnsentTimeoutError:  # as ``_answers``: nothing went out, the results stand
-                if first_round or read_only:
+            except UnsentTimeoutError as exc:  # as ``_answers``: nothing went out, the results stand
+                if first_round:
                     raise
+                if read_only:
+                    raise _resend_cut(exc) from None
                 answers = [None]
         else:  # every master at once
             calls = tuple(_share_call(nodes, address, indices, encode, script, reencode, end, orphans,
@@ -480,6 +483,8 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
         if not pending or time.monotonic() + RETRY_PAUSE >= end:
             break
         yield Sleep(RETRY_PAUSE)
+    if read_only and any(results[i] is NOT_SENT for i in pending):
+        raise _resend_cut()
     return results
 
 
@@ -539,6 +544,12 @@ def _share_flow(routes: ClusterRoutes, nodes: Any, address: Address, indices: li
     return replies
 
 
+def _resend_cut(cause: BaseException | None = None) -> TimeoutError:
+    """A read's keys sent again (redirected, or told to wait) until the deadline cut them off."""
+    why = "" if cause is None else f" ({cause})"
+    return TimeoutError(f"the call's deadline passed while its keys were sent again after a redirect{why}")
+
+
 def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
              outcomes: list[tuple[bool, Any]], results: list[object],
              first_round: bool = True, read_only: bool = False) -> list[list[object] | None]:
@@ -565,7 +576,7 @@ def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
             interrupted = interrupted or not isinstance(value, Exception)
     if failure is None:
         if read_only and cut_short is not None:
-            raise cut_short
+            raise cut_short if first_round else _resend_cut(cut_short)
         return [value for _, value in outcomes]
     if not interrupted and not read_only and any(ok for ok, _ in outcomes):
         return [value if ok else [UNKNOWN] * len(indices)
