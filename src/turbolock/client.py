@@ -88,8 +88,8 @@ class LockClient(ClientRules[Lock]):
                                                self._on_orphan)
         self._wakes_waiters = options.wake_waiters
 
-    def _close_connections(self) -> None:
-        self._pool.close()
+    def _close_connections(self, deadline: float) -> None:
+        self._pool.close(deadline)
 
     def _forget_parent_locks(self) -> None:
         # In a forked child: the parent's leases, renewals and cleanups are the parent's business.
@@ -288,7 +288,7 @@ class LockClient(ClientRules[Lock]):
         self._await_fair_waiters(deadline)
         if self._cleanup and deadline > time.monotonic():  # what they left: the connections still work
             self._cleaner.run_once(deadline)
-        self._close_connections()
+        self._close_connections(deadline)  # calls waiting for a connection are served first
 
     def _await_fair_waiters(self, deadline: float) -> None:
         """Until the fair waiters close woke have left (their leave goes to the last cleanup: an

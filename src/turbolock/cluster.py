@@ -66,8 +66,8 @@ class ClusterLockClient(LockClient):
     def _new_waker(self) -> ClusterWaker:
         return ClusterWaker(self.options, self._cluster, self.key_prefix)
 
-    def _close_connections(self) -> None:
-        self._cluster.close()
+    def _close_connections(self, deadline: float) -> None:
+        self._cluster.close(deadline)
 
     def _renew_batches(self, batches: list[Batch], encode: Encoder, reencode: Reencoder,
                        on_replies: ReplyHandler, deadline: float) -> list[object]:

@@ -46,6 +46,6 @@ class SentinelLockClient(SentinelRules, LockClient):
                                                self._on_orphan)
         self._wakes_waiters = options.wake_waiters  # the subscriber follows the master (the pool's)
 
-    def _close_connections(self) -> None:
-        self._pool.close()
+    def _close_connections(self, deadline: float) -> None:
+        self._pool.close(deadline)
         self._sentinels.close()

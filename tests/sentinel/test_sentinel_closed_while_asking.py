@@ -47,7 +47,11 @@ def test_a_call_asking_the_sentinels_ends_closed_when_the_client_closes(
     finally:
         sentinel_group.sentinels[0].resume()
         fronts.close()
-    if close:
+    if close and front == "asyncio":  # close() serves the calls under way (their connection being
+        # opened too) until its deadline: the call is served, or ends closed, never blaming the Sentinels
+        assert isinstance(outcome[0], ClientClosedError) or getattr(outcome[0], "held", None) is False, (
+            repr(outcome[0]))
+    elif close:
         assert isinstance(outcome[0], ClientClosedError), repr(outcome[0])
     else:
         assert getattr(outcome[0], "held", None) is False, repr(outcome[0])

@@ -165,12 +165,16 @@ class ClusterExecutor:
         """A renewal round's batches, split per master (``_flows/cluster_renewal``)."""
         return await run(renew_flow(self.routes, self, batches, self.timeout, self.chunk_size, deadline))
 
-    async def close(self) -> None:
+    async def close(self, deadline: float = -math.inf) -> None:
+        """Close every master's connections, the calls in flight answered first until
+        ``deadline`` (``ConnectionPool.close``)."""
         self._closed = True
         task, self._refreshing = self._refreshing, None
         if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
             task.cancel()
             await asyncio.wait([task])
+        for node in list(self._nodes.values()):  # the map stays while they are answered
+            await node.pool.close(deadline)
         nodes, self._nodes = list(self._nodes.values()), {}
-        for node in nodes:
+        for node in nodes:  # any a call in flight opened meanwhile
             await node.pool.close()

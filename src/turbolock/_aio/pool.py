@@ -13,6 +13,7 @@ idle; while their loop still runs (in another thread) it refuses with ``LockUsag
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from threading import get_ident
@@ -261,11 +262,35 @@ class ConnectionPool:
     def connections(self) -> list[RedisProtocol]:
         return list(self._open)
 
-    async def close(self) -> None:
+    async def close(self, deadline: float = -math.inf) -> None:
+        """Close every connection. The calls in flight get their replies first, until
+        ``deadline`` (monotonic: a release sent as its client closes is answered, not lost), as
+        do the calls waiting for a connection being opened; what is left then fails with
+        ``ClientClosedError``."""
         self.adopt_running_loop()
+        await self._served(deadline)
         task = self.abort()
         if task is not None:
             await asyncio.wait([task])  # whatever the connect ended with, it is over
+
+    async def _served(self, deadline: float) -> None:
+        """Until every reply awaited on the pool's connections has come (and the connect under
+        way has ended), or ``deadline``."""
+        settled = False
+        while (left := deadline - time.monotonic()) > 0:
+            waits: list[asyncio.Future[Any]] = [entry[0] for conn in (*self._open, *self._retired)
+                                                for entry in conn._pending if not entry[0].done()]
+            connecting = self._connecting
+            if connecting is not None and not connecting.done():
+                waits.append(connecting)
+            if waits:
+                settled = False
+                await asyncio.wait(waits, timeout=left)
+            elif settled:
+                return
+            else:  # once more after the callers just answered have run: one may send a next command
+                settled = True
+                await asyncio.sleep(0)
 
     def abort(self) -> asyncio.Task[RedisProtocol] | None:
         """Closed at once: every call from now on is refused, every connection closed, the

@@ -144,12 +144,12 @@ class SentinelPool(ConnectionPool):
                             self.routes.service)
                 self.drop_all()
 
-    async def close(self) -> None:
+    async def close(self, deadline: float = -math.inf) -> None:
         watcher, self._watcher = self._watcher, None
         if watcher is not None and not watcher.done() and watcher.get_loop() is asyncio.get_running_loop():
             watcher.cancel()
             await asyncio.wait([watcher])
-        await super().close()
+        await super().close(deadline)
 
     def master_failed(self) -> None:
         """A call to the master failed or was refused: ask the Sentinels again, and drop every

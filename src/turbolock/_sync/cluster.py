@@ -143,9 +143,13 @@ class ClusterExecutor:
         """A renewal round's batches, split per master (``_flows/cluster_renewal``)."""
         return run(renew_flow(self.routes, self, batches, self.timeout, self.chunk_size, deadline))
 
-    def close(self) -> None:
+    def close(self, deadline: float = -math.inf) -> None:
+        """Close every master's connections, serving the calls waiting for one until
+        ``deadline`` (``ConnectionPool.close``)."""
         with self._nodes_lock:
             self._closed = True
-            nodes, self._nodes = list(self._nodes.values()), {}
+            nodes = list(self._nodes.values())
         for node in nodes:
-            node.pool.close()
+            node.pool.close(deadline)
+        with self._nodes_lock:
+            self._nodes = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -47,6 +48,7 @@ class ConnectionPool:
         self._waiters = 0
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
+        self._served = threading.Condition(self._lock)  # close() waits on it for the waiters to go
         self._generation = 0
         self._closed = False
         self.set_ifeq = False
@@ -63,6 +65,7 @@ class ConnectionPool:
         self._waiters = 0
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
+        self._served = threading.Condition(self._lock)
         self._generation += 1
 
     def drop_all(self) -> None:
@@ -144,6 +147,8 @@ class ConnectionPool:
                     return None
         finally:
             self._waiters -= 1
+            if not self._waiters:
+                self._served.notify_all()
 
     def put(self, conn: Connection) -> None:
         conn.last_used = time.monotonic()
@@ -170,8 +175,13 @@ class ConnectionPool:
             if self._waiters:
                 self._cond.notify()
 
-    def close(self) -> None:
+    def close(self, deadline: float = -math.inf) -> None:
+        """Close every connection. Calls already waiting for one are served first, until
+        ``deadline`` (a release queued behind busy connections as its client closes still goes
+        out); calls in flight keep their connection, closed when it comes back."""
         with self._lock:
+            while self._waiters and (remaining := deadline - time.monotonic()) > 0:
+                self._served.wait(remaining)
             self._closed = True
             idle, self._idle = self._idle, []
             self._cond.notify_all()

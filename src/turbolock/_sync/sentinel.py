@@ -151,9 +151,9 @@ class SentinelPool(ConnectionPool):
         self._asking = threading.Lock()
         self._watcher = None  # the parent's thread is not in the child
 
-    def close(self) -> None:
+    def close(self, deadline: float = -math.inf) -> None:
         self._stop.set()
-        super().close()
+        super().close(deadline)
 
     def master_failed(self) -> None:
         """A call to the master failed or was refused: ask the Sentinels again, and drop every

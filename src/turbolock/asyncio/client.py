@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 import time
 from collections.abc import Awaitable, Sequence
 from types import TracebackType
@@ -429,12 +430,15 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             return
         self._adopt_running_loop()  # LockUsageError before anything is touched, if it must
         try:
-            await run(stop_renewing_flow(self, deadline))
-            self._leave_fair_queues()
-            await self._last_cleanup(deadline)
-        except BaseException:  # cancelled part-way (a shutdown's wait_for): closed all the same
+            await self._close_within(deadline)
+        except BaseException:  # cancelled part-way (a shutdown's wait_for): closed all the same, at once
             self._abort()
             raise
+
+    async def _close_within(self, deadline: float) -> None:
+        await run(stop_renewing_flow(self, deadline))
+        self._leave_fair_queues()
+        await self._last_cleanup(deadline)
         self._closed = True
         runner = self._cleanup_runner
         if runner is not None and not runner.done() and runner.get_loop() is asyncio.get_running_loop():
@@ -448,7 +452,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         while self._fair_waiting and time.monotonic() < end:
             await asyncio.sleep(0.001)
         await self._last_cleanup(deadline)
-        await self._close_connections()
+        await self._close_connections(deadline)  # the calls in flight are answered first
 
     def _abort(self) -> None:
         """A ``close()`` cut short: closed at once (no call is half served by a client whose
@@ -469,8 +473,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         except LockError as exc:
             log.debug("turbolock: cleanup at close failed: %s", exc)
 
-    async def _close_connections(self) -> None:
-        await self._pool.close()
+    async def _close_connections(self, deadline: float = -math.inf) -> None:
+        await self._pool.close(deadline)
 
     def _adopt_running_loop(self) -> None:
         self._pool.adopt_running_loop()

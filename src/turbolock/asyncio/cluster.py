@@ -6,6 +6,7 @@ threaded client's. Everything else is ``AsyncLockClient``'s.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -76,8 +77,8 @@ class AsyncClusterLockClient(AsyncLockClient):
     def _connection_pools(self) -> list[ConnectionPool]:
         return [node.pool for node in self._cluster._nodes.values()]
 
-    async def _close_connections(self) -> None:
-        await self._cluster.close()
+    async def _close_connections(self, deadline: float = -math.inf) -> None:
+        await self._cluster.close(deadline)
 
     async def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
                           auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,

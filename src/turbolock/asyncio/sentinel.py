@@ -3,6 +3,7 @@ Sentinels and followed across a failover; everything else is ``AsyncLockClient``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,8 +36,8 @@ class AsyncSentinelLockClient(SentinelRules, AsyncLockClient):
         self._exec = self._direct = SentinelExecutor(self._pool, self._chunk_size)
         self._wakes_waiters = self.options.wake_waiters  # the subscriber follows the master (the pool's)
 
-    async def _close_connections(self) -> None:
-        await self._pool.close()
+    async def _close_connections(self, deadline: float = -math.inf) -> None:
+        await self._pool.close(deadline)
         await self._sentinels.close()
 
     def _connection_pools(self) -> list[ConnectionPool]:

@@ -1,0 +1,55 @@
+"""A Redis Cluster client's close() serves a release still waiting for a connection to its
+master (every connection busy) before it closes that master's connections, as one server's
+does (tests/test_close_serves_calls_in_flight.py): the lock is free at once, not left to its ttl."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import redis
+
+from _eventually import eventually
+from turbolock.cluster import ClusterLockClient
+from turbolock.redis_cluster import RedisCluster
+
+T = 2.0
+SLACK = 0.5
+
+
+def test_a_release_waiting_for_a_connection_goes_out_before_close_closes(
+        cluster: RedisCluster, make_cluster_client: Callable[..., ClusterLockClient],
+        key_prefix: str) -> None:
+    client = make_cluster_client(cluster, timeout=T, max_connections=1)
+    lease = client.try_acquire("job", 30, auto_renew=True)
+    assert lease is not None
+    master = client._cluster.routes.master_of(b"job")  # the name: the routes add the prefix
+    assert master is not None
+    pool = client._cluster.node(master).pool
+    busy = pool.get(time.monotonic() + T)  # the master's only connection, taken by "another call"
+    outcome: list[object] = []
+
+    def release() -> None:
+        try:
+            outcome.append(client.release(lease))
+        except Exception as exc:
+            outcome.append(exc)
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    assert eventually(lambda: pool._waiters == 1, 2.0), f"the release never waited: {outcome}"
+    closer = threading.Thread(target=client.close)
+    closer.start()
+    time.sleep(0.3)
+    waited = closer.is_alive()
+    pool.put(busy)  # the other call is over
+    closer.join(T + SLACK)
+    releaser.join(T + SLACK)
+    assert waited, f"close() did not wait for the release queued for a connection: {outcome}"
+    assert outcome == [True], outcome
+    raw = redis.RedisCluster.from_url(cluster.url)
+    try:
+        assert raw.exists(key_prefix + "job") == 0, "the lock was left to its ttl"
+    finally:
+        raw.close()
