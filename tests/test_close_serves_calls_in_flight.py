@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 
 import redis
 
 from _eventually import eventually
-from turbolock import ConnectionError, LockClient
+from turbolock import ClientClosedError, ConnectionError, LockClient
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
 
@@ -120,5 +121,76 @@ def test_an_asyncio_release_in_flight_is_answered_before_close_closes(
         assert outcome is True, repr(outcome)
         assert raw.exists(key_prefix + "job") == 0, "the lock was left to its ttl"
         assert took < T + SLACK, f"close() took {took:.2f}s"
+    finally:
+        raw.close()
+
+
+def test_a_call_started_while_close_serves_the_waiting_ones_is_refused(
+        own_server: RedisServer, core_name: str, key_prefix: str) -> None:
+    """It was served too (found in review): a lease from a client that said it was closed,
+    neither renewed nor releasable, and one more call for close() to wait for."""
+    raw = redis.Redis(port=own_server.port)
+    client = LockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=T,
+                                 max_connections=1)
+    outcomes: dict[str, object] = {}
+
+    def call(label: str, fn: Callable[[], object]) -> None:
+        try:
+            outcomes[label] = fn()
+        except Exception as exc:
+            outcomes[label] = exc
+
+    try:
+        held = client.try_acquire("a", 30)
+        assert held is not None
+        busy = client._pool.get(time.monotonic() + T)
+        releaser = threading.Thread(target=call, args=("release", lambda: client.release(held)))
+        releaser.start()
+        assert eventually(lambda: client._pool._waiters == 1, 2.0)
+        closer = threading.Thread(target=client.close)
+        closer.start()
+        assert eventually(lambda: client.closed, 2.0)
+        late = threading.Thread(target=call, args=("late", lambda: client.try_acquire("b", 30)))
+        late.start()
+        late.join(T + SLACK)
+        client._pool.put(busy)
+        for thread in (closer, releaser):
+            thread.join(T + SLACK)
+        assert outcomes["release"] is True
+        assert isinstance(outcomes["late"], ClientClosedError), outcomes["late"]
+        assert raw.exists(key_prefix + "b") == 0, "a call on the closed client took a lock"
+    finally:
+        client.close()
+        raw.close()
+
+
+def test_an_asyncio_call_started_while_close_serves_the_calls_in_flight_is_refused(
+        own_server: RedisServer, core_name: str, key_prefix: str) -> None:
+    raw = redis.Redis(port=own_server.port)
+
+    async def scenario() -> tuple[bool, object, object]:
+        client = AsyncLockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=T)
+        held = await client.try_acquire("a", 30)
+        own_server.pause()  # the release is written; its reply waits for the server
+        try:
+            releasing = asyncio.ensure_future(client.release(held))  # type: ignore[arg-type]
+            await asyncio.sleep(0.05)
+            closing = asyncio.ensure_future(client.close())
+            await asyncio.sleep(0.2)
+            serving = client.closed and not closing.done()
+            late = asyncio.ensure_future(client.try_acquire("b", 30))
+            await asyncio.sleep(0.1)
+        finally:
+            own_server.resume()
+        await asyncio.wait_for(closing, T + SLACK)
+        released, taken = await asyncio.gather(releasing, late, return_exceptions=True)
+        return serving, released, taken
+
+    try:
+        serving, released, taken = asyncio.run(scenario())
+        assert serving, "close() did not wait for the release in flight"
+        assert released is True, repr(released)
+        assert isinstance(taken, ClientClosedError), repr(taken)
+        assert raw.exists(key_prefix + "b") == 0, "a call on the closed client took a lock"
     finally:
         raw.close()

@@ -39,6 +39,11 @@ def cancelling() -> bool:
     return bool(count()) if count is not None else False
 
 
+SERVED_IDLE_TURNS = 3
+"""Loop turns ``close()`` lets pass with nothing in flight before it closes: a caller woken by
+its reply, or by the connection it waited for, sends its next command a turn or two later."""
+
+
 def deadline_passed(address: str) -> UnsentTimeoutError:
     """A call's deadline passed before anything was sent to ``address`` (waiting for, or opening,
     a connection)."""
@@ -47,8 +52,8 @@ def deadline_passed(address: str) -> UnsentTimeoutError:
 
 class ConnectionPool:
     __slots__ = ("options", "core", "key_prefix", "size", "on_orphan", "_open", "_next", "_connecting",
-                 "_closed", "_loop", "_thread", "set_ifeq", "_parents", "_retired", "first_connect_over",
-                 "on_new_loop")
+                 "_closed", "_shut", "_loop", "_thread", "set_ifeq", "_parents", "_retired",
+                 "first_connect_over", "on_new_loop")
 
     def __init__(self, options: ConnectionOptions, core: Any, key_prefix: bytes, size: int,
                  on_orphan: OrphanHandler) -> None:
@@ -63,6 +68,9 @@ class ConnectionPool:
         self._next = 0
         self._connecting: asyncio.Task[RedisProtocol] | None = None
         self._closed = False
+        """No call is let in (``close()`` began); those under way are still served."""
+        self._shut = False
+        """Nothing is served any more: every connection closed."""
         self._loop: asyncio.AbstractEventLoop | None = None  # where the connections were opened
         self._thread = 0  # the thread that loop runs in
         self.set_ifeq = False
@@ -168,11 +176,12 @@ class ConnectionPool:
         if conn.loop is not self._loop:  # opened for a loop the pool has since left
             conn.close(ConnectionError("the event loop this connection was opened in is gone"))
             raise ConnectionError("the event loop this connection was opened in is gone")
-        if self._closed:
+        if self._shut:
             conn.close(ClientClosedError())
             raise ClientClosedError()
         conn.on_close = self._dropped
-        self._open.append(conn)
+        # Opened for calls let in before close() began: theirs, but no new call's.
+        (self._retired if self._closed else self._open).append(conn)
         self.set_ifeq = conn.set_ifeq
         self.first_connect_over = True
         return conn
@@ -266,8 +275,11 @@ class ConnectionPool:
         """Close every connection. The calls in flight get their replies first, until
         ``deadline`` (monotonic: a release sent as its client closes is answered, not lost), as
         do the calls waiting for a connection being opened; what is left then fails with
-        ``ClientClosedError``."""
+        ``ClientClosedError``. No call is let in meanwhile."""
         self.adopt_running_loop()
+        self._closed = True  # connect() refuses; ready() finds no connection, so new calls go there
+        self._retired += self._open
+        self._open, self._next = [], 0
         await self._served(deadline)
         task = self.abort()
         if task is not None:
@@ -276,7 +288,7 @@ class ConnectionPool:
     async def _served(self, deadline: float) -> None:
         """Until every reply awaited on the pool's connections has come (and the connect under
         way has ended), or ``deadline``."""
-        settled = False
+        idle_turns = 0
         while (left := deadline - time.monotonic()) > 0:
             waits: list[asyncio.Future[Any]] = [entry[0] for conn in (*self._open, *self._retired)
                                                 for entry in conn._pending if not entry[0].done()]
@@ -284,18 +296,18 @@ class ConnectionPool:
             if connecting is not None and not connecting.done():
                 waits.append(connecting)
             if waits:
-                settled = False
+                idle_turns = 0
                 await asyncio.wait(waits, timeout=left)
-            elif settled:
+            elif idle_turns >= SERVED_IDLE_TURNS:
                 return
-            else:  # once more after the callers just answered have run: one may send a next command
-                settled = True
+            else:  # the callers just answered, or given a connection, run: one may send a command
+                idle_turns += 1
                 await asyncio.sleep(0)
 
     def abort(self) -> asyncio.Task[RedisProtocol] | None:
         """Closed at once: every call from now on is refused, every connection closed, the
         connect under way cancelled (returned, for ``close`` to wait for)."""
-        self._closed = True
+        self._closed = self._shut = True
         task, self._connecting = self._connecting, None
         if task is not None:
             task.cancel()

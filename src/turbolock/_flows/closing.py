@@ -19,6 +19,13 @@ class Closable:
 
     _closed = False
 
+    @property
+    def closed(self) -> bool:
+        """Whether the client is closed (``close()`` sets it once it released what it renewed): a
+        call made from then on raises ``ClientClosedError``, while those already under way are
+        served until ``close()``'s deadline."""
+        return self._closed
+
     def _refuse_if_closed(self) -> None:
         """A call on a closed client: ``ClientClosedError`` before anything is sent (a Redlock
         master's closed connection would read as a master that did not answer), even for a bulk

@@ -51,6 +51,9 @@ class ConnectionPool:
         self._served = threading.Condition(self._lock)  # close() waits on it for the waiters to go
         self._generation = 0
         self._closed = False
+        """No call is let in (``close()`` began); those already waiting are still served."""
+        self._shut = False
+        """Nothing is served any more: every connection is closed, or is when it comes back."""
         self.set_ifeq = False
         """Whether the server offers ``SET ... IFEQ``, as the newest connection's handshake said."""
         _pools.add(self)
@@ -137,7 +140,7 @@ class ConnectionPool:
                 if remaining <= 0:
                     raise UnsentTimeoutError(f"all {self.max_connections} connections stayed busy too long")
                 self._cond.wait(remaining)
-                if self._closed:
+                if self._shut:
                     raise ClientClosedError()
                 if self._idle:
                     self._in_use += 1
@@ -157,7 +160,7 @@ class ConnectionPool:
                 conn.close()
                 return
             self._in_use -= 1
-            if self._closed or conn.broken or conn.sock is None:
+            if self._shut or conn.broken or conn.sock is None:
                 conn.close()
             else:
                 self._idle.append(conn)
@@ -176,13 +179,15 @@ class ConnectionPool:
                 self._cond.notify()
 
     def close(self, deadline: float = -math.inf) -> None:
-        """Close every connection. Calls already waiting for one are served first, until
-        ``deadline`` (a release queued behind busy connections as its client closes still goes
-        out); calls in flight keep their connection, closed when it comes back."""
+        """Close every connection. No call is let in from now on, but those already waiting
+        for a connection are served first, until ``deadline`` (a release queued behind busy
+        connections as its client closes still goes out); calls in flight keep their connection,
+        closed when it comes back."""
         with self._lock:
+            self._closed = True
             while self._waiters and (remaining := deadline - time.monotonic()) > 0:
                 self._served.wait(remaining)
-            self._closed = True
+            self._shut = True
             idle, self._idle = self._idle, []
             self._cond.notify_all()
         for conn in idle:

@@ -491,10 +491,6 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         for pool in self._connection_pools():
             pool.forget_after_fork()
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     async def __aenter__(self) -> AsyncLockClient:
         return self
 
