@@ -206,7 +206,7 @@ class SentinelExecutor(Executor):
                         {"durable": durable, "shape": items, "deadline": by, "read_only": read_only})
 
         results = await run(guarded_many_flow(self.pool, send, count, encode, reencode,
-                                              abandon_answered(self.pool.on_orphan, orphans)))
+                                              abandon_answered(self.pool.on_orphan, orphans), read_only))
         if on_replies is not None and count:
             on_replies(0, results)
         return results

@@ -456,8 +456,8 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
                     again.append(i)
                     continue
                 if redirect is not None:  # the slot is being migrated: this key, once, where it goes
-                    reply = yield from _ask_item_flow(nodes, redirect.address, encode, i, script, end,
-                                                      durable, orphans)
+                    reply = yield from _ask_item_flow(routes, nodes, redirect.address, encode, i, script, end,
+                                                      durable, orphans, read_only)
                     if reply is NOT_SENT:  # the node it goes to could not be reached: nothing ran
                         routes.stale = True
                         again.append(i)
@@ -599,8 +599,12 @@ def _bounced(routes: ClusterRoutes, reply: object, asked: Address) -> Redirect |
     return redirect
 
 
-def _ask_item_flow(nodes: Any, address: Address, encode: Encoder, i: int, script: _scripts.Script | None,
-                   deadline: float, durable: bool, orphans: OrphanTags | None = None) -> Flow[object]:
+def _ask_item_flow(routes: ClusterRoutes, nodes: Any, address: Address, encode: Encoder, i: int,
+                   script: _scripts.Script | None, deadline: float, durable: bool,
+                   orphans: OrphanTags | None = None, read_only: bool = False) -> Flow[object]:
+    """Item ``i`` sent once to ``address`` after ``ASKING``; its reply, ``UNKNOWN`` when the
+    connection failed after the write (a read, ``read_only``, raises that error instead) or
+    ``NOT_SENT`` when nothing was written."""
     def append(buf: Any) -> None:
         encode(buf, i, i + 1)
 
@@ -609,6 +613,9 @@ def _ask_item_flow(nodes: Any, address: Address, encode: Encoder, i: int, script
     except Unconfirmed as exc:
         if not isinstance(exc.cause, Exception):  # interrupted or cancelled: the caller goes too
             _orphaned(nodes, orphans, [i], [UNKNOWN])  # as a share's unanswered chunk is
+            raise exc.cause from None
+        routes.failed(address, exc.cause)
+        if read_only:
             raise exc.cause from None
         return UNKNOWN
     except ClientClosedError:

@@ -237,12 +237,14 @@ these are, resent."""
 
 
 def guarded_many_flow(pool: Any, send: Send, count: int, encode: Encoder, reencode: Reencoder | None,
-                      abandon: Callable[[list[object], Sequence[int]], None]) -> Flow[list[object]]:
+                      abandon: Callable[[list[object], Sequence[int]], None],
+                      read_only: bool = False) -> Flow[list[object]]:
     """A pipelined call to the master; items refused with READONLY, or never sent (a connection to
     a master being replaced refuses what it has not written), go once more, to the master the
-    Sentinels name next. That resend failing leaves them ``UNKNOWN`` (maybe held: the
-    caller cleans them up) and keeps the first send's replies; interrupted, it hands those
-    replies to ``abandon(results, resent)`` (what they took goes to the orphan handler) first."""
+    Sentinels name next. That resend failing leaves them ``UNKNOWN`` (maybe held: the caller
+    cleans them up; a read, ``read_only``, raises its error) and keeps the first send's replies;
+    interrupted, it hands those replies to ``abandon(results, resent)`` (what they took goes to
+    the orphan handler) first."""
     timeout = pool.options.timeout
     try:
         results: list[object] = yield send(count, encode, reencode, None)
@@ -259,6 +261,8 @@ def guarded_many_flow(pool: Any, send: Send, count: int, encode: Encoder, reenco
                                              refused)
         except Exception:
             pool.master_failed()
+            if read_only:
+                raise
             again = [UNKNOWN] * len(refused)
         except BaseException:
             abandon(results, refused)

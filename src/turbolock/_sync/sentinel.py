@@ -204,6 +204,6 @@ class SentinelExecutor(Executor):
                         {"durable": durable, "orphans": tags, "shape": items, "read_only": read_only})
 
         results = run(guarded_many_flow(self.pool, send, count, encode, reencode,
-                                        abandon_answered(self.on_orphan, orphans)))
+                                        abandon_answered(self.on_orphan, orphans), read_only))
         settle_all(on_replies, results, orphans, self.on_orphan)
         return results
