@@ -10,7 +10,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from turbolock._aio.drive import run
 from turbolock._aio.executor import Executor
@@ -37,6 +37,8 @@ from turbolock._wire.outcomes import NOT_SENT, Encoder, Reencoder, ReplyHandler
 from turbolock._wire.slot_map import Address, SlotMap
 from turbolock.errors import ClientClosedError
 from turbolock.options import ConnectionOptions
+
+T = TypeVar("T")
 
 
 class ClusterExecutor:
@@ -160,6 +162,11 @@ class ClusterExecutor:
         if on_replies is not None and count:
             on_replies(0, results)
         return results
+
+    async def drive(self, flow: Flow[T]) -> T:
+        """``flow`` run to its end on this front's driver: a flow's own step, to run sub-flows
+        side by side in a ``Gather`` (one per master)."""
+        return await run(flow)
 
     async def renew(self, batches: list[Batch], deadline: float) -> list[list[object]]:
         """A renewal round's batches, split per master (``_flows/cluster_renewal``)."""

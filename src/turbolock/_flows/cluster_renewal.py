@@ -6,8 +6,9 @@ keys in ARGV (declared keys of several slots fail with CROSSSLOT, even on one no
 node does not serve (its slot moving or moved) is answered -1 and redone alone, with a declared
 key, following redirects (``many_flow``), after a read of the map (a reshard moves many slots:
 one read, not a ``MOVED`` round trip a slot); a part the node refuses as a whole (TRYAGAIN,
-CLUSTERDOWN) is redone key by key the same way; renewing a key twice is harmless. A
-master that cannot be reached leaves its leases undecided (``NOT_SENT``, or ``UNKNOWN`` when
+CLUSTERDOWN) is redone key by key the same way, as soon as that master has answered (each
+master's part is a flow of its own); renewing a key twice is harmless. A master that cannot be
+reached leaves its leases undecided (``NOT_SENT``, or ``UNKNOWN`` when
 the connection broke after the write) and the renewer retries them; the other masters' leases
 are renewed all the same.
 """
@@ -38,7 +39,9 @@ Part = tuple[int, list[int]]
 def renew_flow(routes: ClusterRoutes, nodes: Any, batches: Sequence[tuple[int, list[Lease]]], timeout: float,
                chunk_size: int, deadline: float) -> Flow[list[list[object]]]:
     """Per batch, a failures-only reply as ``RENEW_MANY`` gives one server (``outcomes.failures``):
-    the outcome of each lease not renewed, 0 not ours, else undecided."""
+    the outcome of each lease not renewed, 0 not ours, else undecided. Each master's part runs
+    on its own (``_master_flow``), all at once: a master's keys to redo go as soon as that
+    master has answered, not after the slowest one (a stalled master took the whole round)."""
     outcomes: list[list[object]] = [[NOT_SENT] * len(leases) for _, leases in batches]
     if routes.map is None or routes.stale:
         try:
@@ -46,35 +49,52 @@ def renew_flow(routes: ClusterRoutes, nodes: Any, batches: Sequence[tuple[int, l
         except LockError as exc:
             log.warning("turbolock: no slot map for the renewal round: %s", exc)
             return [with_failures(batch) for batch in outcomes]
+    flows = [_master_flow(routes, nodes, address, parts, batches, outcomes, timeout, chunk_size, deadline)
+             for address, parts in _parts(routes, batches).items()]
+    if len(flows) == 1:
+        yield from flows[0]
+    elif flows:
+        ended = yield Gather(tuple(Call(nodes.drive, (flow,)) for flow in flows))
+        for ok, value in ended:
+            if not ok:  # its leases not yet settled stay undecided: the renewer retries them
+                log.warning("turbolock: renewal on a master failed: %r", value)
+    return [with_failures(batch) for batch in outcomes]
+
+
+def _master_flow(routes: ClusterRoutes, nodes: Any, address: Address, parts: list[Part],
+                 batches: Sequence[tuple[int, list[Lease]]], outcomes: list[list[object]], timeout: float,
+                 chunk_size: int, deadline: float) -> Flow[None]:
+    """One master's parts of the round into ``outcomes``, then its keys that went elsewhere
+    (answered -1, or refused as a whole) redone key by key."""
+    try:
+        sent: list[object] = yield _node_call(routes, nodes, address, parts, batches, deadline)
+        replies = _node_replies(routes, address, parts, True, sent)
+    except Exception as exc:  # the master could not be reached: its leases stay undecided
+        replies = _node_replies(routes, address, parts, False, exc)
     redo: list[tuple[int, int]] = []
-    per_node = list(_parts(routes, batches).items())
-    sent = yield Gather(tuple(_node_call(routes, nodes, address, parts, batches, deadline)
-                              for address, parts in per_node))  # every master at once
-    for (address, parts), (ok, value) in zip(per_node, sent, strict=True):
-        replies = _node_replies(routes, address, parts, ok, value)
-        for (b, positions), reply in zip(parts, replies, strict=True):
-            failed = failures(reply, len(positions))
-            if failed is not None:
-                for position in positions:
-                    outcomes[b][position] = 1
-                for at, outcome in failed:
-                    if outcome == NOT_HERE:
-                        outcomes[b][positions[at]] = NOT_SENT
-                        redo.append((b, positions[at]))
-                        routes.stale = True  # slots moved: the redo reads the map first, not a MOVED a slot
-                    else:
-                        outcomes[b][positions[at]] = outcome
-            elif reply is UNKNOWN or reply is NOT_SENT:
-                for position in positions:
-                    outcomes[b][position] = reply
-            else:  # refused as a whole: a slot moved, or the cluster is changing
-                routes.stale = True
-                redo.extend((b, position) for position in positions)
+    for (b, positions), reply in zip(parts, replies, strict=True):
+        failed = failures(reply, len(positions))
+        if failed is not None:
+            settled: list[object] = [1] * len(positions)
+            for at, outcome in failed:
+                if outcome == NOT_HERE:
+                    settled[at] = NOT_SENT
+                    redo.append((b, positions[at]))
+                    routes.stale = True  # slots moved: the redo reads the map first, not a MOVED a slot
+                else:
+                    settled[at] = outcome
+            for position, outcome in zip(positions, settled, strict=True):
+                outcomes[b][position] = outcome
+        elif reply is UNKNOWN or reply is NOT_SENT:
+            for position in positions:
+                outcomes[b][position] = reply
+        else:  # refused as a whole: a slot moved, or the cluster is changing
+            routes.stale = True
+            redo.extend((b, position) for position in positions)
     if redo:
         redone = yield from _key_by_key_flow(routes, nodes, redo, batches, timeout, chunk_size, deadline)
         for (b, position), outcome in zip(redo, redone, strict=True):
             outcomes[b][position] = outcome
-    return [with_failures(batch) for batch in outcomes]
 
 
 def _parts(routes: ClusterRoutes, batches: Sequence[tuple[int, list[Lease]]]) -> dict[Address, list[Part]]:

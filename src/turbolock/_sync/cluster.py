@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import TypeVar
 
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags
 from turbolock._flows.cluster_renewal import renew_flow
@@ -34,6 +35,8 @@ from turbolock._wire.outcomes import NOT_SENT, Encoder, Reencoder, ReplyHandler
 from turbolock._wire.slot_map import Address, SlotMap
 from turbolock.errors import ClientClosedError
 from turbolock.options import ConnectionOptions
+
+T = TypeVar("T")
 
 
 class ClusterExecutor:
@@ -138,6 +141,11 @@ class ClusterExecutor:
             raise
         settle_all(on_replies, results, orphans, self.on_orphan)
         return results
+
+    def drive(self, flow: Flow[T]) -> T:
+        """``flow`` run to its end on this front's driver: a flow's own step, to run sub-flows
+        side by side in a ``Gather`` (one per master)."""
+        return run(flow)
 
     def renew(self, batches: list[Batch], deadline: float) -> list[list[object]]:
         """A renewal round's batches, split per master (``_flows/cluster_renewal``)."""
