@@ -163,7 +163,7 @@ def test_close_while_an_asyncio_call_waits_for_a_connection_raises_client_closed
     waits for the connect (the call may be a release), and the call ends by its own deadline."""
     async def scenario() -> BaseException | object:
         client = AsyncLockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix,
-                                          timeout=3.0, connect_timeout=3.0)
+                                          timeout=1.0, connect_timeout=1.0)
         own_server.pause()  # the kernel accepts the connect; the handshake waits
         try:
             if call == "try_acquire":
