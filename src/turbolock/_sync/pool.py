@@ -46,9 +46,10 @@ class ConnectionPool:
         self._idle: list[Connection] = []
         self._in_use = 0
         self._waiters = 0
+        self._connecting = 0
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._served = threading.Condition(self._lock)  # close() waits on it for the waiters to go
+        self._served = threading.Condition(self._lock)  # close() waits on it for those two to be 0
         self._generation = 0
         self._closed = False
         """No call is let in (``close()`` began); those already waiting are still served."""
@@ -66,6 +67,7 @@ class ConnectionPool:
         self._idle = []
         self._in_use = 0
         self._waiters = 0
+        self._connecting = 0
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._served = threading.Condition(self._lock)
@@ -112,12 +114,25 @@ class ConnectionPool:
                 conn.close()
                 conn = None
             if conn is None:
-                conn = self._new_connection(deadline, finish, generation)
+                conn = self._connect_counted(deadline, finish, generation)
         except BaseException:
             if generation == self._generation:  # else ``drop_all`` gave the slot back already
                 self._release_slot()
             raise
         return conn
+
+    def _connect_counted(self, deadline: float, finish: bool, generation: int) -> Connection:
+        """``_new_connection``, counted while it runs: ``close()`` lets it finish (a Sentinel's
+        pool asks the Sentinels meanwhile, whose connections close after)."""
+        with self._lock:
+            self._connecting += 1
+        try:
+            return self._new_connection(deadline, finish, generation)
+        finally:
+            with self._lock:
+                self._connecting -= 1
+                if not self._connecting and not self._waiters:
+                    self._served.notify_all()
 
     def open_unpooled(self, deadline: float) -> Connection:
         """A new connection that is never handed out (a subscriber's), where this pool's go."""
@@ -150,7 +165,7 @@ class ConnectionPool:
                     return None
         finally:
             self._waiters -= 1
-            if not self._waiters:
+            if not self._waiters and not self._connecting:
                 self._served.notify_all()
 
     def put(self, conn: Connection) -> None:
@@ -180,12 +195,12 @@ class ConnectionPool:
 
     def close(self, deadline: float = -math.inf) -> None:
         """Close every connection. No call is let in from now on, but those already waiting
-        for a connection are served first, until ``deadline`` (a release queued behind busy
-        connections as its client closes still goes out); calls in flight keep their connection,
-        closed when it comes back."""
+        for a connection, or opening one, are served first, until ``deadline`` (a release queued
+        behind busy connections as its client closes still goes out); calls in flight keep their
+        connection, closed when it comes back."""
         with self._lock:
             self._closed = True
-            while self._waiters and (remaining := deadline - time.monotonic()) > 0:
+            while (self._waiters or self._connecting) and (remaining := deadline - time.monotonic()) > 0:
                 self._served.wait(remaining)
             self._shut = True
             idle, self._idle = self._idle, []
