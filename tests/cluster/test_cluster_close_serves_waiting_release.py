@@ -11,8 +11,11 @@ from collections.abc import Callable
 import redis
 
 from _eventually import eventually
+from turbolock import ClientClosedError
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
+
+from ._helpers import names_on
 
 T = 2.0
 SLACK = 0.5
@@ -27,6 +30,12 @@ def test_a_release_waiting_for_a_connection_goes_out_before_close_closes(
     master = client._cluster.routes.master_of(b"job")  # the name: the routes add the prefix
     assert master is not None
     pool = client._cluster.node(master).pool
+    # A master with no connection yet: its pool comes after this one's (a close() that closed the
+    # pools one by one let it serve new calls while this one served its waiters).
+    known = set(client._cluster._nodes)
+    later = next(n.port for n in cluster.nodes[:cluster.masters] if (n.host, n.port) not in known)
+    elsewhere = names_on(cluster, key_prefix, later, 1, "late")[0]
+    assert client.query(elsewhere).held is False  # a connection to that master, idle
     busy = pool.get(time.monotonic() + T)  # the master's only connection, taken by "another call"
     outcome: list[object] = []
 
@@ -43,11 +52,16 @@ def test_a_release_waiting_for_a_connection_goes_out_before_close_closes(
     closer.start()
     time.sleep(0.3)
     waited = closer.is_alive()
+    try:  # a call made once close() began: refused on every master, while the release is served
+        late: object = client.try_acquire(elsewhere, 30)
+    except ClientClosedError as exc:
+        late = exc
     pool.put(busy)  # the other call is over
     closer.join(T + SLACK)
     releaser.join(T + SLACK)
     assert waited, f"close() did not wait for the release queued for a connection: {outcome}"
     assert outcome == [True], outcome
+    assert isinstance(late, ClientClosedError), f"a call made as the client closed got {late!r}"
     raw = redis.RedisCluster.from_url(cluster.url)
     try:
         assert raw.exists(key_prefix + "job") == 0, "the lock was left to its ttl"

@@ -277,13 +277,19 @@ class ConnectionPool:
         do the calls waiting for a connection being opened; what is left then fails with
         ``ClientClosedError``. No call is let in meanwhile."""
         self.adopt_running_loop()
-        self._closed = True  # connect() refuses; ready() finds no connection, so new calls go there
-        self._retired += self._open
-        self._open, self._next = [], 0
+        self.refuse()
         await self._served(deadline)
         task = self.abort()
         if task is not None:
             await asyncio.wait([task])  # whatever the connect ended with, it is over
+
+    def refuse(self) -> None:
+        """Let no call in from now on: ``connect()`` refuses, and ``ready()`` finds no
+        connection, so a new call goes there; the connections open serve the calls in flight
+        until ``close()`` closes them."""
+        self._closed = True
+        self._retired += self._open
+        self._open, self._next = [], 0
 
     async def _served(self, deadline: float) -> None:
         """Until every reply awaited on the pool's connections has come (and the connect under

@@ -157,6 +157,8 @@ class ClusterExecutor:
         with self._nodes_lock:
             self._closed = True
             nodes = list(self._nodes.values())
+        for node in nodes:  # every master refuses new calls while the first ones serve theirs
+            node.pool.refuse()
         for node in nodes:
             node.pool.close(deadline)
         with self._nodes_lock:

@@ -193,6 +193,11 @@ class ConnectionPool:
             if self._waiters:
                 self._cond.notify()
 
+    def refuse(self) -> None:
+        """Let no call in from now on (``close`` then serves those already in, and closes)."""
+        with self._lock:
+            self._closed = True
+
     def close(self, deadline: float = -math.inf) -> None:
         """Close every connection. No call is let in from now on, but those already waiting
         for a connection, or opening one, are served first, until ``deadline`` (a release queued
