@@ -67,3 +67,44 @@ def test_a_release_waiting_for_a_connection_goes_out_before_close_closes(
         assert raw.exists(key_prefix + "job") == 0, "the lock was left to its ttl"
     finally:
         raw.close()
+
+
+def test_an_asyncio_release_in_flight_is_answered_and_new_calls_refused_as_close_runs(
+        quiet_cluster: RedisCluster, core_name: str, key_prefix: str) -> None:
+    import asyncio
+
+    from turbolock.asyncio import AsyncClusterLockClient
+
+    cluster = quiet_cluster
+
+    async def scenario() -> tuple[bool, object, object]:
+        client = AsyncClusterLockClient.from_url(cluster.url, core=core_name, key_prefix=key_prefix,
+                                                 timeout=T)
+        lease = await client.try_acquire("job", 30, auto_renew=True)
+        master = client._cluster.routes.master_of(b"job")
+        known = set(client._cluster._nodes)
+        later = next(n.port for n in cluster.nodes[:cluster.masters] if (n.host, n.port) not in known)
+        elsewhere = names_on(cluster, key_prefix, later, 1, "late")[0]
+        assert (await client.query(elsewhere)).held is False  # that master's pool comes after
+        stopped = next(n for n in cluster.nodes if (n.host, n.port) == master)
+        stopped.pause()  # the release is written; its reply waits for the master
+        try:
+            releasing = asyncio.ensure_future(client.release(lease))  # type: ignore[arg-type]
+            await asyncio.sleep(0.05)
+            closing = asyncio.ensure_future(client.close())
+            await asyncio.sleep(0.3)
+            waited = not closing.done()
+            try:
+                late: object = await client.try_acquire(elsewhere, 30)
+            except ClientClosedError as exc:
+                late = exc
+        finally:
+            stopped.resume()
+        await asyncio.wait_for(closing, T + SLACK)
+        released = await asyncio.gather(releasing, return_exceptions=True)
+        return waited, released[0], late
+
+    waited, released, late = asyncio.run(scenario())
+    assert waited, f"close() did not wait for the release in flight: {released!r}"
+    assert released is True, repr(released)
+    assert isinstance(late, ClientClosedError), f"a call made as the client closed got {late!r}"
