@@ -8,13 +8,12 @@ locks did not see it (found in review)."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from collections.abc import Callable
 
 import redis
 
 from _eventually import eventually
+from _in_thread import InThread
 from turbolock import ClientClosedError, ConnectionError, LockClient
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
@@ -33,28 +32,18 @@ def test_a_release_waiting_for_a_connection_goes_out_before_close_closes(
         lease = client.try_acquire("job", 30, auto_renew=True)
         assert lease is not None
         busy = client._pool.get(time.monotonic() + T)  # the only connection, taken by "another call"
-        outcome: list[object] = []
-
-        def release() -> None:
-            try:
-                outcome.append(client.release(lease))
-            except Exception as exc:
-                outcome.append(exc)
-
-        releaser = threading.Thread(target=release)
-        releaser.start()
+        releaser = InThread(lambda: client.release(lease))
         assert eventually(lambda: client._pool._waiters == 1, 2.0), "the release never waited"
-        closer = threading.Thread(target=client.close)
         started = time.monotonic()
-        closer.start()
+        closer = InThread(client.close)
         time.sleep(0.3)
         assert closer.is_alive(), "close() did not wait for the release queued for a connection"
         client._pool.put(busy)  # the other call is over
         closer.join(T + SLACK)
-        releaser.join(T + SLACK)
+        released = releaser.join(T + SLACK)
         took = time.monotonic() - started
         assert not closer.is_alive() and not releaser.is_alive()
-        assert outcome == [True], outcome
+        assert released is True, released
         assert raw.exists(key_prefix + "job") == 0, "the lock was left to its ttl"
         assert took < T + SLACK, f"close() took {took:.2f}s"
     finally:
@@ -68,24 +57,14 @@ def test_close_keeps_its_deadline_when_the_waiting_call_is_never_served(
                                  max_connections=1)
     busy = client._pool.get(time.monotonic() + 1)  # never given back before close ends
     lease = client.lease("job", b"0123456789abcdef")
-    outcome: list[object] = []
-
-    def release() -> None:
-        try:
-            outcome.append(client.release(lease))
-        except Exception as exc:
-            outcome.append(exc)
-
-    releaser = threading.Thread(target=release)
-    releaser.start()
+    releaser = InThread(lambda: client.release(lease))
     assert eventually(lambda: client._pool._waiters == 1, 2.0)
     started = time.monotonic()
     client.close()
     took = time.monotonic() - started
-    releaser.join(2)
+    error = releaser.join(2)
     client._pool.put(busy)
     assert took < 0.5 + SLACK, f"close() took {took:.2f}s"
-    (error,) = outcome
     assert isinstance(error, ConnectionError), error  # its own deadline, or the close: never a hang
 
 
@@ -132,32 +111,19 @@ def test_a_call_started_while_close_serves_the_waiting_ones_is_refused(
     raw = redis.Redis(port=own_server.port)
     client = LockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=T,
                                  max_connections=1)
-    outcomes: dict[str, object] = {}
-
-    def call(label: str, fn: Callable[[], object]) -> None:
-        try:
-            outcomes[label] = fn()
-        except Exception as exc:
-            outcomes[label] = exc
-
     try:
         held = client.try_acquire("a", 30)
         assert held is not None
         busy = client._pool.get(time.monotonic() + T)
-        releaser = threading.Thread(target=call, args=("release", lambda: client.release(held)))
-        releaser.start()
+        releaser = InThread(lambda: client.release(held))
         assert eventually(lambda: client._pool._waiters == 1, 2.0)
-        closer = threading.Thread(target=client.close)
-        closer.start()
+        closer = InThread(client.close)
         assert eventually(lambda: client.closed, 2.0)
-        late = threading.Thread(target=call, args=("late", lambda: client.try_acquire("b", 30)))
-        late.start()
-        late.join(T + SLACK)
+        late = InThread(lambda: client.try_acquire("b", 30)).join(T + SLACK)
         client._pool.put(busy)
-        for thread in (closer, releaser):
-            thread.join(T + SLACK)
-        assert outcomes["release"] is True
-        assert isinstance(outcomes["late"], ClientClosedError), outcomes["late"]
+        closer.join(T + SLACK)
+        assert releaser.join(T + SLACK) is True
+        assert isinstance(late, ClientClosedError), late
         assert raw.exists(key_prefix + "b") == 0, "a call on the closed client took a lock"
     finally:
         client.close()

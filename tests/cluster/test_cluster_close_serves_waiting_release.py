@@ -4,13 +4,13 @@ does (tests/test_close_serves_calls_in_flight.py): the lock is free at once, not
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
 import redis
 
 from _eventually import eventually
+from _in_thread import InThread
 from turbolock import ClientClosedError
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
@@ -37,19 +37,9 @@ def test_a_release_waiting_for_a_connection_goes_out_before_close_closes(
     elsewhere = names_on(cluster, key_prefix, later, 1, "late")[0]
     assert client.query(elsewhere).held is False  # a connection to that master, idle
     busy = pool.get(time.monotonic() + T)  # the master's only connection, taken by "another call"
-    outcome: list[object] = []
-
-    def release() -> None:
-        try:
-            outcome.append(client.release(lease))
-        except Exception as exc:
-            outcome.append(exc)
-
-    releaser = threading.Thread(target=release)
-    releaser.start()
-    assert eventually(lambda: pool._waiters == 1, 2.0), f"the release never waited: {outcome}"
-    closer = threading.Thread(target=client.close)
-    closer.start()
+    releaser = InThread(lambda: client.release(lease))
+    assert eventually(lambda: pool._waiters == 1, 2.0), f"the release never waited: {releaser.outcome}"
+    closer = InThread(client.close)
     time.sleep(0.3)
     waited = closer.is_alive()
     try:  # a call made once close() began: refused on every master, while the release is served
@@ -58,9 +48,9 @@ def test_a_release_waiting_for_a_connection_goes_out_before_close_closes(
         late = exc
     pool.put(busy)  # the other call is over
     closer.join(T + SLACK)
-    releaser.join(T + SLACK)
-    assert waited, f"close() did not wait for the release queued for a connection: {outcome}"
-    assert outcome == [True], outcome
+    released = releaser.join(T + SLACK)
+    assert waited, f"close() did not wait for the release queued for a connection: {released!r}"
+    assert released is True, released
     assert isinstance(late, ClientClosedError), f"a call made as the client closed got {late!r}"
     raw = redis.RedisCluster.from_url(cluster.url)
     try:

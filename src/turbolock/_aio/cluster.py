@@ -180,10 +180,9 @@ class ClusterExecutor:
         if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
             task.cancel()
             await asyncio.wait([task])
-        for node in self._nodes.values():  # every master refuses new calls while the first serve theirs
+        nodes = list(self._nodes.values())  # none is added now: node() refuses
+        for node in nodes:  # every master refuses new calls while the first ones serve theirs
             node.pool.refuse()
-        for node in list(self._nodes.values()):  # the map stays while they are answered
+        for node in nodes:  # the map stays while they are answered
             await node.pool.close(deadline)
-        nodes, self._nodes = list(self._nodes.values()), {}
-        for node in nodes:  # any a call in flight opened meanwhile
-            await node.pool.close()
+        self._nodes = {}

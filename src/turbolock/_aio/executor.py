@@ -458,7 +458,7 @@ async def _run_chunks(conn: RedisProtocol, count: int, size: int, encode: Encode
                         abandon(late, tag, conn.on_orphan)
                         results[first:last] = [UNKNOWN] * (last - first)
                     _drop(tail, conn)
-                    if read_only:
+                    if read_only:  # re-raised below: every future in flight is abandoned, so done
                         raise TimeoutError(f"{conn.address} did not answer within the call's deadline")
                     return None
                 replies = fut.result()

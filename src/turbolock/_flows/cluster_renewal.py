@@ -68,9 +68,10 @@ def _master_flow(routes: ClusterRoutes, nodes: Any, address: Address, parts: lis
     (answered -1, or refused as a whole) redone key by key."""
     try:
         sent: list[object] = yield _node_call(routes, nodes, address, parts, batches, deadline)
-        replies = _node_replies(routes, address, parts, True, sent)
     except Exception as exc:  # the master could not be reached: its leases stay undecided
         replies = _node_replies(routes, address, parts, False, exc)
+    else:
+        replies = _node_replies(routes, address, parts, True, sent)
     redo: list[tuple[int, int]] = []
     for (b, positions), reply in zip(parts, replies, strict=True):
         failed = failures(reply, len(positions))
