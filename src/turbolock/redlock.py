@@ -229,22 +229,26 @@ class RedlockClient(RedlockFlows):
         return RedlockRenewer(self)
 
     def close(self) -> None:
-        """Stop renewing and release every auto-renewed lock, make one try at the maybe-held
-        releases still pending, then close the masters opened from URLs."""
+        """Stop renewing and release every auto-renewed lock, serve the calls other threads have
+        under way (for one node timeout at most), make one try at the maybe-held releases still
+        pending (theirs too, for another node timeout at most), then close the masters opened
+        from URLs."""
         if self._closed:
             return
         self._closed = True
         run(stop_renewing_flow(self))
-        pending = [m for m, client in enumerate(self.masters) if client._cleanup]
+        node_timeout = self.node_timeout or DEFAULT_NODE_TIMEOUT
+        deadline = time.monotonic() + node_timeout
+        self._links.close(deadline)  # the calls other threads have under way end first
+        pending = [m for m, client in enumerate(self.masters) if client._cleanup]  # theirs too
         if pending:
             def ping(buf: Any) -> None:
                 buf.append_command((b"PING",))
 
-            fan_out_one(self._links, ping, self.node_timeout or DEFAULT_NODE_TIMEOUT, None, pending)
-        self._links.close()
+            fan_out_one(self._links, ping, node_timeout, None, pending)
         for client in self._opened:  # a master still down: its maybe-held keys expire by their ttl
             client._cleanup.clear()
-            client._close(time.monotonic())
+            client._close(deadline)
 
     def _release_renewed(self, leases: list[RedlockLease], deadline: float) -> list[bool]:
         return run(release_many_flow(self, leases))  # close's own: the client is closing

@@ -13,6 +13,9 @@ from turbolock.errors import ClientClosedError, LockError
 
 log = logging.getLogger("turbolock")
 
+NOT_RETRIED = "the client was closed meanwhile: not retried, it expires by its ttl"
+"""The fate of a release whose outcome was lost, once the client is closing."""
+
 
 class Closable:
     """Every client's closed flag: set by ``close()``, after which every public call raises."""
@@ -33,12 +36,12 @@ class Closable:
         if self._closed:
             raise ClientClosedError()
 
-    def _owed_release_fate(self, retried: str) -> str:
+    def _owed_release_fate(self, retried: str, closing: str = NOT_RETRIED) -> str:
         """What becomes of a release whose outcome was lost, for an error's message: ``retried``
-        in the background, or, when the client closed during the call, nothing (no background
-        release comes any more): the lock expires by its ttl."""
+        in the background, or ``closing`` when the client closed during the call (no background
+        release comes any more)."""
         if self._closed:
-            return "the client was closed meanwhile: not retried, it expires by its ttl"
+            return closing
         return retried
 
 

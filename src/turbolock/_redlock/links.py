@@ -30,6 +30,8 @@ from turbolock.errors import LockError
 # Masters are read one after another: once a stuck one has used up the wait, the others'
 # replies (handshakes, chunks) already in their sockets still get this long to be read.
 READ_GRACE = 0.002
+# How often close() looks whether the calls under way have ended.
+CLOSE_POLL = 0.001
 # Below this much difference, a socket's kernel timeout is left as it is.
 _TIMEOUT_SLACK = 0.001
 
@@ -56,11 +58,15 @@ class Links:
     def __init__(self, clients: Sequence[LockClient]) -> None:
         self.clients = tuple(clients)
         self._idle: deque[ConnectionSet] = deque()
+        # One entry per set taken and not given back: the calls under way, which close() serves
+        # (deque appends and pops need no lock).
+        self._out: deque[None] = deque()
         self._closed = False
         _all_links.add(self)
 
     def take(self) -> ConnectionSet:
         """A set for this call: idle connections where there are some, None where not."""
+        self._out.append(None)
         try:
             return self._idle.pop()
         except IndexError:
@@ -71,6 +77,7 @@ class Links:
         the next call, unless some master's pool has no connection to spare: then back to the
         pools, where a thread waits for one (another Redlock call's, the renewer's, a master
         LockClient's own call), instead of for a set nobody gives back to a pool."""
+        self._out.pop()
         now = time.monotonic()
         for m, conn in enumerate(conns):
             if conn is None:
@@ -185,20 +192,25 @@ class Links:
                 conn._set_kernel_timeout(conn.sock, conn.options.timeout)
             pool.put(conn)
 
-    def close(self) -> None:
-        """Give every idle connection back to its pool (a master's LockClient may live on)."""
+    def close(self, deadline: float) -> None:
+        """Give every idle connection back to its pool (a master's LockClient may live on), and
+        wait no later than ``deadline`` for the calls under way to give theirs: a call still
+        waiting for one master's connection needs the other masters' pools open too."""
         self._closed = True
         while True:
             try:
                 conns = self._idle.pop()
             except IndexError:
-                return
+                break
             self._return(conns)
+        while self._out and time.monotonic() < deadline:
+            time.sleep(CLOSE_POLL)
 
     def forget_after_fork(self) -> None:
         # The parent still owns these sockets: close only our copies of the descriptors. The
         # pools have already forgotten them (a new generation), so nothing goes back there.
         idle, self._idle = self._idle, deque()
+        self._out.clear()  # the parent's calls under way, none of them the child's
         for conns in idle:
             for conn in conns:
                 if conn is not None:
