@@ -10,6 +10,7 @@ for a connection: a pool sized below the threads is a limit then, not a bug; not
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from turbolock import LockClient, RedlockClient, RedlockStatus
@@ -88,6 +89,30 @@ def test_a_master_lockclient_is_left_without_connections(own_masters: OwnMasters
         # Nothing runs on the Redlock client now; the master's own client is idle.
         assert masters[0].try_acquire("direct", 2.0) is not None
     finally:
+        client.close()
+        for master in masters:
+            master.close()
+
+
+def test_an_attempt_waiting_on_every_masters_pool_keeps_one_node_timeout(
+        own_masters: OwnMasters, core_name: str, key_prefix: str) -> None:
+    """Every master's only connection busy with another call for longer than the attempt may
+    wait: the attempt ends after one node timeout, reported errored on every master. It waited
+    for each pool in turn, a node timeout each (three for three masters)."""
+    servers = own_masters(3)
+    masters = [LockClient.from_url(server.url, max_connections=1, core=core_name, key_prefix=key_prefix)
+               for server in servers]
+    client = RedlockClient(masters, node_timeout=0.3)
+    busy = [master._pool.get(time.monotonic() + 1.0) for master in masters]
+    try:
+        started = time.monotonic()
+        result = client.acquire("starved", 10.0, blocking=False)
+        took = time.monotonic() - started
+        assert result.instances.errored == 3, result.describe()
+        assert took < 0.3 + 0.25, f"the attempt took {took:.2f}s for a 0.3 s node timeout"
+    finally:
+        for master, conn in zip(masters, busy, strict=True):
+            master._pool.put(conn)
         client.close()
         for master in masters:
             master.close()

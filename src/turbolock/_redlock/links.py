@@ -91,10 +91,12 @@ class Links:
         else:
             self._idle.append(conns)
 
-    def connect(self, conns: ConnectionSet, m: int, timeout: float, finish: bool = True) -> Connection:
+    def connect(self, conns: ConnectionSet, m: int, timeout: float, finish: bool = True,
+                deadline: float | None = None) -> Connection:
         """Master ``m``'s connection in this set, reused, or a fresh one from its pool if it has
         none or the server closed it (a restart), with the socket's kernel timeout set to
-        ``timeout``. Raises what the pool raises."""
+        ``timeout``; a pool with no connection to spare is waited for until ``deadline`` (one
+        ``timeout`` from now by default). Raises what the pool raises."""
         conn = conns[m]
         if conn is not None and (conn.sock is None or (time.monotonic() - conn.last_used > STALE_CHECK_AFTER
                                                        and conn.is_stale())):
@@ -102,7 +104,9 @@ class Links:
             self.clients[m]._pool.discard(conn)
             conn = None
         if conn is None:
-            conn = self.clients[m]._pool.get(time.monotonic() + timeout, finish)
+            if deadline is None:
+                deadline = time.monotonic() + timeout
+            conn = self.clients[m]._pool.get(deadline, finish)
             conns[m] = conn
         if abs(conn.kernel_timeout - timeout) > _TIMEOUT_SLACK and conn.sock is not None and not conn.tls:
             conn._set_kernel_timeout(conn.sock, timeout)
@@ -121,12 +125,14 @@ class Links:
                  timeout: float) -> tuple[dict[int, BaseException], list[int]]:
         """``connect`` for several masters, without waiting for the handshakes of the new
         connections: the errors of the masters that could not be reached, and the masters whose
-        handshake is on its way (for ``finish_all``)."""
+        handshake is on its way (for ``finish_all``). Pools with no connection to spare cost one
+        ``timeout`` together, not one each."""
         failed: dict[int, BaseException] = {}
         opened: list[int] = []
+        deadline = time.monotonic() + timeout
         for m in masters:
             try:
-                conn = self.connect(conns, m, timeout, finish=False)
+                conn = self.connect(conns, m, timeout, False, deadline)
             except (LockError, OSError) as exc:
                 failed[m] = exc
                 continue
