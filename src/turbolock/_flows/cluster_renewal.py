@@ -7,7 +7,8 @@ node does not serve (its slot moving or moved) is answered -1 and redone alone, 
 key, following redirects (``many_flow``), after a read of the map (a reshard moves many slots:
 one read, not a ``MOVED`` round trip a slot); a part the node refuses as a whole (TRYAGAIN,
 CLUSTERDOWN) is redone key by key the same way, as soon as that master has answered (each
-master's part is a flow of its own); renewing a key twice is harmless. A master that cannot be
+master's part is a flow of its own), and what that leaves undecided again while the round has
+time; renewing a key twice is harmless. A master that cannot be
 reached leaves its leases undecided (``NOT_SENT``, or ``UNKNOWN`` when
 the connection broke after the write) and the renewer retries them; the other masters' leases
 are renewed all the same.
@@ -16,15 +17,17 @@ are renewed all the same.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from turbolock._flows.cluster_routes import ClusterRoutes, many_flow
-from turbolock._flows.steps import Call, CallStep, Flow, Gather
+from turbolock._flows.asking import turn_deadline
+from turbolock._flows.cluster_routes import RETRY_PAUSE, ClusterRoutes, many_flow
+from turbolock._flows.steps import Call, CallStep, Flow, Gather, Sleep
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, failures, item_encoders, with_failures
 from turbolock._wire.scripts import RENEW_MANY, RENEW_MANY_ARGV
 from turbolock._wire.slot_map import Address
-from turbolock.errors import LockError
+from turbolock.errors import LockError, ReplyError
 from turbolock.lease import Lease, keys_of
 
 log = logging.getLogger("turbolock.renewal")
@@ -93,9 +96,31 @@ def _master_flow(routes: ClusterRoutes, nodes: Any, address: Address, parts: lis
             routes.stale = True
             redo.extend((b, position) for position in positions)
     if redo:
-        redone = yield from _key_by_key_flow(routes, nodes, redo, batches, timeout, chunk_size, deadline)
-        for (b, position), outcome in zip(redo, redone, strict=True):
-            outcomes[b][position] = outcome
+        yield from _redo_flow(routes, nodes, redo, batches, outcomes, timeout, chunk_size, deadline)
+
+
+def _redo_flow(routes: ClusterRoutes, nodes: Any, redo: list[tuple[int, int]],
+               batches: Sequence[tuple[int, list[Lease]]], outcomes: list[list[object]], timeout: float,
+               chunk_size: int, deadline: float) -> Flow[None]:
+    """``redo`` key by key into ``outcomes``; the keys left undecided (the map could not be read,
+    a node they went to could not be reached) again after a pause, while the round has time. The
+    renewer's own retry comes after the round, and a round with a stalled master waits for it
+    until just before its locks' expiry: these would be lost with nothing tried again. Each try
+    gets half the time left (a map read that meets the stalled master, as its last candidate,
+    waited for it until the round's end), the last one all of it."""
+    while True:
+        last = time.monotonic() + 2 * RETRY_PAUSE >= deadline
+        until = deadline if last else turn_deadline(deadline, 0, 2)
+        redone = yield from _key_by_key_flow(routes, nodes, redo, batches, timeout, chunk_size, until)
+        again: list[tuple[int, int]] = []
+        for item, outcome in zip(redo, redone, strict=True):
+            outcomes[item[0]][item[1]] = outcome
+            if type(outcome) is not int and type(outcome) is not ReplyError:  # the server's refusal stands
+                again.append(item)
+        if not again or last or time.monotonic() + RETRY_PAUSE >= deadline:
+            return
+        yield Sleep(RETRY_PAUSE)
+        redo = again
 
 
 def _parts(routes: ClusterRoutes, batches: Sequence[tuple[int, list[Lease]]]) -> dict[Address, list[Part]]:
