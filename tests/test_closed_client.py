@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from _blocking_async import close_only
+from _in_thread import InThread
 from turbolock import ClientClosedError, LockClient, OutcomeUnknownError, UnsentTimeoutError
 from turbolock.asyncio import AsyncLockClient
 from turbolock.redis_server import RedisServer
@@ -65,23 +66,14 @@ def test_every_bulk_call_on_a_closed_client_raises_even_with_nothing_to_send(
 def test_a_waiter_whose_client_is_closed_under_it_stops_waiting(client: Any) -> None:
     assert client.try_acquire("held", 30) is not None
     lock = client.lock("held", 30)
-    box: dict[str, Any] = {}
-
-    def wait() -> None:
-        try:
-            box["result"] = lock.acquire(timeout=5)
-        except BaseException as exc:
-            box["result"] = exc
-
-    thread = threading.Thread(target=wait, daemon=True)
-    thread.start()
+    waiter = InThread(lambda: lock.acquire(timeout=5))
     time.sleep(0.3)
     client.close()
-    thread.join(1.5)
-    stuck = thread.is_alive()
-    thread.join(10)
-    assert not stuck, f"the waiter went on for its whole 5 s wait after close(): {box}"
-    assert isinstance(box.get("result"), ClientClosedError), box
+    waiter.join(1.5)
+    stuck = waiter.is_alive()
+    outcome = waiter.join(10)
+    assert not stuck, f"the waiter went on for its whole 5 s wait after close(): {outcome!r}"
+    assert isinstance(outcome, ClientClosedError), outcome
 
 
 def _held(raw: redis.Redis, prefix: str) -> int:
@@ -95,27 +87,17 @@ def test_close_during_a_renewed_bulk_acquire_says_its_locks_expire(own_server: R
     try:
         warm = client.try_acquire("warm", 10, auto_renew=True)  # the renewer exists
         assert warm is not None and client.release(warm)
-        out: list[object] = []
-
-        def acquire() -> None:
-            try:
-                out.append(client.acquire_many([f"n{i}" for i in range(10)], TTL, auto_renew=True))
-            except BaseException as exc:
-                out.append(exc)
-
         own_server.pause()
         try:
-            worker = threading.Thread(target=acquire)
-            worker.start()
+            worker = InThread(lambda: client.acquire_many([f"n{i}" for i in range(10)], TTL, auto_renew=True))
             time.sleep(0.2)  # written; its reply waits for the server
             closer = threading.Thread(target=client.close)
             closer.start()
             time.sleep(0.2)
         finally:
             own_server.resume()
-        worker.join(10)
+        result = worker.join(10)
         closer.join(10)
-        (result,) = out
         assert isinstance(result, ClientClosedError), result
         assert "expire by their ttl" in str(result)
         assert _held(raw, key_prefix) == 10
@@ -199,18 +181,9 @@ def test_a_release_whose_reply_is_lost_as_another_thread_closes_says_it_is_not_r
     client = LockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=0.5)
     lease = client.try_acquire("job", 30)
     assert lease is not None
-    outcome: list[BaseException | bool] = []
-
-    def release() -> None:
-        try:
-            outcome.append(client.release(lease))
-        except Exception as exc:
-            outcome.append(exc)
-
     own_server.pause()  # the release is written, its reply never comes in time
     try:
-        releaser = threading.Thread(target=release)
-        releaser.start()
+        releaser = InThread(lambda: client.release(lease))
         time.sleep(0.1)
         client.close()  # by another thread, meanwhile
         releaser.join(5)
@@ -218,7 +191,7 @@ def test_a_release_whose_reply_is_lost_as_another_thread_closes_says_it_is_not_r
         own_server.resume()
     time.sleep(1.0)  # room for any retry that would come
     left = redis.Redis(port=own_server.port).pttl(key_prefix + "job")
-    (error,) = outcome
+    error = releaser.outcome
     assert isinstance(error, OutcomeUnknownError), error
     if left > 0:
         assert "not retried, it expires by its ttl" in str(error), (

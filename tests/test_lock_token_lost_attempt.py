@@ -10,14 +10,13 @@ released.
 from __future__ import annotations
 
 import os
-import threading
 import time
-from typing import Any
 
 import pytest
 import redis
 
 from _blocking_async import FRONTS, Fronts
+from _in_thread import InThread
 from _netfaults import FaultProxy
 from turbolock import LockClient
 from turbolock.asyncio import AsyncLockClient
@@ -44,20 +43,11 @@ def test_a_lost_attempt_does_not_release_the_lock_a_later_attempt_took(
             assert client.query("warm").held is False
             lock = client.lock("job", 20, token=token, timeout=5, fenced=fenced)
             proxy.drop(to_server=True, to_client=False)  # requests are lost on the way
-            box: dict[str, Any] = {}
-
-            def take() -> None:
-                try:
-                    box["got"] = lock.acquire()
-                except BaseException as exc:
-                    box["got"] = exc
-
-            thread = threading.Thread(target=take, daemon=True)
-            thread.start()
+            taking = InThread(lock.acquire)
             time.sleep(0.8)  # a few attempts were lost
             proxy.heal()
-            thread.join(6)
-            assert box.get("got") is True, box
+            got = taking.join(6)
+            assert got is True, got
             assert raw.get(key) == token  # the lock is the Lock object's
             time.sleep(2.5)  # the background release of the lost attempts retries meanwhile
             still = raw.get(key)

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from _in_thread import InThread
 from turbolock import LockClient
 from turbolock.redis_server import RedisServer
 
@@ -21,16 +22,7 @@ def test_close_ends_the_subscriber_s_pause_between_reconnects(
     client = LockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=0.5)
     holder = LockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix)
     assert holder.try_acquire("down", 60) is not None
-    outcome: list[object] = []
-
-    def wait() -> None:
-        try:
-            outcome.append(client.lock("down", 60).acquire(timeout=30))
-        except BaseException as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=wait, daemon=True)
-    thread.start()
+    waiter = InThread(lambda: client.lock("down", 60).acquire(timeout=30))
     time.sleep(0.5)  # subscribed, waiting
     own_server.kill()
     waker = client._waker_instance
@@ -47,6 +39,6 @@ def test_close_ends_the_subscriber_s_pause_between_reconnects(
     client.close()
     took = time.monotonic() - started
     alive = [t.name for t in threading.enumerate() if t.name == "turbolock-waker"]
-    thread.join(5)
+    waiter.join(5)
     holder.close()
     assert not alive and took < 0.2, f"close took {took:.3f}s; threads left after close: {alive}"

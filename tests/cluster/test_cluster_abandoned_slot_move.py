@@ -7,13 +7,13 @@ here; the slot is closed (SETSLOT STABLE) by the test either way."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
 import pytest
 import redis
 
+from _in_thread import InThread
 from turbolock._flows import lock_rules
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
@@ -42,28 +42,19 @@ def test_an_endless_fenced_wait_on_an_abandoned_slot_move_ends_after_its_patienc
         source = cluster.master_of(slot)
         src, dst = raws(source), raws(other_master(cluster, source))
         start_slot_move(src, dst, slot)  # ... and the reshard dies here
-        outcome: list[object] = []
         lock = client.lock(name, 30, fenced=True)
-
-        def wait() -> None:
-            try:
-                outcome.append(lock.acquire())  # blocking, no timeout
-            except Exception as exc:
-                outcome.append(exc)
-
-        waiter = threading.Thread(target=wait, daemon=True)
         started = time.monotonic()
-        waiter.start()
+        waiter = InThread(lock.acquire)  # blocking, no timeout
         waiter.join(PATIENCE + 3 * T + 2)
         took = time.monotonic() - started
         ended = not waiter.is_alive()
         for node in (src, dst):  # let a waiter still there go
             node.execute_command("CLUSTER", "SETSLOT", slot, "STABLE")
-        waiter.join(10)
-        if outcome and outcome[0] is True:
+        outcome = waiter.join(10)
+        if outcome is True:
             lock.release()
         assert ended, f"the endless wait had not ended {took:.1f} s into an abandoned move: {outcome!r}"
-        assert len(outcome) == 1 and isinstance(outcome[0], SlotMovingError), outcome
+        assert isinstance(outcome, SlotMovingError), outcome
         assert PATIENCE <= took, f"gave up after {took:.1f} s, before its patience"
     finally:
         client.close()

@@ -9,7 +9,6 @@ tests/cluster/test_cluster_claim_lost_reply.py and test_cluster_lost_replies.py)
 from __future__ import annotations
 
 import secrets
-import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -19,6 +18,7 @@ import pytest
 import redis
 
 from _blocking_async import FRONTS, Fronts, close_only
+from _in_thread import InThread
 from turbolock import AcquireOutcomeUnknownError, ClientClosedError
 from turbolock.asyncio import AsyncClusterLockClient
 from turbolock.cluster import ClusterLockClient
@@ -39,27 +39,18 @@ def _closed_mid_call(cluster: RedisCluster, front: str, core_name: str, key_pref
     client = fronts.make(timeout=T, connect_timeout=T)
     try:
         assert not any(info.held for info in client.query_many(warm))  # connections made, the map read
-        out: list[Any] = []
-
-        def run() -> None:
-            try:
-                out.append(call(client))
-            except BaseException as exc:
-                out.append(exc)
-
         silent.pause()
         try:
-            worker = threading.Thread(target=run, daemon=True)
-            worker.start()
+            worker = InThread(lambda: call(client))
             time.sleep(0.3)  # the other masters answered; the stopped one has its share
             close_only(client)
-            worker.join(T + 5)
+            error = worker.join(T + 5)
         finally:
             silent.resume()
-        assert out, "the call did not end"
-        assert isinstance(out[0], AcquireOutcomeUnknownError | ClientClosedError), repr(out[0])
+        assert error is not InThread.NOT_DONE, "the call did not end"
+        assert isinstance(error, AcquireOutcomeUnknownError | ClientClosedError), repr(error)
         time.sleep(0.5)
-        return out[0]  # type: ignore[no-any-return]
+        return error
     finally:
         fronts.close()
 

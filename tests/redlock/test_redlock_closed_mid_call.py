@@ -17,7 +17,6 @@ On asyncio close() itself returns within a node timeout and leaves no task pendi
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 import redis
 
+from _in_thread import InThread
 from turbolock import AcquireOutcomeUnknownError, ClientClosedError, LockError, RedlockClient
 from turbolock._flows.redlock_rules import TRIED_AS_IT_CLOSES
 from turbolock.asyncio import AsyncRedlockClient
@@ -44,27 +44,18 @@ def _closed_mid_call(servers: list[RedisServer], front: str, core: str, prefix: 
     if front == "threads":
         client = RedlockClient(urls, **options)
         lease = client.try_acquire("x", TTL)
-        out: list[object] = []
-
-        def work() -> None:
-            try:
-                out.append(call(client, lease))
-            except BaseException as exc:
-                out.append(exc)
-
         for server in servers[:2]:
             server.pause()
         try:
-            worker = threading.Thread(target=work, daemon=True)
-            worker.start()
+            worker = InThread(lambda: call(client, lease))
             time.sleep(0.2)  # written everywhere; two masters do not answer
             client.close()
-            worker.join(5)
+            outcome = worker.join(5)
         finally:
             for server in servers[:2]:
                 server.resume()
-        assert out, "the call did not end"
-        return out[0]
+        assert outcome is not InThread.NOT_DONE, "the call did not end"
+        return outcome
 
     async def main() -> object:
         client = AsyncRedlockClient(urls, **options)

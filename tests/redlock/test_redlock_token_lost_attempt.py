@@ -8,13 +8,12 @@ not yet sent goes out ahead of the attempt, on its connection)."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import redis
 
+from _in_thread import InThread
 from _netfaults import FaultProxy
 from turbolock import RedlockClient
 from turbolock.redis_server import RedisServer
@@ -35,21 +34,12 @@ def test_a_lost_redlock_attempt_does_not_release_the_lock_a_later_attempt_took(
         lock = client.lock("job", 20, token=token, timeout=6)
         for proxy in proxies:
             proxy.drop(to_server=True, to_client=False)  # requests are lost on the way
-        box: dict[str, Any] = {}
-
-        def take() -> None:
-            try:
-                box["got"] = lock.acquire()
-            except BaseException as exc:
-                box["got"] = exc
-
-        thread = threading.Thread(target=take, daemon=True)
-        thread.start()
+        taking = InThread(lock.acquire)
         time.sleep(0.8)  # a few attempts were lost; the cleaners' releases are lost too
         for proxy in proxies:
             proxy.heal()
-        thread.join(8)
-        assert box.get("got") is True, box
+        got = taking.join(8)
+        assert got is True, got
         assert [r.get(key) for r in raws] == [token] * 3
         time.sleep(3.0)  # the background releases of the lost attempts retry meanwhile
         still = [r.get(key) for r in raws]

@@ -7,12 +7,12 @@ call left alone finds the master the same way."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
 from _blocking_async import FRONTS
+from _in_thread import InThread
 from turbolock.redis_sentinel import RedisSentinel
 
 from ._helpers import sentinel_fronts
@@ -26,19 +26,10 @@ def test_a_call_asking_the_sentinels_is_served_when_the_client_closes(
         sentinel_group: RedisSentinel, core_name: str, key_prefix: str, front: str, close: bool) -> None:
     fronts = sentinel_fronts(front, sentinel_group, core_name, key_prefix, timeout=TIMEOUT,
                              connect_timeout=TIMEOUT)
-    outcome: list[object] = []
     sentinel_group.sentinels[0].pause()
     try:
         client = fronts.make()
-
-        def call() -> None:
-            try:
-                outcome.append(client.query("asking"))
-            except Exception as exc:  # the outcome under test
-                outcome.append(exc)
-
-        caller = threading.Thread(target=call)
-        caller.start()
+        caller = InThread(lambda: client.query("asking"))
         time.sleep(0.3)  # the call waits on the hung Sentinel (half its deadline)
         if close:
             client.close()
@@ -49,6 +40,6 @@ def test_a_call_asking_the_sentinels_is_served_when_the_client_closes(
         fronts.close()
     if close:  # close() serves the calls under way, their connection being opened too, until its
         # deadline: the Sentinels close after (threads: they closed under the call, ClientClosedError)
-        assert getattr(outcome[0], "held", None) is False, repr(outcome[0])
+        assert getattr(caller.outcome, "held", None) is False, repr(caller.outcome)
     else:
-        assert getattr(outcome[0], "held", None) is False, repr(outcome[0])
+        assert getattr(caller.outcome, "held", None) is False, repr(caller.outcome)
