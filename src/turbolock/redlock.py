@@ -44,6 +44,7 @@ from turbolock._flows.redlock_rules import (
     DEFAULT_DRIFT_FACTOR,
     DEFAULT_NODE_TIMEOUT,
     DEFAULT_RETRY_DELAY,
+    TRIED_AS_IT_CLOSES,
 )
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._redlock.fanout import fan_out, fan_out_one
@@ -76,6 +77,8 @@ class RedlockClient(RedlockFlows):
     ``password``...) apply to the masters given as URLs; LockClients keep their own settings
     and stay open after ``close()``.
     """
+
+    _closing_fate = TRIED_AS_IT_CLOSES  # close() serves the calls under way, then tries their debts once
 
     def __init__(self, masters: Sequence[str | LockClient], *, node_timeout: Seconds | None = None,
                  retry_count: int | None = None, retry_delay: Seconds = DEFAULT_RETRY_DELAY,

@@ -36,12 +36,15 @@ class Closable:
         if self._closed:
             raise ClientClosedError()
 
-    def _owed_release_fate(self, retried: str, closing: str = NOT_RETRIED) -> str:
+    _closing_fate = NOT_RETRIED
+    """What becomes of such a release once the client is closing (no background release comes
+    any more)."""
+
+    def _owed_release_fate(self, retried: str) -> str:
         """What becomes of a release whose outcome was lost, for an error's message: ``retried``
-        in the background, or ``closing`` when the client closed during the call (no background
-        release comes any more)."""
+        in the background, or ``_closing_fate`` when the client closed during the call."""
         if self._closed:
-            return closing
+            return self._closing_fate
         return retried
 
 

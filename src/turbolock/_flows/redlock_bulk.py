@@ -26,7 +26,6 @@ from turbolock._flows.redlock_result import (
 from turbolock._flows.redlock_rules import (
     CLEANUP_GRACE,
     RETRIED_ON_MASTERS,
-    TRIED_AS_IT_CLOSES,
     RedlockRules,
     owe_release,
     remember,
@@ -278,7 +277,7 @@ def release_many_flow(client: RedlockRules, leases: Sequence[RedlockLease]) -> F
     if unknown:
         raise QuorumError(
             f"the release of {len(unknown)} locks is unconfirmed: too many masters gave no answer for a "
-            f"quorum; {client._owed_release_fate(RETRIED_ON_MASTERS, TRIED_AS_IT_CLOSES)}", unknown)
+            f"quorum; {client._owed_release_fate(RETRIED_ON_MASTERS)}", unknown)
     return results
 
 

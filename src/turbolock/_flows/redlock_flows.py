@@ -42,7 +42,6 @@ from turbolock._flows.redlock_rules import (
     CLEANUP_GRACE,
     DEFAULT_NODE_TIMEOUT,
     RETRIED_ON_MASTERS,
-    TRIED_AS_IT_CLOSES,
     RedlockRules,
     count_int,
     owe_release,
@@ -293,11 +292,10 @@ class RedlockFlows(RedlockRules):
             return True
         if released + errored >= self.quorum:
             summary = InstanceSummary(released, len(replies) - released - errored, errored)
-            fate = self._owed_release_fate(RETRIED_ON_MASTERS, TRIED_AS_IT_CLOSES)
             raise QuorumError(
                 f"release of lock {lease.name!r} is unconfirmed: released on {released}, not ours on "
                 f"{summary.conflicted}, no answer from {errored} of {len(replies)} masters (quorum "
-                f"{self.quorum}); {fate}", [lease.name])
+                f"{self.quorum}); {self._owed_release_fate(RETRIED_ON_MASTERS)}", [lease.name])
         return False
 
     def _query_flow(self, name: str | bytes) -> Flow[LockInfo]:

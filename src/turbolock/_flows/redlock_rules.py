@@ -43,8 +43,8 @@ RETRIED_ON_MASTERS = "it is retried on those when they answer"
 """A Redlock release no majority confirmed: the fate of one whose client is open."""
 TRIED_AS_IT_CLOSES = ("the client was closed meanwhile: at most one more try as it closes, else it expires "
                       "by its ttl")
-"""The same, once the client is closing: a threaded client's close() tries once more what the calls it
-served left owed (an asyncio client's does not: those calls end after its masters' last try)."""
+"""The same, once a threaded client is closing: its close() tries once more what the calls it served
+left owed (an asyncio client's does not: those calls end after its masters' last try)."""
 
 
 def count_int(value: object, argument: str, allow_none: bool) -> int | None:
