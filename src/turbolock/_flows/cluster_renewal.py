@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from turbolock._flows.asking import turn_deadline
-from turbolock._flows.cluster_routes import RETRY_PAUSE, ClusterRoutes, many_flow
+from turbolock._flows.cluster_routes import RETRY_PAUSE, ClusterRoutes, final, many_flow
 from turbolock._flows.steps import Call, CallStep, Flow, Gather, Sleep
 from turbolock._wire.outcomes import NOT_SENT, UNKNOWN, failures, item_encoders, with_failures
 from turbolock._wire.scripts import RENEW_MANY, RENEW_MANY_ARGV
@@ -113,10 +113,13 @@ def _redo_flow(routes: ClusterRoutes, nodes: Any, redo: list[tuple[int, int]],
         until = deadline if last else turn_deadline(deadline, 0, 2)
         redone = yield from _key_by_key_flow(routes, nodes, redo, batches, timeout, chunk_size, until)
         again: list[tuple[int, int]] = []
-        for item, outcome in zip(redo, redone, strict=True):
-            outcomes[item[0]][item[1]] = outcome
-            if type(outcome) is not int and type(outcome) is not ReplyError:  # the server's refusal stands
-                again.append(item)
+        for (b, position), outcome in zip(redo, redone, strict=True):
+            if type(outcome) is int or outcomes[b][position] is not UNKNOWN:
+                # Once sent without a reply it stays UNKNOWN, whatever a later try met: that
+                # renewal may still run, so a lock then lost is released in the background.
+                outcomes[b][position] = outcome
+            if type(outcome) is not int and (type(outcome) is not ReplyError or not final(outcome)):
+                again.append((b, position))  # a refusal of the key itself (WRONGTYPE...) stands
         if not again or last or time.monotonic() + RETRY_PAUSE >= deadline:
             return
         yield Sleep(RETRY_PAUSE)
