@@ -38,6 +38,9 @@ class LockCalls(LockFlows[Any]):
     # contended no more than a lock of each object's own was (measured), and a forked child gets a
     # new one: a lock of each object's own, held by another thread at a fork, hung the child's
     # next use of that object.
+    _drive = staticmethod(run)
+    """How an acquire's flow is driven (a Redlock lock's counts as its client's call, for close())."""
+
     def _block_owner(self) -> object:
         return threading.get_ident()
 
@@ -63,7 +66,7 @@ class LockCalls(LockFlows[Any]):
         attempt = self._one_attempt() if wait == 0.0 else None
         if attempt is not None:
             return self._acquired(self.client._attempt(*attempt), entering, began)
-        return self._acquired(run(self._acquire_flow(wait)), entering, began)
+        return self._acquired(self._drive(self._acquire_flow(wait)), entering, began)
 
     def release(self) -> None:
         """Release the lock. ``LockNotOwnedError`` when it had already expired or been taken over."""

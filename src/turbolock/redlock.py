@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE
 from turbolock._flows.closing import stop_renewing_flow
@@ -47,6 +47,7 @@ from turbolock._flows.redlock_rules import (
     TRIED_AS_IT_CLOSES,
 )
 from turbolock._flows.renewal_book import AutoRenew, OnLost
+from turbolock._flows.steps import Flow
 from turbolock._redlock.fanout import fan_out, fan_out_one
 from turbolock._redlock.links import Links
 from turbolock._redlock.masters import take_masters
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from turbolock._redlock.renewer import RedlockRenewer
 
 log = logging.getLogger("turbolock.redlock")
+T = TypeVar("T")
 
 
 class RedlockClient(RedlockFlows):
@@ -118,7 +120,7 @@ class RedlockClient(RedlockFlows):
         """
         flow = self._acquire_flow(name, ttl, blocking, timeout, token, auto_renew, on_lost, max_extensions,
                                   fenced)
-        return run(flow)
+        return self._serve(flow)
 
     def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
                     auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
@@ -132,19 +134,24 @@ class RedlockClient(RedlockFlows):
         attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions, fenced)
         key, tok, ms, _, node_timeout, _, policy, _ = attempt
         if token is not None or self._closed:  # a token reused, or a closed client: the flow's checks
-            result = run(self._attempt_flow(name, attempt, 1))
+            result = self._serve(self._attempt_flow(name, attempt, 1))
             lease = self._tried(result)
             self._taken(result, policy, on_lost)
             return lease
         started = time.monotonic()
+        serving = self._links._out
+        serving.append(None)
         try:
-            replies, failures = self._fan_one(*self._attempt_call(attempt))
-        except BaseException:  # interrupted: it may have taken the lock anywhere
-            self._abandoned(key, tok, started + ms / 1000.0 + CLEANUP_GRACE, True)
-            raise
-        result, granted = self._attempted(name, attempt, started, replies, failures, 1, True)
-        if granted:
-            run(self._give_back_flow(granted, key, tok, started, ms, node_timeout))
+            try:
+                replies, failures = self._fan_one(*self._attempt_call(attempt))
+            except BaseException:  # interrupted: it may have taken the lock anywhere
+                self._abandoned(key, tok, started + ms / 1000.0 + CLEANUP_GRACE, True)
+                raise
+            result, granted = self._attempted(name, attempt, started, replies, failures, 1, True)
+            if granted:
+                run(self._give_back_flow(granted, key, tok, started, ms, node_timeout))
+        finally:
+            serving.pop()
         lease = self._tried(result)
         self._taken(result, policy, on_lost)
         return lease
@@ -152,13 +159,13 @@ class RedlockClient(RedlockFlows):
     def query(self, name: str | bytes) -> LockInfo:
         """Whether a quorum of masters holds ``name``, and for how long at least a quorum still
         will (never whose it is). ``QuorumError`` when too few masters answer to tell."""
-        return run(self._query_flow(name))
+        return self._serve(self._query_flow(name))
 
     def check(self, lease: RedlockLease) -> float | None:
         """Seconds a majority of masters still holds the lock for ``lease`` (the quorum-th longest
         remaining ttl among the masters where it is ours), None when fewer than a majority do.
         ``QuorumError`` when too few masters answer to tell."""
-        return run(self._check_flow(lease))
+        return self._serve(self._check_flow(lease))
 
     def release(self, lease: RedlockLease) -> bool:
         """Delete the lock on every master where it is still ours. True when that was a majority;
@@ -168,13 +175,18 @@ class RedlockClient(RedlockFlows):
         on them when they answer again.
         """
         lease, node_timeout, forget_at = self._releasing(lease)
+        serving = self._links._out
+        serving.append(None)
         try:
-            replies, _ = self._fan_one(self._compare_delete(lease.key, lease.token), node_timeout,
-                                       _scripts.RELEASE)
-        except BaseException:  # interrupted: the release is still owed everywhere
-            self._release_owed(None, None, lease.key, lease.token, forget_at)
-            raise
-        return self._released(lease, replies, forget_at)
+            try:
+                replies, _ = self._fan_one(self._compare_delete(lease.key, lease.token), node_timeout,
+                                           _scripts.RELEASE)
+            except BaseException:  # interrupted: the release is still owed everywhere
+                self._release_owed(None, None, lease.key, lease.token, forget_at)
+                raise
+            return self._released(lease, replies, forget_at)
+        finally:
+            serving.pop()
 
     def extend(self, lease: RedlockLease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now on every master where it is ours (and again where
@@ -184,7 +196,7 @@ class RedlockClient(RedlockFlows):
         ``ExtensionLimitError`` past ``max_extensions``; ``QuorumError`` when too many masters
         failed to answer to tell. ``additive=True`` adds ``ttl`` to the validity left instead.
         """
-        return run(self._extend_flow(lease, ttl, additive))
+        return self._serve(self._extend_flow(lease, ttl, additive))
 
     def lock(self, name: str | bytes, ttl: Seconds | None = None, *, blocking: bool = True,
              timeout: Seconds | None = None, token: bytes | None = None,
@@ -210,19 +222,19 @@ class RedlockClient(RedlockFlows):
         Never raises for what the masters said: see ``result.statuses``.
         ``limit=k`` takes at most k *free* names instead, from a random point of the list, in chunks
         of at most the names still wanted (for workers claiming shards); see ``result.not_tried``."""
-        return run(self._acquire_many_flow(names, ttl, all_or_nothing, tokens, auto_renew, on_lost,
-                                           max_extensions, limit, fenced))
+        return self._serve(self._acquire_many_flow(names, ttl, all_or_nothing, tokens, auto_renew, on_lost,
+                                                   max_extensions, limit, fenced))
 
     def release_many(self, leases: Sequence[RedlockLease]) -> list[bool]:
         """``release`` for every lease, pipelined; True/False per lease in input order.
         ``QuorumError`` (after all were tried) lists the leases no majority answered for."""
         self._refuse_if_closed()
-        return run(release_many_flow(self, leases))
+        return self._serve(release_many_flow(self, leases))
 
     def extend_many(self, leases: Sequence[RedlockLease], ttl: Seconds) -> list[bool]:
         """``extend`` for every lease, pipelined; True/False per lease in input order."""
         self._refuse_if_closed()
-        return run(extend_many_flow(self, leases, ttl))
+        return self._serve(extend_many_flow(self, leases, ttl))
 
     # -- renewal and lifetime -------------------------------------------------------------------
 
@@ -230,6 +242,16 @@ class RedlockClient(RedlockFlows):
         from turbolock._redlock.renewer import RedlockRenewer
 
         return RedlockRenewer(self)
+
+    def _serve(self, flow: Flow[T]) -> T:
+        """``run(flow)``, counted as a call under way until its bookkeeping is done (the releases
+        it leaves owed recorded), not only until its connections are back: close() waits for it."""
+        serving = self._links._out
+        serving.append(None)
+        try:
+            return run(flow)
+        finally:
+            serving.pop()
 
     def close(self) -> None:
         """Stop renewing and release every auto-renewed lock, serve the calls other threads have

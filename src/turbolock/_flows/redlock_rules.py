@@ -44,7 +44,7 @@ RETRIED_ON_MASTERS = "it is retried on those when they answer"
 TRIED_AS_IT_CLOSES = ("the client was closed meanwhile: at most one more try as it closes, else it expires "
                       "by its ttl")
 """The same, once a threaded client is closing: its close() tries once more what the calls it served
-left owed (an asyncio client's does not: those calls end after its masters' last try)."""
+left owed; an asyncio client's does not (those calls end after its masters' last try)."""
 
 
 def count_int(value: object, argument: str, allow_none: bool) -> int | None:

@@ -58,8 +58,9 @@ class Links:
     def __init__(self, clients: Sequence[LockClient]) -> None:
         self.clients = tuple(clients)
         self._idle: deque[ConnectionSet] = deque()
-        # One entry per set taken and not given back: the calls under way, which close() serves
-        # (deque appends and pops need no lock).
+        # One entry per set taken and not given back, and one per client call under way until its
+        # bookkeeping is done (``RedlockClient._serve``): what close() waits for (deque appends
+        # and pops need no lock).
         self._out: deque[None] = deque()
         self._closed = False
         _all_links.add(self)
@@ -77,19 +78,21 @@ class Links:
         the next call, unless some master's pool has no connection to spare: then back to the
         pools, where a thread waits for one (another Redlock call's, the renewer's, a master
         LockClient's own call), instead of for a set nobody gives back to a pool."""
-        self._out.pop()
-        now = time.monotonic()
-        for m, conn in enumerate(conns):
-            if conn is None:
-                continue
-            if conn.handshake is not None:  # its connect interrupted half-way: never to be reused
-                self.drop(conns, m)
-                continue
-            conn.last_used = now
-        if self._closed or any(client._pool.exhausted() for client in self.clients):  # parked sets count
-            self._return(conns)
-        else:
-            self._idle.append(conns)
+        try:
+            now = time.monotonic()
+            for m, conn in enumerate(conns):
+                if conn is None:
+                    continue
+                if conn.handshake is not None:  # its connect interrupted half-way: never to be reused
+                    self.drop(conns, m)
+                    continue
+                conn.last_used = now
+            if self._closed or any(client._pool.exhausted() for client in self.clients):  # parked sets count
+                self._return(conns)
+            else:
+                self._idle.append(conns)
+        finally:  # the call is over for close() once its connections are back
+            self._out.pop()
 
     def connect(self, conns: ConnectionSet, m: int, timeout: float, finish: bool = True,
                 deadline: float | None = None) -> Connection:

@@ -3,10 +3,11 @@ explicit calls: every Lock object's behaviour (``LockCalls``), taken on a majori
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from turbolock._flows.lock_flows import RedlockLockFlows
 from turbolock._flows.renewal_book import AutoRenew, OnLost
+from turbolock._flows.steps import Flow
 from turbolock._wire.validate import Seconds
 from turbolock.lock import LockCalls
 
@@ -27,3 +28,6 @@ class RedlockLock(LockCalls, RedlockLockFlows):
                  max_extensions: int | None = None, fenced: bool = False) -> None:
         self._setup(name, ttl, blocking, timeout, token, auto_renew, on_lost)
         self._init_redlock(client, max_extensions, fenced)
+
+    def _drive(self, flow: Flow[Any]) -> Any:
+        return self.client._serve(flow)  # counted as a call under way, for close()
