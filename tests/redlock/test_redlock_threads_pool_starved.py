@@ -109,7 +109,7 @@ def test_an_attempt_waiting_on_every_masters_pool_keeps_one_node_timeout(
         result = client.acquire("starved", 10.0, blocking=False)
         took = time.monotonic() - started
         assert result.instances.errored == 3, result.describe()
-        assert took < 0.3 + 0.25, f"the attempt took {took:.2f}s for a 0.3 s node timeout"
+        assert took < 0.3 + 0.45, f"the attempt took {took:.2f}s for a 0.3 s node timeout (one each: 0.9 s)"
     finally:
         for master, conn in zip(masters, busy, strict=True):
             master._pool.put(conn)
