@@ -39,7 +39,7 @@ class LockCalls(LockFlows[Any]):
     # new one: a lock of each object's own, held by another thread at a fork, hung the child's
     # next use of that object.
     _drive = staticmethod(run)
-    """How an acquire's flow is driven (a Redlock lock's counts as its client's call, for close())."""
+    """How a call's flow is driven (a Redlock lock's counts as its client's call, for close())."""
 
     def _block_owner(self) -> object:
         return threading.get_ident()
@@ -89,19 +89,19 @@ class LockCalls(LockFlows[Any]):
         """Reset the ttl (to ``ttl``, or the Lock's own) from now: True. With ``additive=True``,
         add ``ttl`` to what is left instead (redis-py's default). ``LockNotOwnedError`` when the
         lock is no longer ours (the Lock then holds nothing)."""
-        return run(self._extend_flow(ttl, additive))
+        return self._drive(self._extend_flow(ttl, additive))
 
     def owned(self) -> bool:
         """Whether the server still holds the lock for this Lock (asks the server)."""
-        return run(self._owned_flow())
+        return self._drive(self._owned_flow())
 
     def remaining(self) -> float:
         """Seconds before the lock expires on the server if this Lock holds it, else 0."""
-        return run(self._remaining_flow())
+        return self._drive(self._remaining_flow())
 
     def locked(self) -> bool:
         """Whether anyone at all holds the lock (asks the server)."""
-        return run(self._locked_flow())
+        return self._drive(self._locked_flow())
 
     def __enter__(self: L) -> L:
         self._acquire(None, None, True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from functools import partial
 from types import TracebackType
@@ -64,6 +65,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("turbolock.redlock")
 T = TypeVar("T")
 
+CLOSE_POLL = 0.001
+"""How often close() looks whether the calls under way have ended."""
+
 
 class RedlockClient(RedlockFlows):
     """Locks on a majority of ``masters``: three or more independent Redis servers, as URLs
@@ -96,10 +100,14 @@ class RedlockClient(RedlockFlows):
         self._renewer_instance: RedlockRenewer | None = None
         self._renewer_lock = threading.Lock()
         self._closed = False
+        # One entry per call under way, until its bookkeeping is done (``_serve``): what close()
+        # waits for (deque appends and pops need no lock).
+        self._calls: deque[None] = deque()
         forget_parent_locks_after_fork(self)
 
     def _forget_parent_locks(self) -> None:
         self._owner = Owner()
+        self._calls.clear()  # the parent's calls under way, none of them the child's
         self._renewer_lock = threading.Lock()
         if self._renewer_instance is not None:
             self._renewer_instance.forget_after_fork()
@@ -139,7 +147,7 @@ class RedlockClient(RedlockFlows):
             self._taken(result, policy, on_lost)
             return lease
         started = time.monotonic()
-        serving = self._links._out
+        serving = self._calls
         serving.append(None)
         try:
             try:
@@ -175,7 +183,7 @@ class RedlockClient(RedlockFlows):
         on them when they answer again.
         """
         lease, node_timeout, forget_at = self._releasing(lease)
-        serving = self._links._out
+        serving = self._calls
         serving.append(None)
         try:
             try:
@@ -246,7 +254,7 @@ class RedlockClient(RedlockFlows):
     def _serve(self, flow: Flow[T]) -> T:
         """``run(flow)``, counted as a call under way until its bookkeeping is done (the releases
         it leaves owed recorded), not only until its connections are back: close() waits for it."""
-        serving = self._links._out
+        serving = self._calls
         serving.append(None)
         try:
             return run(flow)
@@ -264,7 +272,9 @@ class RedlockClient(RedlockFlows):
         run(stop_renewing_flow(self))
         node_timeout = self.node_timeout or DEFAULT_NODE_TIMEOUT
         deadline = time.monotonic() + node_timeout
-        self._links.close(deadline)  # the calls other threads have under way end first
+        self._links.close()
+        while self._calls and time.monotonic() < deadline:  # the calls other threads have under way end first
+            time.sleep(CLOSE_POLL)
         pending = [m for m, client in enumerate(self.masters) if client._cleanup]  # theirs too
         if pending:
             def ping(buf: Any) -> None:

@@ -30,8 +30,6 @@ from turbolock.errors import LockError
 # Masters are read one after another: once a stuck one has used up the wait, the others'
 # replies (handshakes, chunks) already in their sockets still get this long to be read.
 READ_GRACE = 0.002
-# How often close() looks whether the calls under way have ended.
-CLOSE_POLL = 0.001
 # Below this much difference, a socket's kernel timeout is left as it is.
 _TIMEOUT_SLACK = 0.001
 
@@ -58,16 +56,11 @@ class Links:
     def __init__(self, clients: Sequence[LockClient]) -> None:
         self.clients = tuple(clients)
         self._idle: deque[ConnectionSet] = deque()
-        # One entry per set taken and not given back, and one per client call under way until its
-        # bookkeeping is done (``RedlockClient._serve``): what close() waits for (deque appends
-        # and pops need no lock).
-        self._out: deque[None] = deque()
         self._closed = False
         _all_links.add(self)
 
     def take(self) -> ConnectionSet:
         """A set for this call: idle connections where there are some, None where not."""
-        self._out.append(None)
         try:
             return self._idle.pop()
         except IndexError:
@@ -78,21 +71,18 @@ class Links:
         the next call, unless some master's pool has no connection to spare: then back to the
         pools, where a thread waits for one (another Redlock call's, the renewer's, a master
         LockClient's own call), instead of for a set nobody gives back to a pool."""
-        try:
-            now = time.monotonic()
-            for m, conn in enumerate(conns):
-                if conn is None:
-                    continue
-                if conn.handshake is not None:  # its connect interrupted half-way: never to be reused
-                    self.drop(conns, m)
-                    continue
-                conn.last_used = now
-            if self._closed or any(client._pool.exhausted() for client in self.clients):  # parked sets count
-                self._return(conns)
-            else:
-                self._idle.append(conns)
-        finally:  # the call is over for close() once its connections are back
-            self._out.pop()
+        now = time.monotonic()
+        for m, conn in enumerate(conns):
+            if conn is None:
+                continue
+            if conn.handshake is not None:  # its connect interrupted half-way: never to be reused
+                self.drop(conns, m)
+                continue
+            conn.last_used = now
+        if self._closed or any(client._pool.exhausted() for client in self.clients):  # parked sets count
+            self._return(conns)
+        else:
+            self._idle.append(conns)
 
     def connect(self, conns: ConnectionSet, m: int, timeout: float, finish: bool = True,
                 deadline: float | None = None) -> Connection:
@@ -201,25 +191,21 @@ class Links:
                 conn._set_kernel_timeout(conn.sock, conn.options.timeout)
             pool.put(conn)
 
-    def close(self, deadline: float) -> None:
-        """Give every idle connection back to its pool (a master's LockClient may live on), and
-        wait no later than ``deadline`` for the calls under way to give theirs: a call still
-        waiting for one master's connection needs the other masters' pools open too."""
+    def close(self) -> None:
+        """Give every idle connection back to its pool (a master's LockClient may live on); a
+        set given back from now on goes back to the pools too."""
         self._closed = True
         while True:
             try:
                 conns = self._idle.pop()
             except IndexError:
-                break
+                return
             self._return(conns)
-        while self._out and time.monotonic() < deadline:
-            time.sleep(CLOSE_POLL)
 
     def forget_after_fork(self) -> None:
         # The parent still owns these sockets: close only our copies of the descriptors. The
         # pools have already forgotten them (a new generation), so nothing goes back there.
         idle, self._idle = self._idle, deque()
-        self._out.clear()  # the parent's calls under way, none of them the child's
         for conns in idle:
             for conn in conns:
                 if conn is not None:
