@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -55,6 +56,19 @@ def finish_slot_move(src: redis.Redis, dst: redis.Redis, target: RedisServer, sl
         src.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
     for node in (src, dst):
         node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
+
+def move_slot(cluster: RedisCluster, raws: Callable[[RedisServer], redis.Redis], source: RedisServer,
+              target: RedisServer, slot: int, keys: list[bytes]) -> str:
+    """``slot`` and its ``keys`` moved from ``source`` to ``target``, every master told (a client
+    learns it only from a redirect or a read of the map); ``target``'s node id."""
+    src, dst = raws(source), raws(target)
+    dst_id = start_slot_move(src, dst, slot)
+    finish_slot_move(src, dst, target, slot, keys, dst_id)
+    for node in cluster.nodes[:cluster.masters]:
+        if node.port not in (source.port, target.port):
+            raws(node).execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+    return dst_id
 
 
 def other_master(cluster: RedisCluster, source: RedisServer) -> RedisServer:

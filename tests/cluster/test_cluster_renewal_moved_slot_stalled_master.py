@@ -19,7 +19,7 @@ from turbolock._wire.slots import key_slot
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
-from ._helpers import cluster_fronts, finish_slot_move, names_on, node_id, other_master, start_slot_move
+from ._helpers import cluster_fronts, move_slot, names_on, other_master
 
 Raws = Callable[[RedisServer], redis.Redis]
 
@@ -48,12 +48,7 @@ def test_a_moved_slot_is_renewed_while_another_master_stalls(
         lost = LostLocks()
         leases = client.acquire_many(moving + stalling, TTL, auto_renew=True, on_lost=lost).acquired
         assert len(leases) == MOVED + STALLED
-        src, dst = raws(source), raws(target)
-        dst_id = start_slot_move(src, dst, slot)  # moved before the first renewal (at 2 s)
-        src.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
-        finish_slot_move(src, dst, target, slot, [], dst_id)
-        raws(third).execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
-        assert node_id(raws(third)) != dst_id
+        move_slot(cluster, raws, source, target, slot, keys)  # before the first renewal (at 2 s)
         third.pause()  # across the renewal, until the locks' first ttl is well over
         try:
             time.sleep(TTL + 0.5)

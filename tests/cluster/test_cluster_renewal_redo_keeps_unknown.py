@@ -23,7 +23,7 @@ from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
-from ._helpers import finish_slot_move, names_on, start_slot_move
+from ._helpers import move_slot, names_on
 
 Raws = Callable[[RedisServer], redis.Redis]
 TTL_MS = 20000
@@ -44,13 +44,9 @@ def test_a_redo_written_without_reply_stays_unknown(
         client.query(warm)  # an idle connection to the slot's new master in its pool
         key = (key_prefix + name).encode()
         slot = key_slot(key)
-        src, dst = raws(source), raws(stalled)
+        dst = raws(stalled)
         dst.script_load(RENEW_MANY.source)  # as after any earlier renewal there
-        dst_id = start_slot_move(src, dst, slot)
-        finish_slot_move(src, dst, stalled, slot, [key], dst_id)
-        for node in cluster.nodes[:3]:
-            if node.port not in (source.port, stalled.port):
-                raws(node).execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        move_slot(cluster, raws, source, stalled, slot, [key])
         dst.pexpire(key, 5000)  # so the renewal running later is plain to see
         stalled.pause()
         try:

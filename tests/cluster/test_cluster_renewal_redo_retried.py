@@ -21,7 +21,7 @@ from turbolock._wire.slots import key_slot
 from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
-from ._helpers import cluster_fronts, finish_slot_move, names_on, start_slot_move
+from ._helpers import cluster_fronts, move_slot, names_on
 
 Raws = Callable[[RedisServer], redis.Redis]
 
@@ -60,12 +60,8 @@ def test_a_redo_that_failed_at_once_is_tried_again_within_the_round(
         leases = client.acquire_many(moving + stalling, TTL, auto_renew=True, on_lost=lost).acquired
         acquired_at = time.monotonic()
         assert len(leases) == MOVED + STALLED
-        src, dst = raws(source), raws(target)
-        dst_id = start_slot_move(src, dst, slot)
-        src.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
-        finish_slot_move(src, dst, target, slot, [], dst_id)
-        raws(third).execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
-        refusing.extend([src, dst])
+        move_slot(cluster, raws, source, target, slot, keys)
+        refusing.extend([raws(source), raws(target)])
         for raw in refusing:  # no map to read until REFUSING: the round's first redo fails
             raw.execute_command("ACL", "SETUSER", "default", "-cluster")
         allow = threading.Timer(REFUSING - (time.monotonic() - acquired_at), _allow_cluster, (refusing,))
