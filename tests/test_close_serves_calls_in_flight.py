@@ -12,6 +12,7 @@ import time
 
 import redis
 
+from _closing import CloseBesideRelease, close_beside_release
 from _eventually import eventually
 from _in_thread import InThread
 from turbolock import ClientClosedError, ConnectionError, LockClient
@@ -72,34 +73,17 @@ def test_an_asyncio_release_in_flight_is_answered_before_close_closes(
         own_server: RedisServer, core_name: str, key_prefix: str) -> None:
     raw = redis.Redis(port=own_server.port)
 
-    async def scenario() -> tuple[bool, object, float]:
-        """Whether close() waited, what the release returned, how long close() took (asserted
-        outside the event loop: a failure's traceback stays short)."""
+    async def scenario() -> CloseBesideRelease:
         client = AsyncLockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=T)
         lease = await client.try_acquire("job", 30, auto_renew=True)
-        own_server.pause()  # the release is written; its reply waits for the server
-        try:
-            releasing = asyncio.ensure_future(client.release(lease))  # type: ignore[arg-type]
-            await asyncio.sleep(0.05)
-            started = time.monotonic()
-            closing = asyncio.ensure_future(client.close())
-            await asyncio.sleep(0.3)
-            waited = not closing.done()
-        finally:
-            own_server.resume()
-        await asyncio.wait_for(closing, T + SLACK)
-        took = time.monotonic() - started
-        try:
-            return waited, await releasing, took
-        except Exception as exc:
-            return waited, exc, took
+        return await close_beside_release(client, lease, own_server, T + SLACK)
 
     try:
-        waited, outcome, took = asyncio.run(scenario())
-        assert waited, f"close() did not wait for the release in flight; the release got {outcome!r}"
-        assert outcome is True, repr(outcome)
+        seen = asyncio.run(scenario())  # asserted outside the event loop: a failure's traceback stays short
+        assert seen.waited, f"close() did not wait for the release in flight: {seen.released!r}"
+        assert seen.released is True, repr(seen.released)
         assert raw.exists(key_prefix + "job") == 0, "the lock was left to its ttl"
-        assert took < T + SLACK, f"close() took {took:.2f}s"
+        assert seen.took < T + SLACK, f"close() took {seen.took:.2f}s"
     finally:
         raw.close()
 
@@ -134,29 +118,17 @@ def test_an_asyncio_call_started_while_close_serves_the_calls_in_flight_is_refus
         own_server: RedisServer, core_name: str, key_prefix: str) -> None:
     raw = redis.Redis(port=own_server.port)
 
-    async def scenario() -> tuple[bool, object, object]:
+    async def scenario() -> CloseBesideRelease:
         client = AsyncLockClient.from_url(own_server.url, core=core_name, key_prefix=key_prefix, timeout=T)
         held = await client.try_acquire("a", 30)
-        own_server.pause()  # the release is written; its reply waits for the server
-        try:
-            releasing = asyncio.ensure_future(client.release(held))  # type: ignore[arg-type]
-            await asyncio.sleep(0.05)
-            closing = asyncio.ensure_future(client.close())
-            await asyncio.sleep(0.2)
-            serving = client.closed and not closing.done()
-            late = asyncio.ensure_future(client.try_acquire("b", 30))
-            await asyncio.sleep(0.1)
-        finally:
-            own_server.resume()
-        await asyncio.wait_for(closing, T + SLACK)
-        released, taken = await asyncio.gather(releasing, late, return_exceptions=True)
-        return serving, released, taken
+        return await close_beside_release(client, held, own_server, T + SLACK,
+                                          lambda: client.try_acquire("b", 30))
 
     try:
-        serving, released, taken = asyncio.run(scenario())
-        assert serving, "close() did not wait for the release in flight"
-        assert released is True, repr(released)
-        assert isinstance(taken, ClientClosedError), repr(taken)
+        seen = asyncio.run(scenario())
+        assert seen.waited, "close() did not wait for the release in flight"
+        assert seen.released is True, repr(seen.released)
+        assert isinstance(seen.late, ClientClosedError), repr(seen.late)
         assert raw.exists(key_prefix + "b") == 0, "a call on the closed client took a lock"
     finally:
         raw.close()

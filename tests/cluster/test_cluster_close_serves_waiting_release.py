@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import redis
 
+from _closing import CloseBesideRelease, close_beside_release
 from _eventually import eventually
 from _in_thread import InThread
 from turbolock import ClientClosedError
@@ -67,7 +68,7 @@ def test_an_asyncio_release_in_flight_is_answered_and_new_calls_refused_as_close
 
     cluster = quiet_cluster
 
-    async def scenario() -> tuple[bool, object, object]:
+    async def scenario() -> CloseBesideRelease:
         client = AsyncClusterLockClient.from_url(cluster.url, core=core_name, key_prefix=key_prefix,
                                                  timeout=T)
         lease = await client.try_acquire("job", 30, auto_renew=True)
@@ -77,24 +78,10 @@ def test_an_asyncio_release_in_flight_is_answered_and_new_calls_refused_as_close
         elsewhere = names_on(cluster, key_prefix, later, 1, "late")[0]
         assert (await client.query(elsewhere)).held is False  # that master's pool comes after
         stopped = next(n for n in cluster.nodes if (n.host, n.port) == master)
-        stopped.pause()  # the release is written; its reply waits for the master
-        try:
-            releasing = asyncio.ensure_future(client.release(lease))  # type: ignore[arg-type]
-            await asyncio.sleep(0.05)
-            closing = asyncio.ensure_future(client.close())
-            await asyncio.sleep(0.3)
-            waited = not closing.done()
-            try:
-                late: object = await client.try_acquire(elsewhere, 30)
-            except ClientClosedError as exc:
-                late = exc
-        finally:
-            stopped.resume()
-        await asyncio.wait_for(closing, T + SLACK)
-        released = await asyncio.gather(releasing, return_exceptions=True)
-        return waited, released[0], late
+        return await close_beside_release(client, lease, stopped, T + SLACK,
+                                          lambda: client.try_acquire(elsewhere, 30))
 
-    waited, released, late = asyncio.run(scenario())
-    assert waited, f"close() did not wait for the release in flight: {released!r}"
-    assert released is True, repr(released)
-    assert isinstance(late, ClientClosedError), f"a call made as the client closed got {late!r}"
+    seen = asyncio.run(scenario())
+    assert seen.waited, f"close() did not wait for the release in flight: {seen.released!r}"
+    assert seen.released is True, repr(seen.released)
+    assert isinstance(seen.late, ClientClosedError), f"a call made as the client closed got {seen.late!r}"
