@@ -69,6 +69,10 @@ class ClusterLockClient(LockClient):
     def _close_connections(self, deadline: float) -> None:
         self._cluster.close(deadline)
 
+    def _forget_parent_locks(self) -> None:
+        super()._forget_parent_locks()
+        self._cluster.forget_after_fork()
+
     def _renew_batches(self, batches: list[Batch], encode: Encoder, reencode: Reencoder,
                        on_replies: ReplyHandler, deadline: float) -> list[object]:
         # The batches themselves, not the encoders: each is split per master and sent in the
@@ -77,4 +81,4 @@ class ClusterLockClient(LockClient):
 
     def _claim_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, limit: int,
                          tokens: Sequence[bytes] | None, fenced: bool = False) -> Flow[ClaimResult]:
-        return cluster_claim_flow(self, names, ttl, limit, tokens, fenced)
+        return self._cluster.calls.counted(cluster_claim_flow(self, names, ttl, limit, tokens, fenced))

@@ -20,14 +20,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
 from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE
-from turbolock._flows.closing import stop_renewing_flow
+from turbolock._flows.closing import CallsUnderWay, stop_renewing_flow
 from turbolock._flows.lock_rules import lock_ttl
 from turbolock._flows.ownership import Owner, forget_parent_locks_after_fork
 from turbolock._flows.redlock_bulk import extend_many_flow, release_many_flow
@@ -65,10 +64,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("turbolock.redlock")
 T = TypeVar("T")
 
-CLOSE_POLL = 0.001
-"""How often close() looks whether the calls under way have ended."""
-
-
 class RedlockClient(RedlockFlows):
     """Locks on a majority of ``masters``: three or more independent Redis servers, as URLs
     (``redis://``, ``rediss://``, ``unix://``) or ``LockClient``s. Thread-safe.
@@ -100,14 +95,13 @@ class RedlockClient(RedlockFlows):
         self._renewer_instance: RedlockRenewer | None = None
         self._renewer_lock = threading.Lock()
         self._closed = False
-        # One entry per call under way, until its bookkeeping is done (``_serve``): what close()
-        # waits for (deque appends and pops need no lock).
-        self._calls: deque[None] = deque()
+        # Each call under way, until its bookkeeping is done (``_serve``): what close() waits for.
+        self._calls = CallsUnderWay()
         forget_parent_locks_after_fork(self)
 
     def _forget_parent_locks(self) -> None:
         self._owner = Owner()
-        self._calls.clear()  # the parent's calls under way, none of them the child's
+        self._calls = CallsUnderWay()  # the parent's calls under way, none of them the child's
         self._renewer_lock = threading.Lock()
         if self._renewer_instance is not None:
             self._renewer_instance.forget_after_fork()
@@ -147,7 +141,7 @@ class RedlockClient(RedlockFlows):
             self._taken(result, policy, on_lost)
             return lease
         started = time.monotonic()
-        serving = self._calls
+        serving = self._calls.entries
         serving.append(None)
         try:
             try:
@@ -183,7 +177,7 @@ class RedlockClient(RedlockFlows):
         on them when they answer again.
         """
         lease, node_timeout, forget_at = self._releasing(lease)
-        serving = self._calls
+        serving = self._calls.entries
         serving.append(None)
         try:
             try:
@@ -254,7 +248,7 @@ class RedlockClient(RedlockFlows):
     def _serve(self, flow: Flow[T]) -> T:
         """``run(flow)``, counted as a call under way until its bookkeeping is done (the releases
         it leaves owed recorded), not only until its connections are back: close() waits for it."""
-        serving = self._calls
+        serving = self._calls.entries
         serving.append(None)
         try:
             return run(flow)
@@ -273,8 +267,7 @@ class RedlockClient(RedlockFlows):
         node_timeout = self.node_timeout or DEFAULT_NODE_TIMEOUT
         deadline = time.monotonic() + node_timeout
         self._links.close()
-        while self._calls and time.monotonic() < deadline:  # the calls other threads have under way end first
-            time.sleep(CLOSE_POLL)
+        run(self._calls.ended_flow(deadline))  # the calls other threads have under way end first
         pending = [m for m, client in enumerate(self.masters) if client._cleanup]  # theirs too
         if pending:
             def ping(buf: Any) -> None:

@@ -7,8 +7,10 @@
   executor gave it a whole new timeout: 1.5x the call's);
 - auto-renewal signals a lock lost by the expiry the lease believed (2.7 s late: the round
   waited the connection's whole timeout);
-- close() while another task's call reads the map ends that call in ClientClosedError (it got
-  a bare CancelledError, which asyncio code takes for its own cancellation);
+- close() while another task's call reads the map lets that call end first: it is served when
+  the nodes answer again, and ends by its own deadline when they do not (it got a bare
+  CancelledError once, which asyncio code takes for its own cancellation, then
+  ClientClosedError while close() cancelled the read);
 - and a call's shorter deadline is waited for by that call alone: a renewal round's, made the
   reply deadline on the master's connection, broke that connection for another task's acquire
   (found in review of the fix).
@@ -24,7 +26,13 @@ import time
 
 import pytest
 
-from turbolock import AcquireOutcomeUnknownError, ClientClosedError, Lease, LockError, UnsentTimeoutError
+from turbolock import (
+    AcquireOutcomeUnknownError,
+    ClusterError,
+    Lease,
+    LockError,
+    UnsentTimeoutError,
+)
 from turbolock._wire.slots import key_slot
 from turbolock.asyncio import AsyncClusterLockClient
 from turbolock.redis_cluster import RedisCluster
@@ -161,11 +169,12 @@ def test_renewal_signals_a_lost_lock_by_its_believed_expiry(
     assert fired[0] - believed <= 0.25, f"signalled {fired[0] - believed:+.2f}s after the believed expiry"
 
 
-def test_close_during_another_calls_map_read_ends_it_in_client_closed(
-        quiet_cluster: RedisCluster, core_name: str, key_prefix: str) -> None:
+@pytest.mark.parametrize("answered", [True, False], ids=["nodes-answer-again", "nodes-silent"])
+def test_close_during_another_calls_map_read_lets_it_end_first(
+        quiet_cluster: RedisCluster, core_name: str, key_prefix: str, answered: bool) -> None:
     nodes = list(quiet_cluster.nodes)
 
-    async def scenario() -> tuple[object, bool]:
+    async def scenario() -> tuple[object, bool, float]:
         client = _client(quiet_cluster, core_name, key_prefix)
         assert (await client.query("warm-up")).held is False
         client._cluster.routes.stale = True
@@ -173,19 +182,30 @@ def test_close_during_another_calls_map_read_ends_it_in_client_closed(
         try:
             call = asyncio.ensure_future(client.try_acquire("a", 30))
             await asyncio.sleep(0.3)  # its map read under way
-            await client.close()
+            started = time.monotonic()
+            closing = asyncio.ensure_future(client.close())
+            await asyncio.sleep(0.2)
+            if answered:
+                _resume(nodes)
+            await asyncio.wait_for(closing, T + SLACK)
+            took = time.monotonic() - started
             try:
                 outcome: object = await call
             except BaseException as exc:  # what it raises is what is checked, CancelledError included
                 outcome = exc
             task = asyncio.current_task()
-            return outcome, task is not None and task.cancelling() > 0
+            return outcome, task is not None and task.cancelling() > 0, took
         finally:
             _resume(nodes)
 
-    outcome, cancelled = asyncio.run(scenario())
+    outcome, cancelled, took = asyncio.run(scenario())
     assert not cancelled
-    assert isinstance(outcome, ClientClosedError), f"the call ended with {outcome!r}"
+    if answered:
+        assert isinstance(outcome, Lease), f"the call under way as the client closed got {outcome!r}"
+    else:  # its deadline (T from 0.3 s before close began) passed, the map unread
+        assert isinstance(outcome, ClusterError), f"the call ended with {outcome!r}"
+        assert "no cluster node gave a slot map" in str(outcome), outcome
+    assert took < T + SLACK, f"close() took {took:.2f}s"
 
 
 @pytest.mark.parametrize("renewed", [False, True], ids=["control", "renewed"])

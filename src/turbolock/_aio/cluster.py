@@ -17,6 +17,7 @@ from turbolock._aio.executor import Executor
 from turbolock._aio.pool import ConnectionPool, cancelling
 from turbolock._aio.waiting import finished_within
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags
+from turbolock._flows.closing import CallsUnderWay
 from turbolock._flows.cluster_renewal import renew_flow
 from turbolock._flows.cluster_routes import (
     ClusterRoutes,
@@ -59,6 +60,9 @@ class ClusterExecutor:
         self.routes = ClusterRoutes(key_prefix, startup, options.ssl, core)
         self._nodes: dict[Address, Executor] = {}
         self._closed = False
+        self.calls = CallsUnderWay()
+        """Each call under way, its redirects and map reads included: close() lets them end
+        first (a claim, which asks the masters' executors itself, counts itself in)."""
         self._refreshing: asyncio.Task[SlotMap] | None = None
 
     def node(self, address: Address) -> Executor:
@@ -71,6 +75,10 @@ class ClusterExecutor:
             pool.on_new_loop = self.on_new_loop
             executor = self._nodes[address] = Executor(pool, self.chunk_size)
         return executor
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: the parent's calls under way are none of the child's to wait for."""
+        self.calls = CallsUnderWay()
 
     def offers_set_ifeq(self) -> bool:
         """False: a bulk extend's keys are spread over the masters, and go as EXTEND scripts."""
@@ -112,18 +120,26 @@ class ClusterExecutor:
                    flow: Callable[[First], Flow[object]]) -> object:
         """A key's command: tried on the master the map names (the common case, no flow), the
         flow taking over when there is no map or the reply is a redirect or a "try again"."""
-        address = self.routes.master_of(key)
-        first: First = None
-        if address is not None:
-            try:
-                reply = await call(self.node(address))
-            except BaseException as exc:
-                self.routes.failed(address, exc)
-                raise
-            if final(reply):
-                return reply
-            first = (address, reply)
-        return await run(flow(first))
+        under_way = self.calls
+        if under_way.closing:
+            raise ClientClosedError()
+        calls = under_way.entries
+        calls.append(None)
+        try:
+            address = self.routes.master_of(key)
+            first: First = None
+            if address is not None:
+                try:
+                    reply = await call(self.node(address))
+                except BaseException as exc:
+                    self.routes.failed(address, exc)
+                    raise
+                if final(reply):
+                    return reply
+                first = (address, reply)
+            return await run(flow(first))
+        finally:
+            calls.pop()
 
     async def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int, deadline: float) -> object:
         return await self._one(key, lambda node: node.set_nx_one(key, token, ttl_ms, deadline),
@@ -153,9 +169,9 @@ class ClusterExecutor:
         ``read_only``: a master's failure raises (see ``many_flow``)."""
         results: list[object] = [NOT_SENT] * count
         try:
-            await run(many_flow(self.routes, self, count, encode, script, reencode, keys, self.timeout,
-                                chunk_size or self.chunk_size, deadline, orphans, results, durable,
-                                read_only))
+            await run(self.calls.counted(many_flow(self.routes, self, count, encode, script, reencode, keys,
+                                                    self.timeout, chunk_size or self.chunk_size, deadline,
+                                                    orphans, results, durable, read_only)))
         except BaseException:
             settle_answered(results, on_replies)
             raise
@@ -170,11 +186,15 @@ class ClusterExecutor:
 
     async def renew(self, batches: list[Batch], deadline: float) -> list[list[object]]:
         """A renewal round's batches, split per master (``_flows/cluster_renewal``)."""
-        return await run(renew_flow(self.routes, self, batches, self.timeout, self.chunk_size, deadline))
+        return await run(self.calls.counted(renew_flow(self.routes, self, batches, self.timeout,
+                                                          self.chunk_size, deadline)))
 
     async def close(self, deadline: float = -math.inf) -> None:
-        """Close every master's connections, the calls in flight answered first until
-        ``deadline`` (``ConnectionPool.close``)."""
+        """Close every master's connections once the calls under way have ended, or at
+        ``deadline`` (a release met by a redirect as the client closes follows it to the
+        slot's new master, reading the map if it must), then the calls still in flight answered
+        until ``deadline`` (``ConnectionPool.close``)."""
+        await run(self.calls.ended_flow(deadline))
         self._closed = True
         task, self._refreshing = self._refreshing, None
         if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():

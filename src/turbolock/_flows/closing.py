@@ -1,17 +1,24 @@
 """A client's closing, written once for the threaded and the asyncio clients: the closed state
-every call checks (``Closable``), and what every ``close()`` does first: stop its renewer and
-release every lock the renewer still kept, by one deadline."""
+every call checks (``Closable``), what every ``close()`` does first (stop its renewer and
+release every lock the renewer still kept, by one deadline), and the calls under way a close()
+lets end before it closes the connections they need."""
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+import time
+from collections import deque
+from typing import Any, TypeVar
 
-from turbolock._flows.steps import Call, Flow
+from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock.errors import ClientClosedError, LockError
 
 log = logging.getLogger("turbolock")
+T = TypeVar("T")
+
+CLOSE_POLL = 0.001
+"""How often close() looks whether the calls under way have ended."""
 
 NOT_RETRIED = "the client was closed meanwhile: not retried, it expires by its ttl"
 """The fate of a release whose outcome was lost, once the client is closing."""
@@ -63,3 +70,36 @@ def stop_renewing_flow(client: Any, deadline: float = math.inf) -> Flow[None]:
         yield Call(client._release_renewed, (held, deadline))
     except LockError as exc:
         log.warning("turbolock: close could not release %d renewed locks: %s", len(held), exc)
+
+
+class CallsUnderWay:
+    """The calls under way on a client, each counted until it ends (deque appends and pops need
+    no lock between threads): what its close() lets end before it closes the connections they
+    need (a Redis Cluster call's redirect to another master, a Redlock call's bookkeeping).
+    Calls count themselves in, inline on the hot paths, or through ``counted``."""
+
+    __slots__ = ("entries", "closing")
+
+    def __init__(self) -> None:
+        self.entries: deque[None] = deque()
+        self.closing = False
+        """Set by close(): a call begun from then on is refused (those under way go on)."""
+
+    def counted(self, flow: Flow[T]) -> Flow[T]:
+        """``flow`` as a call: refused once close() began, else counted from its first step to
+        its end."""
+        if self.closing:
+            raise ClientClosedError()
+        entries = self.entries
+        entries.append(None)
+        try:
+            return (yield from flow)
+        finally:
+            entries.pop()
+
+    def ended_flow(self, deadline: float) -> Flow[None]:
+        """close()'s: refuse new calls, and wait until none is under way, or ``deadline``."""
+        self.closing = True
+        entries = self.entries
+        while entries and time.monotonic() < deadline:
+            yield Sleep(CLOSE_POLL)

@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import TypeVar
 
 from turbolock._flows.bulk_plan import OrphanHandler, OrphanTags
+from turbolock._flows.closing import CallsUnderWay
 from turbolock._flows.cluster_renewal import renew_flow
 from turbolock._flows.cluster_routes import (
     ClusterRoutes,
@@ -54,6 +55,9 @@ class ClusterExecutor:
         self._nodes: dict[Address, Executor] = {}
         self._nodes_lock = threading.Lock()
         self._closed = False
+        self.calls = CallsUnderWay()
+        """Each call under way, its redirects and map reads included: close() lets them end
+        first (a claim, which asks the masters' executors itself, counts itself in)."""
         self._refresh_lock = threading.Lock()
         self.on_orphan: OrphanHandler | None = None
         """Each master's executor's (``Executor.on_orphan``)."""
@@ -86,6 +90,10 @@ class ClusterExecutor:
         finally:
             self._refresh_lock.release()
 
+    def forget_after_fork(self) -> None:
+        """In a forked child: the parent's calls under way are none of the child's to wait for."""
+        self.calls = CallsUnderWay()
+
     def offers_set_ifeq(self) -> bool:
         """False: a bulk extend's keys are spread over the masters, and go as EXTEND scripts."""
         return False
@@ -97,18 +105,26 @@ class ClusterExecutor:
              flow: Callable[[First], Flow[object]]) -> object:
         """A key's command: tried on the master the map names (the common case, no flow), the
         flow taking over when there is no map or the reply is a redirect or a "try again"."""
-        address = self.routes.master_of(key)
-        first: First = None
-        if address is not None:
-            try:
-                reply = call(self.node(address))
-            except BaseException as exc:
-                self.routes.failed(address, exc)
-                raise
-            if final(reply):
-                return reply
-            first = (address, reply)
-        return run(flow(first))
+        under_way = self.calls
+        if under_way.closing:
+            raise ClientClosedError()
+        calls = under_way.entries
+        calls.append(None)
+        try:
+            address = self.routes.master_of(key)
+            first: First = None
+            if address is not None:
+                try:
+                    reply = call(self.node(address))
+                except BaseException as exc:
+                    self.routes.failed(address, exc)
+                    raise
+                if final(reply):
+                    return reply
+                first = (address, reply)
+            return run(flow(first))
+        finally:
+            calls.pop()
 
     def set_nx_one(self, key: bytes, token: bytes, ttl_ms: int, deadline: float) -> object:
         return self._one(key, lambda node: node.set_nx_one(key, token, ttl_ms, deadline),
@@ -134,8 +150,9 @@ class ClusterExecutor:
         ``read_only``: a master's failure raises (see ``many_flow``)."""
         results: list[object] = [NOT_SENT] * count
         try:
-            run(many_flow(self.routes, self, count, encode, script, reencode, keys, self.timeout,
-                          self.chunk_size, deadline, orphans, results, durable, read_only))
+            run(self.calls.counted(many_flow(self.routes, self, count, encode, script, reencode, keys,
+                                               self.timeout, self.chunk_size, deadline, orphans, results,
+                                               durable, read_only)))
         except BaseException:
             settle_answered(results, on_replies)
             raise
@@ -149,11 +166,15 @@ class ClusterExecutor:
 
     def renew(self, batches: list[Batch], deadline: float) -> list[list[object]]:
         """A renewal round's batches, split per master (``_flows/cluster_renewal``)."""
-        return run(renew_flow(self.routes, self, batches, self.timeout, self.chunk_size, deadline))
+        return run(self.calls.counted(renew_flow(self.routes, self, batches, self.timeout, self.chunk_size,
+                                                   deadline)))
 
     def close(self, deadline: float = -math.inf) -> None:
-        """Close every master's connections, serving the calls waiting for one until
-        ``deadline`` (``ConnectionPool.close``)."""
+        """Refuse new calls, let those under way end (a release met by a redirect as the client
+        closes follows it to the slot's new master), then close every master's connections;
+        all by ``deadline``, a call still waiting for a connection served until then
+        (``ConnectionPool.close``)."""
+        run(self.calls.ended_flow(deadline))
         with self._nodes_lock:
             self._closed = True
             nodes = list(self._nodes.values())

@@ -80,6 +80,10 @@ class AsyncClusterLockClient(AsyncLockClient):
     async def _close_connections(self, deadline: float = -math.inf) -> None:
         await self._cluster.close(deadline)
 
+    def _forget_parent_locks(self) -> None:
+        super()._forget_parent_locks()
+        self._cluster.forget_after_fork()
+
     async def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
                           auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
                           fenced: bool = False) -> Lease | None:
@@ -101,7 +105,7 @@ class AsyncClusterLockClient(AsyncLockClient):
 
     def _claim_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, limit: int,
                          tokens: Sequence[bytes] | None, fenced: bool = False) -> Flow[ClaimResult]:
-        return cluster_claim_flow(self, names, ttl, limit, tokens, fenced)
+        return self._cluster.calls.counted(cluster_claim_flow(self, names, ttl, limit, tokens, fenced))
 
     async def _renew_batches(self, batches: list[Batch], encode: Encoder, reencode: Reencoder,
                              on_replies: ReplyHandler, deadline: float) -> list[object]:
