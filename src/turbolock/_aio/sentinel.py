@@ -93,7 +93,9 @@ class SentinelPool(ConnectionPool):
 
     async def _open_connection(self) -> RedisProtocol:
         watcher = self._watcher
-        if watcher is None or watcher.done() or watcher.get_loop() is not asyncio.get_running_loop():
+        if not self._closed and (watcher is None or watcher.done()
+                                 or watcher.get_loop() is not asyncio.get_running_loop()):
+            # Not once close() began: a connect it serves would start one nobody cancels.
             self._watcher = asyncio.get_running_loop().create_task(self._watch())
         # One call timeout for the whole of it: the Sentinels asked, the connect and ROLE. One
         # connect at a time (the pool's): one question to the Sentinels.
@@ -145,6 +147,8 @@ class SentinelPool(ConnectionPool):
                 self.drop_all()
 
     async def close(self, deadline: float = -math.inf) -> None:
+        self.adopt_running_loop()
+        self.refuse()  # before the first await: a call made while the watcher ends is refused
         watcher, self._watcher = self._watcher, None
         if watcher is not None and not watcher.done() and watcher.get_loop() is asyncio.get_running_loop():
             watcher.cancel()
