@@ -185,11 +185,17 @@ class AsyncRedlockClient(RedlockFlows):
         if self._closed:
             return
         self._closed = True
-        await run(stop_renewing_flow(self))
-        # The masters' own maybe-held releases get one try, side by side, for one node timeout: a
-        # master still down expires them by their ttl (as the threaded client's close does).
-        deadline = time.monotonic() + (self.node_timeout or DEFAULT_NODE_TIMEOUT)
-        await asyncio.gather(*(client._close(deadline) for client in self._opened))
+        try:
+            await run(stop_renewing_flow(self))
+            # The masters' own maybe-held releases get one try, side by side, for one node timeout:
+            # a master still down expires them by their ttl (as the threaded client's close does).
+            deadline = time.monotonic() + (self.node_timeout or DEFAULT_NODE_TIMEOUT)
+            await asyncio.gather(*(client._close(deadline) for client in self._opened))
+        except BaseException:  # cancelled part-way (a shutdown's wait_for): closed all the same, at once
+            for client in self._opened:
+                if not client.closed:  # one whose close() began closed itself as it was cancelled
+                    client._abort()
+            raise
 
     async def _release_renewed(self, leases: list[RedlockLease], deadline: float) -> list[bool]:
         return await run(release_many_flow(self, leases))  # close's own: the client is closing
