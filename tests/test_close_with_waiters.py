@@ -55,6 +55,35 @@ def test_close_ends_every_waiter_promptly(make_client: Callable[..., Any], fair:
     assert ended < 1.0, (ended, results)
 
 
+@pytest.mark.timing
+def test_close_ends_polling_waiters_at_once(make_client: Callable[..., Any]) -> None:
+    # Waiters that poll (no waking), their pauses grown to 200 ms: close() ends them as it closes,
+    # not as many as 200 ms later, when their next attempt would find the client closed.
+    holder = make_client()
+    client = make_client(wake_waiters=False)
+    assert holder.try_acquire("held", 30) is not None
+    ended: list[tuple[object, float]] = []
+
+    def wait() -> None:
+        try:
+            outcome: Any = client.lock("held", 30).acquire(timeout=8)
+        except BaseException as exc:
+            outcome = exc
+        ended.append((outcome, time.monotonic()))
+
+    threads = [threading.Thread(target=wait, daemon=True) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.5)
+    close_only(client)
+    closed_at = time.monotonic()
+    for thread in threads:
+        thread.join(10)
+    assert len(ended) == 8 and all(isinstance(outcome, ClientClosedError) for outcome, _ in ended), ended
+    late = max(at for _, at in ended) - closed_at
+    assert late < 0.1, f"a polling waiter ended {late:.3f}s after close() returned"
+
+
 def test_close_leaves_no_fair_queue_entry(make_client: Callable[..., Any], raw: redis.Redis,
                                           key_prefix: str) -> None:
     holder = make_client()

@@ -44,6 +44,7 @@ from turbolock._sync.cleaner import BackgroundCleaner
 from turbolock._sync.cluster_waker import ClusterWaker
 from turbolock._sync.drive import run, wait_for_abandoned
 from turbolock._sync.executor import Executor
+from turbolock._sync.pauses import Pauses
 from turbolock._sync.pool import ConnectionPool
 from turbolock._sync.renewer import Renewer
 from turbolock._sync.waker import Waker
@@ -77,6 +78,7 @@ class LockClient(ClientRules[Lock]):
         self._cleaner = BackgroundCleaner(self._cleanup, self._release_keys, self.options.timeout)
         self._renewer_lock = threading.Lock()
         self._waker_instance: Waker | ClusterWaker | None = None
+        self._pauses = Pauses()
         forget_parent_locks_after_fork(self)
 
     def _open(self, max_connections: int) -> None:
@@ -95,6 +97,7 @@ class LockClient(ClientRules[Lock]):
         # In a forked child: the parent's leases, renewals and cleanups are the parent's business.
         self._forget_parent_bookkeeping()
         self._cleaner.forget_after_fork()
+        self._pauses = Pauses()
         self._renewer_lock = threading.Lock()
         if self._renewer_instance is not None:
             self._renewer_instance.forget_after_fork()
@@ -283,6 +286,7 @@ class LockClient(ClientRules[Lock]):
         if self._cleanup and deadline > time.monotonic():
             self._cleaner.run_once(deadline)
         self._closed = True
+        self._pauses.end_all()  # every polling waiter ends
         if self._waker_instance is not None:  # every waiter ends, a fair one leaving its queue
             self._waker_instance.close(deadline)
         self._await_fair_waiters(deadline)

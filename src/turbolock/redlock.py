@@ -52,6 +52,7 @@ from turbolock._redlock.fanout import fan_out, fan_out_one
 from turbolock._redlock.links import Links
 from turbolock._redlock.masters import take_masters
 from turbolock._sync.drive import run
+from turbolock._sync.pauses import Pauses
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.validate import Seconds
 from turbolock.client import LockClient
@@ -95,6 +96,7 @@ class RedlockClient(RedlockFlows):
         self._renewer_instance: RedlockRenewer | None = None
         self._renewer_lock = threading.Lock()
         self._closed = False
+        self._pauses = Pauses()
         # Each call under way, until its bookkeeping is done (``_serve``): what close() waits for.
         self._calls = CallsUnderWay()
         forget_parent_locks_after_fork(self)
@@ -102,6 +104,7 @@ class RedlockClient(RedlockFlows):
     def _forget_parent_locks(self) -> None:
         self._owner = Owner()
         self._calls = CallsUnderWay()  # the parent's calls under way, none of them the child's
+        self._pauses = Pauses()
         self._renewer_lock = threading.Lock()
         if self._renewer_instance is not None:
             self._renewer_instance.forget_after_fork()
@@ -263,6 +266,7 @@ class RedlockClient(RedlockFlows):
         if self._closed:
             return
         self._closed = True
+        self._pauses.end_all()  # every blocking acquire ends, not one retry delay later
         run(stop_renewing_flow(self))
         node_timeout = self.node_timeout or DEFAULT_NODE_TIMEOUT
         deadline = time.monotonic() + node_timeout

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -57,6 +58,68 @@ def test_a_blocking_async_redlock_acquire_on_a_closed_client_stops_at_once(
 
     result, took = asyncio.run(main())
     assert took < 0.5 and isinstance(result, ClientClosedError), (result, took)
+
+
+RETRY_DELAY = 4.0
+"""Long retry delays: with 8 waiters, some are sure to be in one as the client closes."""
+
+
+@pytest.mark.parametrize("core_name", ["c"], indirect=True)  # the client's closing: no core's own
+@pytest.mark.parametrize("front", ["threads", "asyncio"])
+def test_close_ends_redlock_acquires_waiting_out_a_retry_delay(
+        three: list[RedisServer], core_name: str, key_prefix: str, front: str) -> None:
+    # They slept out their random delay (up to retry_delay) before finding the client closed
+    # (found in review).
+    urls = [s.url for s in three]
+    holder = RedlockClient(urls, core=core_name, key_prefix=key_prefix)
+    lease = holder.try_acquire("busy", 30)
+    assert lease is not None
+    ended: list[tuple[object, float]] = []
+
+    def outcome_of(wait: Callable[[], object]) -> None:
+        try:
+            outcome = wait()
+        except BaseException as exc:
+            outcome = exc
+        ended.append((outcome, time.monotonic()))
+
+    if front == "threads":
+        waiter = RedlockClient(urls, core=core_name, key_prefix=key_prefix, retry_delay=RETRY_DELAY)
+        def wait() -> object:
+            return waiter.acquire("busy", 30, timeout=None)
+
+        threads = [threading.Thread(target=outcome_of, args=(wait,)) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.3)  # each made its first attempt and waits out its delay
+        waiter.close()
+        closed_at = time.monotonic()
+        for thread in threads:
+            thread.join(RETRY_DELAY + 1)
+    else:
+        async def scenario() -> float:
+            waiter = AsyncRedlockClient(urls, core=core_name, key_prefix=key_prefix, retry_delay=RETRY_DELAY)
+
+            async def wait() -> None:
+                try:
+                    outcome: object = await waiter.acquire("busy", 30, timeout=None)
+                except BaseException as exc:
+                    outcome = exc
+                ended.append((outcome, time.monotonic()))
+
+            tasks = [asyncio.ensure_future(wait()) for _ in range(8)]
+            await asyncio.sleep(0.3)
+            await waiter.close()
+            closed = time.monotonic()
+            await asyncio.wait(tasks, timeout=RETRY_DELAY + 1)
+            return closed
+
+        closed_at = asyncio.run(scenario())
+    holder.release(lease)
+    holder.close()
+    assert len(ended) == 8 and all(isinstance(outcome, ClientClosedError) for outcome, _ in ended), ended
+    late = max(at for _, at in ended) - closed_at
+    assert late < 0.1, f"a blocking Redlock acquire ended {late:.2f}s after close() returned"
 
 
 CALLS = ["release", "release_many", "extend", "extend_many", "check", "query"]

@@ -272,7 +272,8 @@ class SingleLockFlows(LockFlows[Lease]):
                 if pause is None:
                     return None
                 if ticket is None:
-                    yield Sleep(pause)
+                    yield Call(client._pauses.pause, (pause,))
+                    client._refuse_if_closed()  # close() ended the pause: no attempt as it closes
                 else:
                     woken = yield Call(client._wake_wait, (ticket, pause))
         finally:
@@ -333,7 +334,7 @@ class SingleLockFlows(LockFlows[Lease]):
                 if pause is None:
                     break
                 if ticket is None:
-                    yield Sleep(pause)
+                    yield Call(client._pauses.pause, (pause,))
                 else:
                     yield Call(client._wake_wait, (ticket, pause))
                 if client._closed:  # woken by close: it leaves now, in close's last cleanup

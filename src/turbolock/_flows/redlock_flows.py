@@ -49,7 +49,7 @@ from turbolock._flows.redlock_rules import (
 )
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.single import extend_ms
-from turbolock._flows.steps import Call, Flow, Sleep
+from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import GIVE_BACK_FLOOR, UNKNOWN, floored
 from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, extended
@@ -190,10 +190,11 @@ class RedlockFlows(RedlockRules):
                 if remaining < node_timeout:
                     # No retry could end by the deadline (it may wait a node timeout): the rest
                     # of the wait passes without one.
-                    yield Sleep(remaining)
+                    yield Call(self._pauses.pause, (remaining,))
+                    self._refuse_if_closed()  # close() ended the pause
                     return result
                 delay = min(delay, remaining - node_timeout)
-            yield Sleep(delay)
+            yield Call(self._pauses.pause, (delay,))  # close() ends it: the attempt then refuses
             attempts += 1
             if token is None:
                 attempt = (attempt[0], secrets.token_bytes(TOKEN_BYTES), *attempt[2:])

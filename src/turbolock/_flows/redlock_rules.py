@@ -92,6 +92,8 @@ class RedlockRules(Closable, CodecAndChunks, RenewerSlot):
     _opened: list[Any]
     _fan_one: Callable[..., Any]
     """A fan-out of one command to the masters, for a flow's Call (see ``steps``)."""
+    _pauses: Any
+    """The front's ``Pauses``: a blocking acquire's retry delays, which close() ends."""
     _fan_many: Callable[..., Any]
     """A fan-out of many items in chunks to the masters, for a flow's Call (see ``steps``)."""
 

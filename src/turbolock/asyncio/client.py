@@ -21,6 +21,7 @@ from turbolock import _metrics
 from turbolock._aio.cluster_waker import AsyncClusterWaker
 from turbolock._aio.drive import run
 from turbolock._aio.executor import Executor, abandon
+from turbolock._aio.pauses import Pauses
 from turbolock._aio.pool import ConnectionPool
 from turbolock._aio.renewer import OnLost, Renewer
 from turbolock._aio.tokens import TokenSource
@@ -99,6 +100,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         self._cleanup_runner: asyncio.Task[None] | None = None
         self._closing: asyncio.Future[None] | None = None
         self._waker_instance: AsyncWaker | AsyncClusterWaker | None = None
+        self._pauses = Pauses()
         self._parents: list[Any] = []  # a forked child's: the parent's renewer and waker, set aside
         forget_parent_locks_after_fork(self)
 
@@ -440,6 +442,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         self._leave_fair_queues()
         await self._last_cleanup(deadline)
         self._closed = True
+        self._pauses.end_all()  # every polling waiter ends
         runner = self._cleanup_runner
         if runner is not None and not runner.done() and runner.get_loop() is asyncio.get_running_loop():
             runner.cancel()
@@ -458,6 +461,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         """A ``close()`` cut short: closed at once (no call is half served by a client whose
         renewer stopped), the rest of the closing left to a task."""
         self._closed = True
+        self._pauses.end_all()
         for pool in self._connection_pools():
             pool.abort()
         self._closing = asyncio.ensure_future(self._close_connections())
@@ -488,6 +492,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         self._forget_parent_bookkeeping()
         self._parents.append((self._renewer_instance, self._waker_instance, self._cleanup_runner))
         self._renewer_instance = self._waker_instance = self._cleanup_runner = None
+        self._pauses = Pauses()
         for pool in self._connection_pools():
             pool.forget_after_fork()
 

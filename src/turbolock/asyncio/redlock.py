@@ -15,6 +15,7 @@ from typing import Any
 
 from turbolock._aio.drive import run
 from turbolock._aio.fanout import fan_out, fan_out_one
+from turbolock._aio.pauses import Pauses
 from turbolock._aio.redlock_renewer import AsyncRedlockRenewer
 from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE
 from turbolock._flows.closing import stop_renewing_flow
@@ -60,6 +61,7 @@ class AsyncRedlockClient(RedlockFlows):
         self._fan_many = partial(fan_out, self.masters, self._buffer)
         self._renewer_instance: AsyncRedlockRenewer | None = None
         self._closed = False
+        self._pauses = Pauses()
         self._parents: list[Any] = []
         forget_parent_locks_after_fork(self)  # after the masters' clients: each forgets its own first
         for master in self.masters:  # the Redlock renewal task follows the masters to a new loop
@@ -70,6 +72,7 @@ class AsyncRedlockClient(RedlockFlows):
         self._owner = Owner()
         self._parents.append(self._renewer_instance)
         self._renewer_instance = None
+        self._pauses = Pauses()
 
     # -- single locks ---------------------------------------------------------------------------
 
@@ -185,6 +188,7 @@ class AsyncRedlockClient(RedlockFlows):
         if self._closed:
             return
         self._closed = True
+        self._pauses.end_all()  # every blocking acquire ends, not one retry delay later
         try:
             await run(stop_renewing_flow(self))
             # The masters' own maybe-held releases get one try, side by side, for one node timeout:
