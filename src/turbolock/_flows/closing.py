@@ -80,16 +80,15 @@ class CallsUnderWay:
 
     __slots__ = ("entries", "closing")
 
-    def __init__(self) -> None:
+    def __init__(self, closing: bool = False) -> None:
         self.entries: deque[None] = deque()
-        self.closing = False
-        """Set by close(): a call begun from then on is refused (those under way go on)."""
+        self.closing = closing
+        """Set by close() as it begins to wait: a single-lock call begun from then on is refused
+        (a bulk call finds the client closed already). Not a step of a call under way: a bulk
+        call giving back what it took, a claim releasing a part before it reads the map again."""
 
     def counted(self, flow: Flow[T]) -> Flow[T]:
-        """``flow`` as a call: refused once close() began, else counted from its first step to
-        its end."""
-        if self.closing:
-            raise ClientClosedError()
+        """``flow``, counted from its first step to its end."""
         entries = self.entries
         entries.append(None)
         try:
@@ -98,7 +97,8 @@ class CallsUnderWay:
             entries.pop()
 
     def ended_flow(self, deadline: float) -> Flow[None]:
-        """close()'s: refuse new calls, and wait until none is under way, or ``deadline``."""
+        """close()'s: refuse new single-lock calls, and wait until no call is under way, or
+        ``deadline``."""
         self.closing = True
         entries = self.entries
         while entries and time.monotonic() < deadline:
