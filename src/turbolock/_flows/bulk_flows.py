@@ -35,7 +35,13 @@ from turbolock._flows.bulk_plan import (
 from turbolock._flows.bulk_result import AcquireManyResult
 from turbolock._flows.claim import ClaimPlan, ClaimResult, MaybeHeld, check_claim
 from turbolock._flows.client_settings import check_fenced_keys
-from turbolock._flows.renewal_book import AutoRenew, OnLost, check_renewed_ttl, renewal_of
+from turbolock._flows.renewal_book import (
+    AutoRenew,
+    OnLost,
+    check_renewed_ttl,
+    extends_unconfirmed,
+    renewal_of,
+)
 from turbolock._flows.steps import Call, Flow, Sleep
 from turbolock._wire import scripts as _scripts
 from turbolock._wire import set_ifeq
@@ -56,7 +62,6 @@ from turbolock.lease import (
     Lease,
     LockInfo,
     commands_ran,
-    commands_unknown,
     keys_of,
     lease_released,
     leases_released,
@@ -388,7 +393,7 @@ def extend_many_flow(client: Any, leases: Sequence[Lease], ttl: Seconds) -> Flow
     try:
         replies = yield step
     except BaseException:
-        commands_unknown(leases, sent_at)  # interrupted or cancelled, perhaps after some were sent
+        extends_unconfirmed(client, leases, sent_at)  # interrupted or cancelled, perhaps after some were sent
         raise
     done = 0
     if sizes is not None:

@@ -15,7 +15,7 @@ from operator import attrgetter
 from typing import Any, Protocol
 
 from turbolock._flows.client_settings import check_fenced_keys
-from turbolock._flows.renewal_book import renewal_of
+from turbolock._flows.renewal_book import extends_unconfirmed, renewal_of
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_DURABLE, NOT_SENT, UNKNOWN, Encoder, Reencoder, failures
 from turbolock._wire.replies import reply_error
@@ -38,7 +38,6 @@ from turbolock.lease import (
     commands_ran,
     commands_refused,
     commands_sent,
-    commands_unknown,
     info_from_pttl,
     keys_of,
 )
@@ -240,7 +239,7 @@ def settle_extend(client: BulkClient, leases: Sequence[Lease], replies: list[obj
                 error = item_error(replies, i, [lease.name for lease in leases])
     commands_ran(ran, sent_at, ttl_ms)
     commands_refused(refused, sent_at)
-    commands_unknown(maybe, sent_at)
+    extends_unconfirmed(client, maybe, sent_at)
     for lease in ran:
         if lease.renewal is not None:
             client._renewer().rescheduled(lease)

@@ -30,7 +30,7 @@ from turbolock._flows.redlock_rules import (
     owe_release,
     remember,
 )
-from turbolock._flows.renewal_book import check_renewed_ttl
+from turbolock._flows.renewal_book import check_renewed_ttl, extends_unconfirmed
 from turbolock._flows.steps import Call, Flow, Outcome
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import GIVE_BACK_FLOOR, UNKNOWN, bulk_budget, floored
@@ -41,7 +41,6 @@ from turbolock.lease import (
     commands_ran,
     commands_refused,
     commands_sent,
-    commands_unknown,
     keys_of,
     lease_released,
 )
@@ -322,7 +321,7 @@ def extend_many_flow(client: RedlockRules, leases: Sequence[RedlockLease], ttl: 
         timeout = client.chunk_timeout_for(ms)
         outcome = yield Call(client._fan_many, (len(live), encode, timeout, chunk, EXTEND, reencode))
     except BaseException:
-        commands_unknown(extending_leases, sent_at)
+        extends_unconfirmed(client, extending_leases, sent_at)
         raise
     if not outcome.started:  # no master reached: nothing went out, every lease as it was
         commands_refused(extending_leases, sent_at)
@@ -351,7 +350,7 @@ def extend_many_flow(client: RedlockRules, leases: Sequence[RedlockLease], ttl: 
             if lease.renewal is not None and renewer is not None:
                 renewer.rescheduled(lease)
         else:
-            commands_unknown((lease,), sent_at)  # extended on some masters, perhaps
+            extends_unconfirmed(client, (lease,), sent_at)  # extended on some masters, perhaps
             if verdict == LOST:
                 client._lease_lost(lease, "an extend found it no longer held on a majority")
                 if done[j]:  # set again or extended on a minority: released in the background

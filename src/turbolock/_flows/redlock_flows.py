@@ -47,7 +47,7 @@ from turbolock._flows.redlock_rules import (
     owe_release,
     remember,
 )
-from turbolock._flows.renewal_book import AutoRenew, OnLost
+from turbolock._flows.renewal_book import AutoRenew, OnLost, extends_unconfirmed
 from turbolock._flows.single import extend_ms
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
@@ -60,7 +60,6 @@ from turbolock.lease import (
     LockInfo,
     commands_ran,
     commands_sent,
-    commands_unknown,
     info_from_pttl,
     lease_released,
 )
@@ -378,7 +377,7 @@ class RedlockFlows(RedlockRules):
         try:
             replies, _ = yield Call(self._fan_one, (encode, node_timeout, EXTEND))
         except BaseException:
-            commands_unknown((lease,), started)
+            extends_unconfirmed(self, (lease,), started)
             raise
         done = sum(1 for reply in replies if extended(reply))
         held = sum(1 for reply in replies if reply == 1)
@@ -391,7 +390,7 @@ class RedlockFlows(RedlockRules):
             lease.extensions += 1
             lease.instances = summary
             return True, verdict, summary
-        commands_unknown((lease,), started)  # extended on some masters, perhaps: validity can only shrink
+        extends_unconfirmed(self, (lease,), started)  # extended on some masters, perhaps: it can only shrink
         if verdict == LOST:
             self._lease_lost(lease, f"an extend found it no longer held on a majority ({summary})")
             if done:  # keys it set again or extended on a minority: released in the background

@@ -124,6 +124,18 @@ def check_policy(policy: object, ttl_ms: int) -> AutoRenew:
     return checked(before, policy.max_renewals, hold)  # in seconds, as checked: a timedelta too
 
 
+def extends_unconfirmed(client: Any, leases: Sequence[Lease], sent_at: float) -> None:
+    """Extends that may or may not have run: each lease believes the earlier of its two expiries
+    (``commands_unknown``), and an auto-renewed one is due again by that belief (its renewal was
+    due by the later one: it ran past its believed expiry, neither renewed nor reported lost)."""
+    commands_unknown(leases, sent_at)
+    renewer = client._renewer_instance
+    if renewer is not None:
+        for lease in leases:
+            if lease.renewal is not None:
+                renewer.rescheduled(lease)
+
+
 def check_renewed_ttl(leases: Sequence[Lease], ttl_ms: int) -> None:
     """An extend to ``ttl_ms``: refused before anything is sent for an auto-renewed lease whose
     renewal could not keep up with that ttl, as an acquire with it and auto-renewal is."""

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from turbolock import _metrics
-from turbolock._flows.renewal_book import check_renewed_ttl
+from turbolock._flows.renewal_book import check_renewed_ttl, extends_unconfirmed
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import NOT_DURABLE, Unconfirmed
@@ -23,7 +23,6 @@ from turbolock.lease import (
     commands_ran,
     commands_refused,
     commands_sent,
-    commands_unknown,
     info_from_pttl,
     lease_released,
 )
@@ -166,7 +165,7 @@ def extend_flow(client: Any, lease: Lease, ttl: object, additive: bool) -> Flow[
     try:
         reply = yield Call(client._exec.script_one, (_scripts.EXTEND, lease.key, lease.token, ms))
     except Unconfirmed as exc:
-        commands_unknown((lease,), sent_at)
+        extends_unconfirmed(client, (lease,), sent_at)
         raise extend_unconfirmed(lease, exc) from None
     except BaseException:
         commands_refused((lease,), sent_at)
