@@ -132,3 +132,34 @@ def test_a_dropped_redlock_is_released_on_every_master(core_name: str, key_prefi
             for raw in raws:
                 raw.close()
     assert _warned(caplog, "rjob")
+
+
+@pytest.mark.parametrize("core_name", ["c"], indirect=True)  # the renewer's rule: no core's own
+@pytest.mark.parametrize("front", ["threads", "asyncio"])
+def test_close_releases_a_renewed_lock_whose_lease_was_just_dropped(
+        redis_server: RedisServer, core_name: str, key_prefix: str, raw: redis.Redis, front: str) -> None:
+    # close() released only the leases still referenced: one dropped since the renewer's last
+    # wake-up stayed held for its whole ttl (found in review).
+    def threads() -> None:
+        client = LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix)
+        kept = client.try_acquire("kept", 30, auto_renew=True)
+        dropped = client.try_acquire("dropped", 30, auto_renew=True)
+        assert kept is not None and dropped is not None
+        time.sleep(0.02)  # the renewer took its wake-up for the acquires; its next is a poll away
+        del dropped
+        gc.collect()
+        client.close()
+
+    async def in_asyncio() -> None:
+        client = AsyncLockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix)
+        kept = await client.try_acquire("kept", 30, auto_renew=True)
+        dropped = await client.try_acquire("dropped", 30, auto_renew=True)
+        assert kept is not None and dropped is not None
+        del dropped
+        gc.collect()
+        await client.close()
+
+    threads() if front == "threads" else asyncio.run(in_asyncio())
+    assert raw.pttl(key_prefix + "kept") == -2
+    left = raw.pttl(key_prefix + "dropped")
+    assert left == -2, f"close() left the dropped lease's lock held for {left} ms more"

@@ -58,11 +58,13 @@ class Closable:
 def stop_renewing_flow(client: Any, deadline: float = math.inf) -> Flow[None]:
     """Stop ``client``'s renewer (a round in flight may finish until ``deadline``) and release the
     locks it kept with ``client._release_renewed(leases, deadline)``; a failure is logged, since
-    the locks then expire by their ttl."""
+    the locks then expire by their ttl. Those of leases the program dropped go to the client's
+    maybe-held releases, which its close() tries next."""
     renewer = client._stop_renewals()
     if renewer is None:
         return
     yield Call(renewer.stop, (None if deadline == math.inf else deadline,))
+    renewer._release_dropped()  # leases dropped since its last wake-up: close's cleanup releases them
     held = renewer.held_leases()
     if not held:
         return
