@@ -528,6 +528,16 @@ class RenewalBook:
                                                  last_chance))
         return past
 
+    def due_now(self, leases: Sequence[Lease], now: float) -> None:
+        """Due at ``now``: the next wake-up declares their loss (a round cut short, past their
+        last chance, declares nothing itself: a stop releases them, a loop that ended leaves
+        them to the renewer's next loop)."""
+        with self._lock:
+            for lease in leases:
+                state = lease.renewal
+                if state is not None and not state.released:
+                    self._wheel.schedule(state.id, now)
+
     def refused(self, batch: Sequence[Lease], sent_at: float) -> None:
         """These leases' renewal found them not ours: the belief stands until they are lost."""
         commands_refused(batch, sent_at)

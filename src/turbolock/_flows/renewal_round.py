@@ -78,7 +78,8 @@ def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[Non
     except BaseException:  # cancelled (stop, or the loop ends) or interrupted: whatever was sent may run
         for index, (_, batch) in enumerate(batches):
             if not settled[index]:
-                book.failed(batch, sent_at, time.monotonic())
+                now = time.monotonic()
+                book.due_now(book.failed(batch, sent_at, now), now)
         raise
     for index, reply in enumerate(replies):
         if not settled[index]:
@@ -92,9 +93,15 @@ def lose_unrenewed(renewer: Any, client: Any, leases: list[Lease], now: float) -
     after the program was told the lock is gone."""
     for lease in leases:
         renewer._lost(lease, "it could not be renewed before it expired")
-        ghost = lease._ghost
-        if ghost is not None:
-            client._abandoned(lease.key, lease.token, now + ghost)
+        release_ghost(client, lease, now)
+
+
+def release_ghost(client: Any, lease: Lease, now: float) -> None:
+    """A lease declared lost while a renewal of it had no reply: released in the background,
+    since that renewal may still run and hold the key for us."""
+    ghost = lease._ghost
+    if ghost is not None:
+        client._abandoned(lease.key, lease.token, now + ghost)
 
 
 def take_due(renewer: Any) -> list[Lease]:
@@ -102,9 +109,11 @@ def take_due(renewer: Any) -> list[Lease]:
     what expired unrenewed, and return what is due (most wake-ups: nothing, and no flow runs)."""
     renewer._release_dropped()
     to_send: list[Lease]
-    to_send, lost = renewer.book.take_due(time.monotonic(), renewer.lead)
+    now = time.monotonic()
+    to_send, lost = renewer.book.take_due(now, renewer.lead)
     for lease, reason in lost:
         renewer._lost(lease, reason)
+        release_ghost(renewer._client, lease, now)
     return to_send
 
 
