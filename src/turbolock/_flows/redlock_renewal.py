@@ -57,7 +57,7 @@ def _renew_group_flow(client: RedlockRules, renewer: Any, ttl_ms: int,
         renewer._failed(list(group), sent_at)
         return
     except BaseException:  # cancelled, or the thread is interrupted: whatever was sent may run
-        book.failed(list(group), sent_at, time.monotonic())
+        book.cut_short(list(group), sent_at)
         raise
     if not outcome.started:  # no master could be reached at all
         renewer._failed(list(group), sent_at, sent=False)

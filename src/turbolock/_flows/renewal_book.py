@@ -528,12 +528,15 @@ class RenewalBook:
                                                  last_chance))
         return past
 
-    def due_now(self, leases: Sequence[Lease], now: float) -> None:
-        """Due at ``now``: the next wake-up declares their loss (a round cut short, past their
-        last chance, declares nothing itself: a stop releases them, a loop that ended leaves
-        them to the renewer's next loop)."""
+    def cut_short(self, batch: Sequence[Lease], sent_at: float) -> None:
+        """A round cut short (cancelled: a stop, or its asyncio loop ended; interrupted) with
+        ``batch`` sent: as ``failed``, but those already past their last chance are due at once,
+        for the next wake-up to renew or declare lost (the round declares nothing itself: a
+        stop's close() releases them, a loop that ended leaves them to the renewer's next)."""
+        now = time.monotonic()
+        past = self.failed(batch, sent_at, now)
         with self._lock:
-            for lease in leases:
+            for lease in past:
                 state = lease.renewal
                 if state is not None and not state.released:
                     self._wheel.schedule(state.id, now)

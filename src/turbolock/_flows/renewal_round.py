@@ -78,8 +78,7 @@ def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[Non
     except BaseException:  # cancelled (stop, or the loop ends) or interrupted: whatever was sent may run
         for index, (_, batch) in enumerate(batches):
             if not settled[index]:
-                now = time.monotonic()
-                book.due_now(book.failed(batch, sent_at, now), now)
+                book.cut_short(batch, sent_at)
         raise
     for index, reply in enumerate(replies):
         if not settled[index]:
