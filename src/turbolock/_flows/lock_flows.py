@@ -273,9 +273,9 @@ class SingleLockFlows(LockFlows[Lease]):
                     return None
                 if ticket is None:
                     yield Call(client._pauses.pause, (pause,))
-                    client._refuse_if_closed()  # close() ended the pause: no attempt as it closes
                 else:
                     woken = yield Call(client._wake_wait, (ticket, pause))
+                client._refuse_if_closed()  # close() ended the wait: no attempt as it closes
         finally:
             if ticket is not None:
                 if woken:  # its wait ended, or an error or a cancel came, before an attempt answered

@@ -8,7 +8,7 @@ import threading
 
 from turbolock._flows.wake_book import Ticket
 from turbolock._sync.cluster import ClusterExecutor
-from turbolock._sync.waker import Waker
+from turbolock._sync.waker import Waker, join_by
 from turbolock._wire.slot_map import Address
 from turbolock.errors import ClientClosedError, LockError
 from turbolock.options import ConnectionOptions
@@ -82,10 +82,14 @@ class ClusterWaker:
         return any(waker.waiting() for waker in list(self._wakers.values()))
 
     def close(self, deadline: float) -> None:
+        """Every master's waker stopped (each waiter woken, finding the client closed) before
+        any thread is waited for: a subscriber stuck connecting to a stopped master held up the
+        waiters of every master after it."""
         with self._lock:
             self._closed = True
-        for waker in list(self._wakers.values()):
-            waker.close(deadline)
+        threads = [waker.stop() for waker in list(self._wakers.values())]
+        for thread in threads:
+            join_by(thread, deadline)
 
     def forget_after_fork(self) -> None:
         for waker in list(self._wakers.values()):

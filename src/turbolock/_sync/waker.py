@@ -235,19 +235,22 @@ class Waker(BookQueries):
             self._changed.notify_all()
 
     def close(self, deadline: float) -> None:
-        """Stop: the thread closes the connection as soon as it looks up (at once when it waits
-        in ``select``; a connect in progress ends within its own timeout). Waits for that until
-        ``deadline`` at most: the thread is a daemon."""
+        """Stop (``stop``), and wait for the thread until ``deadline`` at most: it is a daemon."""
+        join_by(self.stop(), deadline)
+
+    def stop(self) -> threading.Thread | None:
+        """Wake every waiter, which looks up and finds the client closed, and tell the thread to
+        close the connection as soon as it looks up (at once when it waits in ``select``; a
+        connect in progress ends within its own timeout); its thread, not waited for."""
         with self._lock:
             self._closed = True
             thread = self._thread
             self._changed.notify_all()
-            for queue in self.book.queues.values():  # each waiter looks up and finds the client closed
+            for queue in self.book.queues.values():
                 for ticket in queue:
                     ticket.event.set()
         self._poke()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(max(0.0, deadline - time.monotonic()))
+        return thread
 
     def forget_after_fork(self) -> None:
         """In a forked child: the parent's socket and thread are not ours."""
@@ -257,3 +260,9 @@ class Waker(BookQueries):
         self._poke_r.close()
         self._poke_w.close()
         self._setup()
+
+
+def join_by(thread: threading.Thread | None, deadline: float) -> None:
+    """Wait for a stopped waker's ``thread`` until ``deadline`` at most."""
+    if thread is not None and thread is not threading.current_thread():
+        thread.join(max(0.0, deadline - time.monotonic()))
