@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from turbolock import AcquireOutcomeUnknownError, ClusterError, LockError, TimeoutError
+from turbolock import AcquireOutcomeUnknownError, ClusterError, LockError, TimeoutError, UnsentTimeoutError
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
@@ -25,11 +25,14 @@ from ._helpers import node_id, other_master
 Raws = Callable[[RedisServer], redis.Redis]
 TIMEOUT = 1.0
 
-EXPECTED: dict[str, type[LockError]] = {
-    "try_acquire": ClusterError,  # the key was redirected too many times
-    "query": ClusterError,
-    "acquire_many": AcquireOutcomeUnknownError,  # its item never sent: in .not_sent
-    "query_many": TimeoutError,  # its keys bounced until the deadline
+# The key was redirected too many times, or (a loaded host: each bounce slower) the deadline
+# came first, before the next resend: both say nothing ran.
+BOUNCED = (ClusterError, UnsentTimeoutError)
+EXPECTED: dict[str, tuple[type[LockError], ...]] = {
+    "try_acquire": BOUNCED,
+    "query": BOUNCED,
+    "acquire_many": (AcquireOutcomeUnknownError,),  # its item never sent: in .not_sent
+    "query_many": (TimeoutError,),  # its keys bounced until the deadline
 }
 
 
@@ -62,7 +65,7 @@ def test_ask_answered_by_moved_is_followed_and_ends_in_a_typed_error_in_time(
         took = time.monotonic() - started
     finally:
         src.execute_command("CLUSTER", "SETSLOT", slot, "STABLE")
-    assert type(raised.value) is EXPECTED[op], repr(raised.value)
+    assert type(raised.value) in EXPECTED[op], repr(raised.value)
     assert "MOVED" not in str(raised.value)
     if isinstance(raised.value, AcquireOutcomeUnknownError):
         assert raised.value.not_sent == [name] and raised.value.names == []
