@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("turbolock.redlock")
 T = TypeVar("T")
 
+
 class RedlockClient(RedlockFlows):
     """Locks on a majority of ``masters``: three or more independent Redis servers, as URLs
     (``redis://``, ``rediss://``, ``unix://``) or ``LockClient``s. Thread-safe.
@@ -251,12 +252,7 @@ class RedlockClient(RedlockFlows):
     def _serve(self, flow: Flow[T]) -> T:
         """``run(flow)``, counted as a call under way until its bookkeeping is done (the releases
         it leaves owed recorded), not only until its connections are back: close() waits for it."""
-        serving = self._calls.entries
-        serving.append(None)
-        try:
-            return run(flow)
-        finally:
-            serving.pop()
+        return run(self._calls.counted(flow))
 
     def close(self) -> None:
         """Stop renewing and release every auto-renewed lock, serve the calls other threads have
