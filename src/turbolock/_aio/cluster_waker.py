@@ -22,6 +22,8 @@ class AsyncClusterWaker:
         self._prefix = key_prefix
         self._wakers: dict[Address, AsyncWaker] = {}
         self._closed = False
+        self._polling: set[Ticket] = set()
+        """Tickets that only poll: ``close`` wakes them as it wakes the masters' waiters."""
 
     def _known(self, key: bytes) -> AsyncWaker | None:
         address = self._cluster.routes.master_of(key[len(self._prefix):])
@@ -48,8 +50,12 @@ class AsyncClusterWaker:
             waker = self._known(key)
         if waker is not None:
             return await waker.join(key, deadline)
+        if self._closed:  # closed while the map was read
+            raise ClientClosedError()
         event = asyncio.Event()
-        return Ticket(key, event.set, event, self)  # never heard: it polls
+        ticket = Ticket(key, event.set, event, self)  # never heard: it polls
+        self._polling.add(ticket)
+        return ticket
 
     # A ticket that only polls has this as its home.
     async def wait(self, ticket: Ticket, seconds: float) -> bool:
@@ -60,7 +66,7 @@ class AsyncClusterWaker:
         ticket.event.clear()
 
     def leave(self, ticket: Ticket) -> None:
-        pass
+        self._polling.discard(ticket)
 
     def listening(self, key: bytes) -> bool:
         waker = self._known(key)
@@ -75,6 +81,7 @@ class AsyncClusterWaker:
 
     def abandon(self) -> None:
         self._closed = True
+        self._polling.clear()  # of the loop left behind: they poll there
         for waker in list(self._wakers.values()):
             waker.abandon()
 
@@ -83,5 +90,7 @@ class AsyncClusterWaker:
 
     async def close(self) -> None:
         self._closed = True
+        for ticket in self._polling:
+            ticket.event.set()
         for waker in list(self._wakers.values()):
             await waker.close()

@@ -22,6 +22,8 @@ class ClusterWaker:
         self._wakers: dict[Address, Waker] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._polling: set[Ticket] = set()
+        """Tickets that only poll: ``stop`` wakes them as it wakes the masters' waiters."""
 
     def _master(self, key: bytes, deadline: float | None) -> Waker | None:
         """The waker of ``key``'s master; with a ``deadline``, the slot map is read if need be."""
@@ -57,7 +59,12 @@ class ClusterWaker:
         if waker is not None:
             return waker.join(key, deadline)
         event = threading.Event()
-        return Ticket(key, event.set, event, self)  # never heard: it polls
+        ticket = Ticket(key, event.set, event, self)  # never heard: it polls
+        with self._lock:
+            if self._closed:
+                raise ClientClosedError()
+            self._polling.add(ticket)
+        return ticket
 
     # A ticket that only polls has this as its home.
     def wait(self, ticket: Ticket, seconds: float) -> bool:
@@ -68,7 +75,8 @@ class ClusterWaker:
         ticket.event.clear()
 
     def leave(self, ticket: Ticket) -> None:
-        pass
+        with self._lock:
+            self._polling.discard(ticket)
 
     def listening(self, key: bytes) -> bool:
         waker = self._master(key, None)
@@ -81,14 +89,20 @@ class ClusterWaker:
     def waiting(self) -> bool:
         return any(waker.waiting() for waker in list(self._wakers.values()))
 
-    def close(self, deadline: float) -> None:
-        """Every master's waker stopped (each waiter woken, finding the client closed) before
-        any thread is waited for: a subscriber stuck connecting to a stopped master held up the
-        waiters of every master after it."""
+    def stop(self) -> list[threading.Thread | None]:
+        """Every master's waker stopped (each waiter woken, finding its client closing); their
+        threads, not waited for."""
         with self._lock:
             self._closed = True
-        threads = [waker.stop() for waker in list(self._wakers.values())]
-        for thread in threads:
+            for ticket in self._polling:
+                ticket.event.set()
+        return [waker.stop() for waker in list(self._wakers.values())]
+
+    def close(self, deadline: float) -> None:
+        """``stop``, then each thread waited for until ``deadline``: every master's waiters are
+        woken before any thread is waited for (a subscriber stuck connecting to a stopped master
+        held up the waiters of every master after it)."""
+        for thread in self.stop():
             join_by(thread, deadline)
 
     def forget_after_fork(self) -> None:
