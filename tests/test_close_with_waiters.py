@@ -201,3 +201,58 @@ def test_close_with_fair_waiters_keeps_its_deadline_on_a_stopped_server(
     finally:
         fronts.close()
         raw.close()
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("front", FRONTS)
+def test_close_ends_waiters_before_its_own_slow_releases(own_server: RedisServer, core_name: str,
+                                                         key_prefix: str, front: str) -> None:
+    """close() first releases what it renewed; on a server that stopped answering that takes its
+    whole timeout. Its waiters (woken by releases, fair, polling) end as close() begins, not once
+    that release gave up (they waited the 2 s out, then found the client closed)."""
+    fronts = Fronts.at(front, own_server.url, core=core_name, key_prefix=key_prefix, timeout=2.0)
+    raw = redis.Redis(port=own_server.port)
+    try:
+        holder = fronts.make()
+        assert holder.try_acquire("busy", 30) is not None
+        woken, polling = fronts.make(), fronts.make(wake_waiters=False)
+        ended: list[tuple[str, object, float]] = []
+
+        def wait(who: Any, kind: str) -> None:
+            try:
+                outcome: Any = who.lock("busy", 30, fair=kind == "fair").acquire(timeout=15)
+            except BaseException as exc:
+                outcome = exc
+            ended.append((kind, outcome, time.monotonic()))
+
+        threads = [threading.Thread(target=wait, args=(who, kind), daemon=True)
+                   for who, kind in ((woken, "woken"), (woken, "fair"), (polling, "polling"))]
+        renewed = [client.try_acquire(f"renewed:{i}", 30, auto_renew=True)
+                   for i, client in enumerate((woken, polling))]
+        assert None not in renewed
+        for thread in threads:
+            thread.start()
+        assert eventually(lambda: len(_fair_queue(raw, key_prefix, "busy")) == 1, 5)
+        time.sleep(1.0)  # the polling waiter's pauses grown long
+        own_server.pause()
+        try:
+            started = time.monotonic()
+            closers = [threading.Thread(target=close_only, args=(client,), daemon=True)
+                       for client in (woken, polling)]
+            for closer in closers:
+                closer.start()
+            for thread in threads:
+                thread.join(10)
+            for closer in closers:
+                closer.join(10)
+            closed = time.monotonic() - started
+        finally:
+            own_server.resume()
+        assert closed > 1.5, f"close() took {closed:.2f}s: its release did not wait on the stopped server"
+        assert sorted(kind for kind, _, _ in ended) == ["fair", "polling", "woken"], ended
+        assert all(isinstance(outcome, ClientClosedError) for _, outcome, _ in ended), ended
+        late = {kind: round(at - started, 3) for kind, _, at in ended}
+        assert max(late.values()) < 0.5, f"waiters ended after close() began: {late}"
+    finally:
+        fronts.close()
+        raw.close()

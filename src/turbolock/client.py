@@ -279,6 +279,7 @@ class LockClient(ClientRules[Lock]):
     def _close(self, deadline: float) -> None:
         if self._closed:
             return
+        self._end_waits()
         run(stop_renewing_flow(self, deadline))
         wait_for_abandoned(deadline)  # an interrupted Cluster call's other shares, still answering
         self._leave_fair_queues()
@@ -286,13 +287,20 @@ class LockClient(ClientRules[Lock]):
         if self._cleanup and deadline > time.monotonic():
             self._cleaner.run_once(deadline)
         self._closed = True
-        self._pauses.end_all()  # every polling waiter ends
-        if self._waker_instance is not None:  # every waiter ends, a fair one leaving its queue
+        if self._waker_instance is not None:  # its thread, and one a waiter began meanwhile
             self._waker_instance.close(deadline)
         self._await_fair_waiters(deadline)
         if self._cleanup and deadline > time.monotonic():  # what they left: the connections still work
             self._cleaner.run_once(deadline)
         self._close_connections(deadline)  # calls waiting for a connection are served first
+
+    def _end_waits(self) -> None:
+        """First of all: every waiter ends, woken or polling (a fair one leaving its queue), not
+        once close's own releases, which may take its whole deadline, are done."""
+        self._closing = True
+        self._pauses.end_all()
+        if self._waker_instance is not None:
+            self._waker_instance.stop()
 
     def _await_fair_waiters(self, deadline: float) -> None:
         """Until the fair waiters close woke have left (their leave goes to the last cleanup: an

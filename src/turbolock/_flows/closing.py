@@ -43,6 +43,15 @@ class Closable:
         if self._closed:
             raise ClientClosedError()
 
+    _closing = False
+    """``close()`` has begun: a waiter's wait ends at once, and it makes no attempt after it (a
+    lock taken now would be neither renewed nor released by that close)."""
+
+    def _refuse_if_closing(self) -> None:
+        """A waiter's next attempt once ``close()`` has begun: ``ClientClosedError`` instead."""
+        if self._closing or self._closed:
+            raise ClientClosedError()
+
     _closing_fate = NOT_RETRIED
     """What becomes of such a release once the client is closing (no background release comes
     any more)."""

@@ -246,6 +246,7 @@ class SingleLockFlows(LockFlows[Lease]):
             while True:
                 if attempted and waiting.over():  # no attempt sent with no time left for its answer
                     return None
+                client._refuse_if_closing()  # close() ended its wait: no attempt as it closes
                 attempted = True
                 try:
                     deadline = waiting.attempt_deadline(client.options.timeout)
@@ -275,7 +276,6 @@ class SingleLockFlows(LockFlows[Lease]):
                     yield Call(client._pauses.pause, (pause,))
                 else:
                     woken = yield Call(client._wake_wait, (ticket, pause))
-                client._refuse_if_closed()  # close() ended the wait: no attempt as it closes
         finally:
             if ticket is not None:
                 if woken:  # its wait ended, or an error or a cancel came, before an attempt answered
@@ -297,6 +297,7 @@ class SingleLockFlows(LockFlows[Lease]):
             waiting_in[waiter] = (encode_name(self.name), max(self._ttl_ms, EXPIRE_MS) / 1000.0)
         try:
             while True:
+                client._refuse_if_closing()  # woken by close: it leaves, in close's last cleanup
                 attempts += 1
                 try:
                     # A lone try gets the call's own deadline, as a plain Lock's does.
@@ -337,8 +338,6 @@ class SingleLockFlows(LockFlows[Lease]):
                     yield Call(client._pauses.pause, (pause,))
                 else:
                     yield Call(client._wake_wait, (ticket, pause))
-                if client._closed:  # woken by close: it leaves now, in close's last cleanup
-                    raise ClientClosedError()
         except GeneratorExit:
             raise
         except BaseException:  # an error, an interrupt, a cancelled task: it leaves, then raises

@@ -98,7 +98,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         self._open(max_connections)
         self._tokens = TokenSource()
         self._cleanup_runner: asyncio.Task[None] | None = None
-        self._closing: asyncio.Future[None] | None = None
+        self._closing_connections: asyncio.Future[None] | None = None
         self._waker_instance: AsyncWaker | AsyncClusterWaker | None = None
         self._pauses = Pauses()
         self._parents: list[Any] = []  # a forked child's: the parent's renewer and waker, set aside
@@ -438,16 +438,21 @@ class AsyncLockClient(ClientRules[AsyncLock]):
             raise
 
     async def _close_within(self, deadline: float) -> None:
+        # First of all, every waiter ends, woken or polling (a fair one leaving its queue), not
+        # once close's own releases, which may take its whole deadline, are done.
+        self._closing = True
+        self._pauses.end_all()
+        if self._waker_instance is not None:
+            await self._waker_instance.close()
         await run(stop_renewing_flow(self, deadline))
         self._leave_fair_queues()
         await self._last_cleanup(deadline)
         self._closed = True
-        self._pauses.end_all()  # every polling waiter ends
         runner = self._cleanup_runner
         if runner is not None and not runner.done() and runner.get_loop() is asyncio.get_running_loop():
             runner.cancel()
             await asyncio.wait([runner])
-        if self._waker_instance is not None:  # every waiter ends, a fair one leaving its queue
+        if self._waker_instance is not None:  # one a waiter began meanwhile
             await self._waker_instance.close()
         # Until the woken fair waiters have left (an attempt of theirs still running could queue
         # them again after _leave_fair_queues), then what they left goes: the connections work.
@@ -464,7 +469,7 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         self._pauses.end_all()
         for pool in self._connection_pools():
             pool.abort()
-        self._closing = asyncio.ensure_future(self._close_connections())
+        self._closing_connections = asyncio.ensure_future(self._close_connections())
 
     async def _last_cleanup(self, deadline: float) -> None:
         """One try at what is pending, by ``deadline`` (close's)."""
