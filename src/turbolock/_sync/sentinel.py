@@ -118,7 +118,8 @@ class SentinelPool(ConnectionPool):
             conn.close()
             if isinstance(exc, NotSent):  # late: ROLE never went out, nothing said against the master
                 raise exc.cause from None
-            self.master_failed()
+            if isinstance(exc, Exception):  # not an interrupt (Ctrl-C): nothing said against the master
+                self.master_failed()
             raise
         return conn
 
