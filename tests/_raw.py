@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import redis
 
@@ -14,3 +14,10 @@ def raw_connection(server: RedisServer) -> Iterator[redis.Redis]:
     connection = redis.Redis(host=server.host, port=server.port)
     yield connection
     connection.close()
+
+
+Raws = Callable[[list[RedisServer]], list[redis.Redis]]
+"""The ``raws`` fixture of tests/conftest.py: ``raws(masters)``, redis-py on each master."""
+
+NodeRaws = Callable[[RedisServer], redis.Redis]
+"""The ``raws`` fixture of tests/cluster/conftest.py: ``raws(node)``, redis-py on one node."""

@@ -20,7 +20,7 @@ import redis
 from _blocking_async import FRONTS, Fronts
 from _netfaults import FaultProxy
 from _pki import Pki, make_pki
-from _raw import raw_connection
+from _raw import Raws, raw_connection
 from _tls_support import missing_tls
 from turbolock import LockClient, redis_cluster
 from turbolock._wire import core as _core
@@ -188,7 +188,7 @@ def own_masters() -> Iterator[Callable[[int], list[RedisServer]]]:
 
 
 @pytest.fixture
-def raws() -> Iterator[Callable[[list[RedisServer]], list[redis.Redis]]]:
+def raws() -> Iterator[Raws]:
     """``raws(servers)``: redis-py on each master, to look at keys behind the client's back."""
     opened: list[redis.Redis] = []
 

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import redis
 from _async_redlock_workers import TTL, pttls, values
 from async_helpers import Runner
 
+from _raw import Raws
 from turbolock import (
     ExtensionLimitError,
     InstanceSummary,
@@ -29,7 +29,6 @@ from turbolock.asyncio import AsyncLockClient, AsyncRedlockClient
 from turbolock.redis_server import RedisServer
 
 MakeRedlock = Callable[..., AsyncRedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 
 DRIFT = TTL * 0.01 + 0.002  # the default drift allowance for TTL: 1% and 2 ms
 

@@ -13,12 +13,12 @@ from _async_redlock_workers import TTL, values
 from async_helpers import Runner
 
 from _eventually import eventually_async as eventually
+from _raw import Raws
 from turbolock import InstanceSummary, RedlockManyResult, RedlockStatus
 from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer
 
 MakeRedlock = Callable[..., AsyncRedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 
 
 def stored(raw: redis.Redis, prefix: str) -> dict[bytes, bytes]:

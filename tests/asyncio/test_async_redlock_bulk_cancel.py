@@ -12,11 +12,11 @@ import pytest
 import redis
 from async_helpers import Runner
 
+from _raw import Raws
 from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer
 
 MakeRedlock = Callable[..., AsyncRedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 OwnMasters = Callable[[int], list[RedisServer]]
 TTL = 30
 CLEANUP_LIMIT = 5.0

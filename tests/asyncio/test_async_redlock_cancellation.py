@@ -12,12 +12,12 @@ import redis
 from _async_redlock_workers import values
 from async_helpers import Runner
 
+from _raw import Raws
 from turbolock import RedlockStatus
 from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer
 
 MakeRedlock = Callable[..., AsyncRedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 
 MAX_ITERATIONS = 400
 CLEANUP_LIMIT = 3.0  # far below the 30 s ttl: a lock left behind is released, not expired

@@ -6,13 +6,12 @@ same workers with no lock are the negative control: the checks do catch two hold
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-import redis
 from _async_redlock_workers import contender
 
+from _raw import Raws
 from scenarios._harness import CTX, run_workers
 from turbolock.redis_server import RedisServer
 
@@ -22,8 +21,6 @@ WORKERS = 3
 TASKS = 4
 ROUNDS = 5
 NAMES = ["hot:0", "hot:1"]
-
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 
 
 def _expected_rounds() -> dict[str, int]:

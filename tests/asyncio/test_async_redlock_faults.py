@@ -19,6 +19,7 @@ from _async_redlock_workers import TTL, values
 from async_helpers import Runner
 
 from _eventually import eventually_async as eventually
+from _raw import Raws
 from turbolock import InstanceSummary, QuorumError, RedlockStatus
 from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer, free_port
@@ -26,7 +27,6 @@ from turbolock.redis_server import RedisServer, free_port
 pytestmark = pytest.mark.slow
 
 MakeRedlock = Callable[..., AsyncRedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 OwnMasters = Callable[[int], list[RedisServer]]
 
 # Bounds, not speeds: a stuck master must cost about one node timeout (50 ms; a bulk chunk a

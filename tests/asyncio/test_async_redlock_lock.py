@@ -9,10 +9,10 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
 from _async_redlock_workers import TTL, pttls, values
 from async_helpers import Runner
 
+from _raw import Raws
 from turbolock import (
     ExtensionLimitError,
     InvalidArgumentError,
@@ -29,7 +29,6 @@ from turbolock.asyncio import AsyncRedlockClient, AsyncRedlockLock
 from turbolock.redis_server import RedisServer
 
 MakeRedlock = Callable[..., AsyncRedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 
 
 def test_async_with_holds_on_a_majority_and_releases_everywhere(

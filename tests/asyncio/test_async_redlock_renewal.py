@@ -9,17 +9,16 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
 from _async_redlock_workers import values
 from async_helpers import Runner
 
 from _eventually import eventually_async as eventually
+from _raw import Raws
 from turbolock import AutoRenew, InvalidArgumentError, Lease, LockLostError, LockUsageError, RedlockStatus
 from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer
 
 MakeRedlock = Callable[..., AsyncRedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 
 TTL = 0.5  # renewed a third of the ttl (167 ms) before expiry
 

@@ -12,6 +12,7 @@ import redis
 from _async_redlock_workers import TTL
 from async_helpers import Runner
 
+from _raw import Raws
 from turbolock import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
@@ -22,7 +23,6 @@ from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer, free_port
 
 MakeRedlock = Callable[..., AsyncRedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 
 
 def _nothing_listens(count: int = 3) -> list[str]:

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from _blocking_async import FRONTS, Fronts
+from _raw import NodeRaws
 from turbolock.asyncio import AsyncClusterLockClient
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
@@ -89,7 +90,7 @@ def node_raw(node: RedisServer) -> redis.Redis:
 
 
 @pytest.fixture
-def raws() -> Iterator[Callable[[RedisServer], redis.Redis]]:
+def raws() -> Iterator[NodeRaws]:
     """``raws(node)``: redis-py on one node (no cluster redirects: what that node itself holds)."""
     opened: list[redis.Redis] = []
 

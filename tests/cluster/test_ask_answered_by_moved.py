@@ -12,17 +12,15 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
 
+from _raw import NodeRaws
 from turbolock import AcquireOutcomeUnknownError, ClusterError, LockError, TimeoutError, UnsentTimeoutError
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
-from turbolock.redis_server import RedisServer
 
 from ._helpers import node_id, other_master
 
-Raws = Callable[[RedisServer], redis.Redis]
 TIMEOUT = 1.0
 
 # The key was redirected too many times, or (a loaded host: each bounce slower) the deadline
@@ -49,7 +47,7 @@ def _call(client: ClusterLockClient, op: str, name: str) -> object:
 @pytest.mark.parametrize("op", list(EXPECTED))
 def test_ask_answered_by_moved_is_followed_and_ends_in_a_typed_error_in_time(
         own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
-        key_prefix: str, raws: Raws, op: str) -> None:
+        key_prefix: str, raws: NodeRaws, op: str) -> None:
     cluster = own_cluster(masters=3, replicas=0)
     client = make_cluster_client(cluster, timeout=TIMEOUT)
     name = "{halfmove}:x"

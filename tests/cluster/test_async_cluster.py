@@ -10,17 +10,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-import redis
 
+from _raw import NodeRaws
 from turbolock import InvalidArgumentError
 from turbolock._wire.slots import key_slot
 from turbolock.asyncio import AsyncClusterLockClient
 from turbolock.redis_cluster import RedisCluster
-from turbolock.redis_server import RedisServer
 
 from ._helpers import node_id, other_master
-
-Raws = Callable[[RedisServer], redis.Redis]
 
 
 def _run(body: Callable[[], Awaitable[Any]]) -> Any:
@@ -34,7 +31,7 @@ def _client(cluster: RedisCluster, core_name: str, key_prefix: str, **options: A
 
 
 def test_every_call_goes_to_the_master_of_its_slot(cluster: RedisCluster, core_name: str, key_prefix: str,
-                                                   raws: Raws) -> None:
+                                                   raws: NodeRaws) -> None:
     prefix = key_prefix.encode()
 
     async def body() -> None:
@@ -82,7 +79,7 @@ def test_auto_renewal_keeps_locks_on_every_master(cluster: RedisCluster, core_na
 
 
 def test_a_moved_slot_is_followed(own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str,
-                                  raws: Raws) -> None:
+                                  raws: NodeRaws) -> None:
     cluster = own_cluster(masters=3, replicas=0)
     tag = "{moving}"
     slot = key_slot(tag.encode())
@@ -110,7 +107,7 @@ def test_a_moved_slot_is_followed(own_cluster: Callable[..., RedisCluster], core
 
 
 def test_a_cancelled_acquire_never_leaves_a_lock(cluster: RedisCluster, core_name: str, key_prefix: str,
-                                                 raws: Raws) -> None:
+                                                 raws: NodeRaws) -> None:
     prefix = key_prefix.encode()
 
     async def body() -> None:

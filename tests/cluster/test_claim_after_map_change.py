@@ -10,13 +10,12 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
 
 from _blocking_async import FRONTS
+from _raw import NodeRaws
 from turbolock import ResponseError
 from turbolock._wire.slots import key_slot
 from turbolock.redis_cluster import RedisCluster
-from turbolock.redis_server import RedisServer
 
 from ._helpers import (
     cluster_fronts,
@@ -29,12 +28,11 @@ from ._helpers import (
 )
 
 TTL = 30
-Raws = Callable[[RedisServer], redis.Redis]
 
 
 @pytest.mark.parametrize("front", FRONTS)
 def test_claim_after_a_slot_move_the_client_did_not_see(
-        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: Raws,
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: NodeRaws,
         front: str) -> None:
     cluster = own_cluster(masters=3, replicas=0)
     fronts = cluster_fronts(front, cluster.url, core_name, key_prefix, timeout=2.0)
@@ -60,7 +58,7 @@ def test_claim_after_a_slot_move_the_client_did_not_see(
 
 @pytest.mark.parametrize("front", FRONTS)
 def test_a_claim_with_given_tokens_is_not_claimed_again_after_a_slot_move(
-        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: Raws,
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: NodeRaws,
         front: str) -> None:
     """With caller-given tokens the node's refusal stands (the caller claims again): the part's
     locks are released in the background with those tokens, and could delete a lock claimed
@@ -135,7 +133,7 @@ def _tags_on(cluster: RedisCluster, prefix: str, port: int, count: int) -> list[
 
 @pytest.mark.parametrize("front", FRONTS)
 def test_a_claim_after_one_of_a_masters_slots_moved_takes_every_free_name(
-        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: Raws,
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: NodeRaws,
         front: str) -> None:
     """Eight names in one slot of a master, a ninth in another slot of it that moved away: the
     refused part had set some names before meeting the moved one (a script is not undone), and

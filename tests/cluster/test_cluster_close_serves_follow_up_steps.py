@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-import redis
 
 from _forking import in_forked_child
 from _in_thread import InThread
+from _raw import NodeRaws
 from turbolock import ClientClosedError
 from turbolock._wire.slots import key_slot
 from turbolock.asyncio import AsyncClusterLockClient
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
-from turbolock.redis_server import RedisServer
 
 from ._helpers import move_slot, names_on
 
@@ -36,7 +34,6 @@ pytestmark = pytest.mark.parametrize("core_name", ["c"], indirect=True)  # routi
 
 T = 2.0
 SLACK = 1.0
-Raws = Callable[[RedisServer], redis.Redis]
 
 
 def _client(cluster: RedisCluster, front: str, core_name: str, key_prefix: str) -> Any:
@@ -46,7 +43,7 @@ def _client(cluster: RedisCluster, front: str, core_name: str, key_prefix: str) 
 
 @pytest.mark.parametrize("front", ["threads", "asyncio"])
 def test_an_all_or_nothing_acquire_gives_back_what_it_took_as_the_client_closes(
-        quiet_cluster: RedisCluster, raws: Raws, core_name: str, key_prefix: str, front: str) -> None:
+        quiet_cluster: RedisCluster, raws: NodeRaws, core_name: str, key_prefix: str, front: str) -> None:
     cluster = quiet_cluster
     master = cluster.nodes[0]
     free, held = names_on(cluster, key_prefix, master.port, 2, "aon")
@@ -88,7 +85,7 @@ def test_an_all_or_nothing_acquire_gives_back_what_it_took_as_the_client_closes(
 
 
 def test_a_claim_follows_its_names_slot_as_the_client_closes(
-        quiet_cluster: RedisCluster, raws: Raws, core_name: str, key_prefix: str) -> None:
+        quiet_cluster: RedisCluster, raws: NodeRaws, core_name: str, key_prefix: str) -> None:
     cluster = quiet_cluster
     source, target = cluster.nodes[0], cluster.nodes[1]
     name = names_on(cluster, key_prefix, source.port, 1, "claimed")[0]
@@ -115,7 +112,7 @@ def test_a_claim_follows_its_names_slot_as_the_client_closes(
 
 @pytest.mark.parametrize("front", ["threads", "asyncio"])
 def test_a_child_forked_as_close_waits_refuses_calls(
-        quiet_cluster: RedisCluster, raws: Raws, core_name: str, key_prefix: str, front: str) -> None:
+        quiet_cluster: RedisCluster, raws: NodeRaws, core_name: str, key_prefix: str, front: str) -> None:
     cluster = quiet_cluster
     slow, other = cluster.nodes[0], cluster.nodes[1]
     job = names_on(cluster, key_prefix, slow.port, 1, "job")[0]

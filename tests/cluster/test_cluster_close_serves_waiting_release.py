@@ -18,6 +18,7 @@ from _closing import CloseBesideRelease, close_beside_release
 from _eventually import eventually
 from _forking import in_forked_child
 from _in_thread import InThread
+from _raw import NodeRaws
 from turbolock import ClientClosedError
 from turbolock._wire.slots import key_slot
 from turbolock.asyncio import AsyncClusterLockClient
@@ -92,10 +93,7 @@ def test_an_asyncio_release_in_flight_is_answered_and_new_calls_refused_as_close
     assert isinstance(seen.late, ClientClosedError), f"a call made as the client closed got {seen.late!r}"
 
 
-Raws = Callable[[RedisServer], redis.Redis]
-
-
-def moved_behind_the_clients_back(cluster: RedisCluster, raws: Raws,
+def moved_behind_the_clients_back(cluster: RedisCluster, raws: NodeRaws,
                                   key: bytes) -> tuple[RedisServer, RedisServer]:
     """``key``'s slot, with the key, moved to another master, every master told but no client:
     a release sent to the old master is answered MOVED. (old master, new master)"""
@@ -107,7 +105,7 @@ def moved_behind_the_clients_back(cluster: RedisCluster, raws: Raws,
 
 @pytest.mark.parametrize("core_name", ["c"], indirect=True)  # routing and closing: no core's own
 def test_a_release_redirected_as_the_client_closes_follows_the_slot_first(
-        quiet_cluster: RedisCluster, raws: Raws, core_name: str, key_prefix: str) -> None:
+        quiet_cluster: RedisCluster, raws: NodeRaws, core_name: str, key_prefix: str) -> None:
     cluster = quiet_cluster
     key = f"{key_prefix}moving".encode()
     client = ClusterLockClient.from_url(cluster.url, core=core_name, key_prefix=key_prefix, timeout=T)
@@ -134,7 +132,7 @@ def test_a_release_redirected_as_the_client_closes_follows_the_slot_first(
 
 
 def test_an_asyncio_release_redirected_as_the_client_closes_follows_the_slot_first(
-        quiet_cluster: RedisCluster, raws: Raws, core_name: str, key_prefix: str) -> None:
+        quiet_cluster: RedisCluster, raws: NodeRaws, core_name: str, key_prefix: str) -> None:
     cluster = quiet_cluster
     key = f"{key_prefix}moving".encode()
 

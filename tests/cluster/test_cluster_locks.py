@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
 
+from _raw import NodeRaws
 from turbolock import (
     AcquireManyResult,
     ClusterError,
@@ -24,10 +24,9 @@ from turbolock.redis_cluster import RedisCluster
 from turbolock.redis_server import RedisServer
 
 TTL = 10
-Raws = Callable[[RedisServer], redis.Redis]
 
 
-def _holder(cluster: RedisCluster, raws: Raws, key: bytes) -> tuple[RedisServer, bytes | None]:
+def _holder(cluster: RedisCluster, raws: NodeRaws, key: bytes) -> tuple[RedisServer, bytes | None]:
     """The master of ``key``'s slot, and the value that node itself holds."""
     node = cluster.master_of(key_slot(key))
     value = raws(node).get(key)
@@ -35,7 +34,7 @@ def _holder(cluster: RedisCluster, raws: Raws, key: bytes) -> tuple[RedisServer,
 
 
 def test_locks_spread_over_every_master_and_live_where_their_slot_is(
-        cluster: RedisCluster, cluster_client: ClusterLockClient, key_prefix: str, raws: Raws) -> None:
+        cluster: RedisCluster, cluster_client: ClusterLockClient, key_prefix: str, raws: NodeRaws) -> None:
     names = [f"order:{i}" for i in range(60)]
     leases = [cluster_client.try_acquire(name, TTL) for name in names]
     assert all(lease is not None for lease in leases)
@@ -80,7 +79,7 @@ def test_the_lock_object(cluster_client: ClusterLockClient) -> None:
 
 
 def test_bulk_calls_split_per_master(cluster: RedisCluster, cluster_client: ClusterLockClient,
-                                     key_prefix: str, raws: Raws) -> None:
+                                     key_prefix: str, raws: NodeRaws) -> None:
     names = [f"sku:{i}" for i in range(3000)]
     held_elsewhere = cluster_client.try_acquire("sku:17", TTL)
     assert held_elsewhere is not None

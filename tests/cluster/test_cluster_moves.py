@@ -12,10 +12,10 @@ import pytest
 import redis
 
 from _netfaults import served_after_failures
+from _raw import NodeRaws
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
-from turbolock.redis_server import RedisServer
 
 from ._helpers import (
     asking_get,
@@ -29,12 +29,11 @@ from ._helpers import (
 )
 
 TTL = 30
-Raws = Callable[[RedisServer], redis.Redis]
 
 
 def test_a_slot_moving_answers_ask_then_moved_and_nothing_is_lost(
         own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
-        key_prefix: str, raws: Raws) -> None:
+        key_prefix: str, raws: NodeRaws) -> None:
     cluster = own_cluster(masters=3, replicas=0)
     client = make_cluster_client(cluster)
     tag = "{moving}"
@@ -96,7 +95,7 @@ def test_a_killed_master_fails_calls_in_time_then_its_replica_serves(
 @pytest.mark.parametrize("mode", ["coordinated", "takeover"])
 def test_a_manual_failover_is_followed_and_keeps_the_locks(
         own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
-        key_prefix: str, raws: Raws, mode: str) -> None:
+        key_prefix: str, raws: NodeRaws, mode: str) -> None:
     # CLUSTER FAILOVER on a replica: the client's map is wrong afterwards and MOVED (or a refused
     # write) sets it right. The coordinated form pauses the master's writers until the replica
     # has every write, so even locks taken just before it (no WAIT) survive; TAKEOVER does not

@@ -12,15 +12,13 @@ import pytest
 import redis
 
 from _lost_locks import LostLocks
+from _raw import NodeRaws
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
 from turbolock.lease import Lease
 from turbolock.redis_cluster import RedisCluster
-from turbolock.redis_server import RedisServer
 
 from ._helpers import asking_get, node_id, other_master, replicated
-
-Raws = Callable[[RedisServer], redis.Redis]
 
 
 def _master_port(cluster: RedisCluster, key_prefix: str, lease: Lease) -> int:
@@ -48,7 +46,7 @@ def test_auto_renewal_keeps_locks_on_every_master_past_their_ttl(
 
 def test_a_lock_deleted_on_its_master_is_reported_lost(
         cluster: RedisCluster, make_cluster_client: Callable[..., ClusterLockClient], key_prefix: str,
-        raws: Raws) -> None:
+        raws: NodeRaws) -> None:
     client = make_cluster_client(cluster)
     lost = LostLocks()
     names = [f"shard:{i}" for i in range(30)]
@@ -71,7 +69,7 @@ def test_a_lock_deleted_on_its_master_is_reported_lost(
 
 def test_renewal_follows_a_slot_migrated_under_it(
         own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
-        key_prefix: str, raws: Raws) -> None:
+        key_prefix: str, raws: NodeRaws) -> None:
     cluster = own_cluster(masters=3, replicas=0)
     client = make_cluster_client(cluster)
     lost = LostLocks()

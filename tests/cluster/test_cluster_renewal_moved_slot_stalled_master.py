@@ -11,17 +11,14 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
 
 from _blocking_async import FRONTS
 from _lost_locks import LostLocks
+from _raw import NodeRaws
 from turbolock._wire.slots import key_slot
 from turbolock.redis_cluster import RedisCluster
-from turbolock.redis_server import RedisServer
 
 from ._helpers import cluster_fronts, move_slot, names_on, other_master
-
-Raws = Callable[[RedisServer], redis.Redis]
 
 MOVED = 200
 STALLED = 20
@@ -32,7 +29,7 @@ TTL = 3.0
 @pytest.mark.parametrize("core_name", ["c"], indirect=True)
 @pytest.mark.parametrize("front", FRONTS)
 def test_a_moved_slot_is_renewed_while_another_master_stalls(
-        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: Raws,
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: NodeRaws,
         front: str) -> None:
     cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
     fronts = cluster_fronts(front, cluster.url, core_name, key_prefix, timeout=5.0)

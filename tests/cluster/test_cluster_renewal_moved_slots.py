@@ -11,17 +11,14 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
 
 from _lost_locks import LostLocks
+from _raw import NodeRaws
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
-from turbolock.redis_server import RedisServer
 
 from ._helpers import finish_slot_move, node_id, other_master, start_slot_move
-
-Raws = Callable[[RedisServer], redis.Redis]
 
 COUNT = 3000
 TTL = 3.0
@@ -31,7 +28,7 @@ TTL = 3.0
 @pytest.mark.parametrize("core_name", ["c"], indirect=True)
 def test_locks_of_a_slot_moved_between_renewals_are_not_lost(
         own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
-        key_prefix: str, raws: Raws) -> None:
+        key_prefix: str, raws: NodeRaws) -> None:
     cluster = own_cluster(masters=3, replicas=0)
     client = make_cluster_client(cluster)
     names = [f"{{hot}}:{i}" for i in range(COUNT)]

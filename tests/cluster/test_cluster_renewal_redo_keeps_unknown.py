@@ -14,24 +14,22 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
 
+from _raw import NodeRaws
 from turbolock._wire.outcomes import UNKNOWN, failures
 from turbolock._wire.scripts import RENEW_MANY
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
-from turbolock.redis_server import RedisServer
 
 from ._helpers import move_slot, names_on
 
-Raws = Callable[[RedisServer], redis.Redis]
 TTL_MS = 20000
 
 
 @pytest.mark.parametrize("core_name", ["c"], indirect=True)
 def test_a_redo_written_without_reply_stays_unknown(
-        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: Raws) -> None:
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: NodeRaws) -> None:
     cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
     client = ClusterLockClient.from_url(cluster.url, core=core_name, key_prefix=key_prefix, timeout=2.0)
     stalled = max(cluster.nodes[:3], key=lambda node: node.port)  # asked last for the map

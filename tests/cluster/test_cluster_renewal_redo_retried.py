@@ -17,13 +17,11 @@ import redis
 
 from _blocking_async import FRONTS
 from _lost_locks import LostLocks
+from _raw import NodeRaws
 from turbolock._wire.slots import key_slot
 from turbolock.redis_cluster import RedisCluster
-from turbolock.redis_server import RedisServer
 
 from ._helpers import cluster_fronts, move_slot, names_on
-
-Raws = Callable[[RedisServer], redis.Redis]
 
 MOVED = 50
 STALLED = 10
@@ -38,7 +36,7 @@ before 3 s). The client never had a connection to it: the acquire went to the ot
 @pytest.mark.parametrize("core_name", ["c"], indirect=True)
 @pytest.mark.parametrize("front", FRONTS)
 def test_a_redo_that_failed_at_once_is_tried_again_within_the_round(
-        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: Raws,
+        own_cluster: Callable[..., RedisCluster], core_name: str, key_prefix: str, raws: NodeRaws,
         front: str) -> None:
     cluster = own_cluster(masters=3, replicas=0, node_timeout=60000)
     fronts = cluster_fronts(front, cluster.url, core_name, key_prefix, timeout=5.0)

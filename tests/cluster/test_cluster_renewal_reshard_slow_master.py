@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
 
 from _lost_locks import LostLocks
+from _raw import NodeRaws
 from turbolock._wire.slots import key_slot
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
@@ -24,11 +24,10 @@ from turbolock.redis_server import RedisServer
 
 from ._helpers import node_id, slot_owners
 
-Raws = Callable[[RedisServer], redis.Redis]
 TTL = 3.0
 
 
-def _move_slots(raws: Raws, source: RedisServer, target: RedisServer, third: RedisServer,
+def _move_slots(raws: NodeRaws, source: RedisServer, target: RedisServer, third: RedisServer,
                 slots: list[int]) -> None:
     src, dst, other = raws(source), raws(target), raws(third)
     src_id, dst_id = node_id(src), node_id(dst)
@@ -60,7 +59,7 @@ def _move_slots(raws: Raws, source: RedisServer, target: RedisServer, third: Red
 @pytest.mark.parametrize("core_name", ["c"], indirect=True)
 def test_a_reshard_between_rounds_and_one_slow_master_lose_no_lock(
         own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
-        key_prefix: str, raws: Raws) -> None:
+        key_prefix: str, raws: NodeRaws) -> None:
     cluster = own_cluster(masters=3, replicas=0)
     client = make_cluster_client(cluster)
     source, target, third = cluster.nodes[:3]

@@ -12,13 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import redis
 
 from _lost_locks import LostLocks
+from _raw import NodeRaws
 from scenarios._harness import CTX, Workers
 from turbolock.cluster import ClusterLockClient
 from turbolock.redis_cluster import RedisCluster
-from turbolock.redis_server import RedisServer
 from turbolock.server_binaries import binaries
 
 from ._helpers import node_id
@@ -28,11 +27,9 @@ WORKERS = 2
 NAMES = [f"shard:{i}" for i in range(3000)]
 TTL = 3.0
 
-Raws = Callable[[RedisServer], redis.Redis]
-
 
 def _reshard_under_load(cluster: RedisCluster, client: ClusterLockClient, core_name: str, key_prefix: str,
-                        raws: Raws, renew: bool) -> dict[str, Any]:
+                        raws: NodeRaws, renew: bool) -> dict[str, Any]:
     lost = LostLocks()
     leases = client.acquire_many(NAMES, TTL, auto_renew=renew, on_lost=lost if renew else None).acquired
     assert len(leases) == len(NAMES)
@@ -62,7 +59,7 @@ def _reshard_under_load(cluster: RedisCluster, client: ClusterLockClient, core_n
 
 def test_a_reshard_under_load_loses_no_lock_and_grants_none_twice(
         own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
-        core_name: str, key_prefix: str, raws: Raws, caplog: pytest.LogCaptureFixture) -> None:
+        core_name: str, key_prefix: str, raws: NodeRaws, caplog: pytest.LogCaptureFixture) -> None:
     cluster = own_cluster(masters=3, replicas=0)
     client = make_cluster_client(cluster)
     with caplog.at_level(logging.INFO, logger="turbolock"):
@@ -82,7 +79,7 @@ def test_a_reshard_under_load_loses_no_lock_and_grants_none_twice(
 @pytest.mark.parametrize("core_name", ["py"], indirect=True)
 def test_negative_control_unrenewed_locks_are_taken_by_the_contenders(
         own_cluster: Callable[..., RedisCluster], make_cluster_client: Callable[..., ClusterLockClient],
-        core_name: str, key_prefix: str, raws: Raws) -> None:
+        core_name: str, key_prefix: str, raws: NodeRaws) -> None:
     cluster = own_cluster(masters=3, replicas=0)
     client = make_cluster_client(cluster)
     run = _reshard_under_load(cluster, client, core_name, key_prefix, raws, renew=False)

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
 
+from _raw import Raws
 from turbolock import (
     ExtensionLimitError,
     InstanceSummary,
@@ -28,7 +28,6 @@ from turbolock.redis_server import RedisServer
 from ._helpers import TTL, values
 
 MakeRedlock = Callable[..., RedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 
 
 def test_acquire_takes_the_lock_on_every_master_with_one_token(

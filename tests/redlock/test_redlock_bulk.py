@@ -9,13 +9,13 @@ from collections.abc import Callable
 import pytest
 import redis
 
+from _raw import Raws
 from turbolock import InstanceSummary, QuorumError, RedlockClient, RedlockStatus
 from turbolock.redis_server import RedisServer
 
 from ._helpers import TTL, values, wait_for
 
 MakeRedlock = Callable[..., RedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 OwnMasters = Callable[[int], list[RedisServer]]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import redis
 
+from _raw import Raws
 from scenarios._harness import CTX, run_workers
 from turbolock import (
     InstanceSummary,
@@ -27,7 +28,6 @@ from turbolock.redis_server import RedisServer
 from ._helpers import TTL, values, wait_for
 
 MakeRedlock = Callable[..., RedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 OwnMasters = Callable[[int], list[RedisServer]]
 
 

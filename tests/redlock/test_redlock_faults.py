@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
 
+from _raw import Raws
 from turbolock import InstanceSummary, QuorumError, RedlockClient, RedlockStatus
 from turbolock.redis_server import RedisServer
 
@@ -18,7 +18,6 @@ from ._helpers import TTL, values, wait_for
 pytestmark = pytest.mark.slow
 
 MakeRedlock = Callable[..., RedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 OwnMasters = Callable[[int], list[RedisServer]]
 
 # Bounds, not speeds: a stuck master must cost about one node timeout (50 ms), never the

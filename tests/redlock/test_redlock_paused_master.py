@@ -11,13 +11,13 @@ import pytest
 import redis
 
 from _eventually import eventually
+from _raw import Raws
 from turbolock import InstanceSummary, RedlockClient
 from turbolock.redis_server import RedisServer
 
 from ._helpers import TTL
 
 MakeRedlock = Callable[..., RedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 OwnMasters = Callable[[int], list[RedisServer]]
 
 

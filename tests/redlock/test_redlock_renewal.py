@@ -7,15 +7,14 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
 
+from _raw import Raws
 from turbolock import AutoRenew, Lease, LockLostError, RedlockClient, RedlockStatus
 from turbolock.redis_server import RedisServer
 
 from ._helpers import values, wait_for
 
 MakeRedlock = Callable[..., RedlockClient]
-Raws = Callable[[list[RedisServer]], list[redis.Redis]]
 
 TTL = 0.5  # renewed a third of the ttl (167 ms) before expiry
 
