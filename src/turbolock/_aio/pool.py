@@ -277,11 +277,15 @@ class ConnectionPool:
         do the calls waiting for a connection being opened; what is left then fails with
         ``ClientClosedError``. No call is let in meanwhile."""
         self.adopt_running_loop()
-        self.refuse()
+        self.refuse()  # before the first await: a call made while close() runs is refused
+        await self._stop_background()
         await self._served(deadline)
         task = self.abort()
         if task is not None:
             await asyncio.wait([task])  # whatever the connect ended with, it is over
+
+    async def _stop_background(self) -> None:
+        """What a pool runs beside its calls, ended as it closes (none here)."""
 
     def refuse(self) -> None:
         """Let no call in from now on: ``connect()`` refuses, and ``ready()`` finds no

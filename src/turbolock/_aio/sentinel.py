@@ -146,14 +146,11 @@ class SentinelPool(ConnectionPool):
                             self.routes.service)
                 self.drop_all()
 
-    async def close(self, deadline: float = -math.inf) -> None:
-        self.adopt_running_loop()
-        self.refuse()  # before the first await: a call made while the watcher ends is refused
+    async def _stop_background(self) -> None:
         watcher, self._watcher = self._watcher, None
         if watcher is not None and not watcher.done() and watcher.get_loop() is asyncio.get_running_loop():
             watcher.cancel()
             await asyncio.wait([watcher])
-        await super().close(deadline)
 
     def master_failed(self) -> None:
         """A call to the master failed or was refused: ask the Sentinels again, and drop every
