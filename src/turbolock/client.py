@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import threading
 import time
@@ -51,6 +52,7 @@ from turbolock._sync.waker import Waker
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import Encoder, Reencoder, ReplyHandler, Unconfirmed
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_token, encode_name, ttl_ms
+from turbolock.errors import ClientClosedError
 from turbolock.lease import Lease, LockInfo
 from turbolock.lock import Lock
 
@@ -110,6 +112,8 @@ class LockClient(ClientRules[Lock]):
     def _waker(self) -> Waker | ClusterWaker:
         with self._renewer_lock:
             if self._waker_instance is None:
+                if self._closing:  # none made once close began: its connection would outlive it
+                    raise ClientClosedError()
                 self._waker_instance = self._new_waker()
             return self._waker_instance
 
@@ -279,6 +283,24 @@ class LockClient(ClientRules[Lock]):
     def _close(self, deadline: float) -> None:
         if self._closed:
             return
+        try:
+            self._close_within(deadline)
+        except BaseException:  # interrupted part-way (Ctrl-C): closed all the same, at once
+            self._abort()
+            raise
+
+    def _abort(self) -> None:
+        """A ``close()`` cut short: closed at once, no call half served by a client whose waits
+        ended and whose renewer stopped; what it had not released expires by its ttl."""
+        self._closed = True
+        self._end_waits()
+        renewer = self._stop_renewals()
+        if renewer is not None:
+            renewer.stop(-math.inf)
+        self._cleaner.stop(-math.inf)
+        self._close_connections(-math.inf)
+
+    def _close_within(self, deadline: float) -> None:
         self._end_waits()
         run(stop_renewing_flow(self, deadline))
         wait_for_abandoned(deadline)  # an interrupted Cluster call's other shares, still answering
@@ -299,8 +321,10 @@ class LockClient(ClientRules[Lock]):
         once close's own releases, which may take its whole deadline, are done."""
         self._closing = True
         self._pauses.end_all()
-        if self._waker_instance is not None:
-            self._waker_instance.stop()
+        with self._renewer_lock:  # a waker made after this would refuse: see _waker
+            waker = self._waker_instance
+        if waker is not None:
+            waker.stop()
 
     def _await_fair_waiters(self, deadline: float) -> None:
         """Until the fair waiters close woke have left (their leave goes to the last cleanup: an

@@ -100,6 +100,7 @@ class ClientRules(Closable, CodecAndChunks, RenewerSlot, Generic[LockT]):
         (a child's close must not make a parent's waiter leave its queue: that leave deletes the
         lock its waiter took meanwhile)."""
         self._owner = Owner()
+        self._closing = self._closed  # a close under way in the parent is the parent's (its waits end there)
         self._cleanup.forget_after_fork()
         self._fair_waiting = {}
         self._fair_left = set()

@@ -64,6 +64,7 @@ from turbolock._wire.outcomes import UNKNOWN, Encoder, NotSent, Reencoder, Reply
 from turbolock._wire.validate import Seconds, check_token, encode_name, ttl_ms
 from turbolock.asyncio.lock import AsyncLock
 from turbolock.errors import (
+    ClientClosedError,
     LockError,
 )
 from turbolock.lease import Lease, LockInfo
@@ -124,6 +125,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
 
     def _waker(self) -> AsyncWaker | AsyncClusterWaker:
         if self._waker_instance is None:
+            if self._closing:  # none made once close began: its connection would outlive it
+                raise ClientClosedError()
             self._waker_instance = self._new_waker()
         return self._waker_instance
 
