@@ -51,3 +51,42 @@ def test_an_unhashable_paramstyle_is_a_typed_error(make: object) -> None:
         make("accounts", "id", ["balance"], paramstyle=["named"])  # type: ignore[operator]
     assert isinstance(raised.value, InvalidArgumentError | InvalidArgumentTypeError)
     assert raised.value.argument == "paramstyle"  # type: ignore[attr-defined]
+
+
+def test_a_store_over_the_wrong_kind_of_client_is_refused_before_anything_is_sent(
+        redis_server: RedisServer, raw: redis.Redis, key_prefix: str) -> None:
+    """FencedStore over a redis.asyncio client answered write() True while nothing ran (a
+    coroutine never awaited); AsyncFencedStore over a blocking client ran the write, blocking the
+    loop, then raised an untyped TypeError; anything else (the lock client itself, a URL, a
+    pipeline) an AttributeError, or a write said written that a pipeline only queued (found in
+    review)."""
+    from turbolock import LockClient
+
+    key = key_prefix + "balance"
+    blocking = redis.Redis(host=redis_server.host, port=redis_server.port)
+
+    async def body() -> list[str]:
+        awaited = redis.asyncio.Redis(host=redis_server.host, port=redis_server.port)
+        refused: list[str] = []
+        try:
+            for make in (lambda: FencedStore(awaited), lambda: AsyncFencedStore(blocking),
+                         lambda: AsyncFencedStore(awaited.pipeline())):
+                with pytest.raises(InvalidArgumentTypeError) as caught:
+                    make()
+                refused.append(str(caught.value))
+        finally:
+            await awaited.aclose()
+        return refused
+
+    try:
+        refused = asyncio.run(body())
+        assert "turbolock.asyncio.AsyncFencedStore" in refused[0] and "turbolock.FencedStore" in refused[1]
+        with LockClient.from_url(redis_server.url, key_prefix=key_prefix) as lock_client:
+            for wrong in (lock_client, redis_server.url, None, blocking.pipeline()):
+                with pytest.raises(InvalidArgumentTypeError) as caught:
+                    FencedStore(wrong)
+                assert caught.value.argument == "redis"
+        assert FencedStore(blocking).write(key, "100", 5) is True  # the right kind works
+    finally:
+        blocking.close()
+    assert raw.hget(key, "value") == b"100"

@@ -87,7 +87,8 @@ def fenced_write_sql(table: str, key_column: str, columns: Sequence[str], fence_
 def fenced_read_sql(table: str, key_column: str, columns: Sequence[str], fence_column: str = "last_fence",
                     paramstyle: str = "named") -> str:
     """``UPDATE ... SET fence_column = <fence> WHERE ... AND fence_column <= <fence> RETURNING
-    <columns>``: a read that records the fence (no row back: a newer holder has been there).
+    <columns>``: a read that records the fence (no row back: a newer holder has been there, or
+    there is no such row).
     Needs ``RETURNING`` (PostgreSQL, SQLite 3.35+)."""
     mark = _placeholder(paramstyle)
     table, key_column, fence_column, names = _statement_names(table, key_column, fence_column, columns)

@@ -16,12 +16,16 @@ For SQL resources the same check is one statement per read or write: ``turbolock
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from redis.asyncio.client import Pipeline as AsyncPipeline
+from redis.asyncio.cluster import ClusterPipeline as AsyncClusterPipeline
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-from redis.cluster import RedisCluster
+from redis.client import Pipeline
+from redis.cluster import ClusterPipeline, RedisCluster
 from redis.exceptions import ResponseError
 
 from turbolock.errors import FencedWriteError, InvalidArgumentTypeError, ReplyError, StaleFenceError
@@ -151,6 +155,24 @@ def write_many_result(replies: list[Any], calls: list[Call]) -> list[bool]:
                            names=[calls[i][0][0] for i in failed], written=written)
 
 
+def store_client(redis: object, *, awaited: bool) -> Any:
+    """``redis`` if it is a redis-py client of the store's kind (``awaited``: a ``redis.asyncio``
+    one), else ``InvalidArgumentTypeError`` before anything is sent: an asyncio client's calls
+    in ``FencedStore`` would return coroutines never awaited (a write said written, not run), a
+    plain one's in ``AsyncFencedStore`` would block the loop and then fail though they ran."""
+    execute = getattr(redis, "execute_command", None)
+    if (execute is None or not hasattr(redis, "register_script")
+            or isinstance(redis, Pipeline | AsyncPipeline | ClusterPipeline | AsyncClusterPipeline)):
+        kinds = "redis.Redis, redis.cluster.RedisCluster or their redis.asyncio twins"
+        got = type(redis).__name__
+        raise InvalidArgumentTypeError("redis", f"must be a redis-py client ({kinds}), not {got}")
+    if inspect.iscoroutinefunction(execute) != awaited:
+        twin = ("turbolock.asyncio.AsyncFencedStore takes a redis.asyncio client" if not awaited
+                else "turbolock.FencedStore takes a plain redis-py client")
+        raise InvalidArgumentTypeError("redis", f"{type(redis).__name__} is the wrong kind here: {twin}")
+    return redis
+
+
 def pipelines_scripts(redis: Any) -> bool:
     """Whether ``redis`` pipelines script calls: redis-py's cluster clients refuse to ("Calling
     pipelined function evalsha is blocked"), so their bulk writes go one call each."""
@@ -171,7 +193,7 @@ class FencedStore:
     twin is ``turbolock.asyncio.AsyncFencedStore``."""
 
     def __init__(self, redis: Any) -> None:
-        self.redis = redis
+        self.redis = store_client(redis, awaited=False)
         self._read = redis.register_script(READ)
         self._write = redis.register_script(WRITE)
 

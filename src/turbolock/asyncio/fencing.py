@@ -15,6 +15,7 @@ from turbolock.fencing import (
     pipelines_scripts,
     read_call,
     read_result,
+    store_client,
     write_call,
     write_calls,
     write_many_result,
@@ -26,7 +27,7 @@ class AsyncFencedStore:
     ``FencedStore``'s calls as coroutines."""
 
     def __init__(self, redis: Any) -> None:
-        self.redis = redis
+        self.redis = store_client(redis, awaited=True)
         self._read = redis.register_script(READ)
         self._write = redis.register_script(WRITE)
 
