@@ -82,6 +82,7 @@ def test_a_lost_redlock_attempt_that_runs_after_its_release_is_released_again(
     assert time.monotonic() - started < TTL / 2
 
 
+@pytest.mark.parametrize("core_name", ["c"], indirect=True)  # a control of the flows: no core's own
 def test_without_the_second_release_the_late_attempt_keeps_its_lock(
         three: list[RedisServer], third_proxy: FaultProxy, held_elsewhere: redis.Redis, core_name: str,
         key_prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
