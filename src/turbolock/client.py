@@ -309,7 +309,7 @@ class LockClient(ClientRules[Lock]):
         if self._cleanup and deadline > time.monotonic():
             self._cleaner.run_once(deadline)
         self._closed = True
-        if self._waker_instance is not None:  # its thread, and one a waiter began meanwhile
+        if self._waker_instance is not None:  # stopped by _end_waits: its thread is waited for
             self._waker_instance.close(deadline)
         self._await_fair_waiters(deadline)
         if self._cleanup and deadline > time.monotonic():  # what they left: the connections still work

@@ -442,7 +442,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
 
     async def _close_within(self, deadline: float) -> None:
         # First of all, every waiter ends, woken or polling (a fair one leaving its queue), not
-        # once close's own releases, which may take its whole deadline, are done.
+        # once close's own releases, which may take its whole deadline, are done; no subscriber
+        # is made from here on (see _waker).
         self._closing = True
         self._pauses.end_all()
         if self._waker_instance is not None:
@@ -455,8 +456,6 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         if runner is not None and not runner.done() and runner.get_loop() is asyncio.get_running_loop():
             runner.cancel()
             await asyncio.wait([runner])
-        if self._waker_instance is not None:  # one a waiter began meanwhile
-            await self._waker_instance.close()
         # Until the woken fair waiters have left (an attempt of theirs still running could queue
         # them again after _leave_fair_queues), then what they left goes: the connections work.
         end = min(deadline, time.monotonic() + FAIR_WAITERS_GRACE)
