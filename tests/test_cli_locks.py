@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from turbolock import LockClient
+from turbolock import Lease, LockClient
 from turbolock.cli import main
 from turbolock.redis_server import RedisServer
 
@@ -91,3 +91,26 @@ def test_bad_arguments_are_refused(redis_server: RedisServer, capsys: pytest.Cap
     with pytest.raises(SystemExit) as bad_limit:
         main(["locks", "list", redis_server.url, "--limit", "0"])
     assert bad_limit.value.code == 2
+
+
+def test_release_by_force_deletes_only_the_holder_it_asked_about(
+        redis_server: RedisServer, client: LockClient, key_prefix: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # While the operator reads the prompt, the stuck holder finishes and another takes the lock:
+    # the "y" deleted the new holder's lock, one nobody was asked about (found in review).
+    stuck = client.try_acquire("job", 60)
+    assert stuck is not None
+    taken_meanwhile: list[Lease | None] = []
+
+    def operator_reads_slowly(prompt: str) -> str:
+        assert client.release(stuck)
+        taken_meanwhile.append(client.try_acquire("job", 60))
+        return "y"
+
+    monkeypatch.setattr("builtins.input", operator_reads_slowly)
+    code, lines, _ = _run(capsys, "release", redis_server.url, "job", "--force", "--prefix", key_prefix)
+    new_holder = taken_meanwhile[0]
+    assert new_holder is not None
+    assert code == 1 and lines[-1].startswith("job: gone before it could be released"), lines
+    assert client.check(new_holder) is not None, "the new holder's lock was deleted"
+    assert stuck.token.hex() not in "\n".join(lines) and new_holder.token.hex() not in "\n".join(lines)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
@@ -17,6 +17,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX
+from turbolock._wire.scripts import RELEASE, released
 from turbolock._wire.validate import encode_name
 from turbolock.errors import InvalidArgumentError
 from turbolock.options import options_from_url, redis_py_url
@@ -29,6 +30,8 @@ class HeldLock:
     name: str
     remaining: float
     """Seconds left."""
+    holder: bytes = field(default=b"", repr=False, compare=False)
+    """The holder's token (never printed): what a release by force deletes only while it is there."""
 
     @property
     def left(self) -> str:
@@ -147,26 +150,29 @@ def inspect(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> HeldLoc
     """The lock ``name`` if anyone holds it, else None (a key without a ttl, or one that is not a
     string, is no lock: ``NO_TTL``)."""
     key = lock_key(prefix, name)
-    pttl = server.pttl(key)
-    if not _is_lock(server.type(key), pttl):
+    pipe = server.pipeline(transaction=False)
+    pipe.type(key)
+    pipe.pttl(key)
+    kind, pttl = pipe.execute()
+    holder = server.get(key) if _is_lock(kind, pttl) else None  # a string: GET cannot be refused
+    if holder is None:  # no lock (NO_TTL), or released meanwhile
         return None
-    return HeldLock(name, pttl / 1000.0)
+    return HeldLock(name, pttl / 1000.0, holder)
 
 
-def force_release(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> bool:
-    """Delete the lock ``name`` whoever holds it; whether there was one to delete. Its holder is
-    not told: it finds the lock gone at its next renewal, extend or check; its waiters are. A key
-    without a ttl, or one that is not a string, is never deleted (``NO_TTL``)."""
-    key = lock_key(prefix, name)
-    if not _is_lock(server.type(key), server.pttl(key)):
-        return False
-    if not server.delete(key):
-        return False
-    try:  # its waiters hear it as they hear a release (the release script's SPUBLISH)
-        server.execute_command("SPUBLISH", key, b"")
-    except redis.ResponseError:  # a server before 7.0: its waiters find the lock free by polling
-        pass
-    return True
+def force_release(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX,
+                  holder: bytes | None = None) -> bool:
+    """Delete the lock ``name`` whoever holds it, or only while ``holder`` (``inspect``'s) still
+    does; whether it was deleted. Deleted as its holder's own release would (the release script:
+    compared and deleted in one step, so a lock taken meanwhile by someone else stays, and its
+    waiters are told); the holder is not: it finds the lock gone at its next renewal, extend or
+    check. A key without a ttl, or one that is not a string, is never deleted (``NO_TTL``)."""
+    if holder is None:
+        held = inspect(server, name, prefix)
+        if held is None:
+            return False
+        holder = held.holder
+    return released(server.eval(RELEASE.source, 1, lock_key(prefix, name), holder))
 
 
 def confirm_release(server: Any, name: str, prefix: str, yes: bool, ask: Callable[[str], str],
@@ -182,8 +188,8 @@ def confirm_release(server: Any, name: str, prefix: str, yes: bool, ask: Callabl
         if answer.strip().lower() not in ("y", "yes"):
             say("not released")
             return 1
-    if not force_release(server, name, prefix):
-        say(f"{shown(name)}: gone before it could be released")
+    if not force_release(server, name, prefix, held.holder):  # that holder's: not one that came since
+        say(f"{shown(name)}: gone before it could be released (its holder released it, or it expired)")
         return 1
     say(f"{shown(name)}: released")
     return 0
