@@ -172,7 +172,8 @@ def force_release(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX,
         if held is None:
             return False
         holder = held.holder
-    return released(server.eval(RELEASE.source, 1, lock_key(prefix, name), holder))
+    release = server.register_script(RELEASE.source)  # EVALSHA, loaded if need be: what clients are allowed
+    return released(release(keys=[lock_key(prefix, name)], args=[holder]))
 
 
 def confirm_release(server: Any, name: str, prefix: str, yes: bool, ask: Callable[[str], str],
