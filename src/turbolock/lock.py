@@ -117,8 +117,9 @@ class LockCalls(LockFlows[Any]):
         body runs later, after the lock was released."""
         if not callable(func):  # else each call would take the lock, then fail calling it
             raise InvalidArgumentTypeError("func", f"must be callable, not {type(func).__name__}")
-        if (inspect.iscoroutinefunction(func) or inspect.isgeneratorfunction(func)
-                or inspect.isasyncgenfunction(func)):
+        called = inspect.getattr_static(type(func), "__call__", None)  # a callable object's: async def too
+        if any(inspect.iscoroutinefunction(f) or inspect.isgeneratorfunction(f)
+               or inspect.isasyncgenfunction(f) for f in (func, called)):
             raise InvalidArgumentTypeError(
                 "func", "must be a plain function: its body would run after the lock was released (for "
                         "async def, use the asyncio client's lock)")
@@ -129,12 +130,6 @@ class LockCalls(LockFlows[Any]):
                 return func(*args, **kwargs)
 
         return locked_call
-
-    def copy(self: L) -> L:
-        """A new, unheld Lock object with the same settings."""
-        kind: Any = type(self)
-        copied: L = kind(self.client, self.name, self.ttl, **self._settings())
-        return copied
 
 
 class Lock(LockCalls, SingleLockFlows):

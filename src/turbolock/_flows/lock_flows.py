@@ -55,7 +55,6 @@ class LockFlows(LockState[LeaseT]):
     """The flows of a Lock object over ``client`` (a threaded or an asyncio client: the flows
     call its methods, which the driver runs or awaits)."""
 
-    client: Any
     where = ""
     """How the server side is named in messages ("" for one server)."""
 
@@ -163,28 +162,40 @@ class LockFlows(LockState[LeaseT]):
         new_ttl = self.ttl if ttl is None else ttl
         extended = yield from self.client._extend_flow(lease, new_ttl, additive)
         if not extended:
-            with self._state_lock:
-                if self._first is lease or _entered(self._blocks, lease):  # its block's exit reports it
-                    if not isinstance(self._lost_in_blocks, set):
-                        self._lost_in_blocks = set()
-                    self._lost_in_blocks.add(id(lease))
-                self._drop(lease)
+            self._found_gone(lease)
             raise LockNotOwnedError(f"lock {self.name!r} is no longer held{self.where} by this "
                                     f"{self.kind}; it was not extended", names=[self.name])
         return True
+
+    def _found_gone(self, lease: LeaseT) -> None:
+        """The server said ``lease`` is not ours any more (an extend, an ``owned()``): the object
+        holds nothing from here (``ensure_held`` raises), and the exit of the ``with`` block that
+        entered with it reports the loss."""
+        with self._state_lock:
+            if self._first is lease or _entered(self._blocks, lease):
+                if not isinstance(self._lost_in_blocks, set):
+                    self._lost_in_blocks = set()
+                self._lost_in_blocks.add(id(lease))
+            self._drop(lease)
 
     def _owned_flow(self) -> Flow[bool]:
         lease = self._lease
         if lease is None:
             return False
-        return (yield from self.client._check_flow(lease)) is not None
+        if (yield from self.client._check_flow(lease)) is None:
+            self._found_gone(lease)
+            return False
+        return True
 
     def _remaining_flow(self) -> Flow[float]:
         lease = self._lease
         if lease is None:
             return 0.0
         left = yield from self.client._check_flow(lease)
-        return 0.0 if left is None else float(left)
+        if left is None:
+            self._found_gone(lease)
+            return 0.0
+        return float(left)
 
     def _locked_flow(self) -> Flow[bool]:
         info = yield from self.client._query_flow(self.name)

@@ -153,6 +153,9 @@ class Waiting:
         return self._backoff.next_delay(remaining)
 
 
+StateT = TypeVar("StateT", bound="LockState[Any]")
+
+
 class LockState(Generic[LeaseT]):
     """The part of a Lock object that needs no I/O: checked settings and the lease it holds.
 
@@ -162,6 +165,8 @@ class LockState(Generic[LeaseT]):
     """
 
     kind = "Lock"
+    client: Any
+    """The client the Lock object was made by (``client.lock(...)``)."""
 
     def _setup(self, name: str | bytes, ttl: Seconds, blocking: bool, timeout: Seconds | None,
                token: bytes | None, auto_renew: Any, on_lost: Any) -> None:
@@ -263,9 +268,10 @@ class LockState(Generic[LeaseT]):
         if lease is not None and (entered is None or lease is entered):
             return True
         if entered is not None and exc_type is None:
-            if lost:  # an extend in the block found it gone: the loss, not a misuse
-                raise LockNotOwnedError(f"lock {self.name!r} was lost inside its with block (an extend "
-                                        "found it no longer held)", names=[self.name])
+            if lost or entered._lost is not None:  # found gone in the block: the loss, not a misuse
+                how = "a call found it no longer held" if lost else f"found lost: {entered._lost}"
+                raise LockNotOwnedError(f"lock {self.name!r} was lost inside its with block ({how})",
+                                        names=[self.name])
             raise LockUsageError(f"lock {self.name!r} was released inside its with block", names=[self.name])
         return False
 
@@ -273,5 +279,21 @@ class LockState(Generic[LeaseT]):
         return {"blocking": self.blocking, "timeout": self.timeout, "token": self._token,
                 "auto_renew": self.auto_renew, "on_lost": self.on_lost}
 
+    def copy(self: StateT) -> StateT:
+        """A new, unheld Lock object with the same settings."""
+        kind: Any = type(self)
+        copied: StateT = kind(self.client, self.name, self.ttl, **self._settings())
+        return copied
+
+    # copy.copy / copy.deepcopy: an unheld Lock as well (ownership belongs to one Lock object; a
+    # copy sharing its lease could release it while the original still said it held it).
+    def __copy__(self: StateT) -> StateT:
+        return self.copy()
+
+    def __deepcopy__(self: StateT, memo: dict[int, Any]) -> StateT:
+        return self.copy()
+
     def __repr__(self) -> str:
-        return f"{self.kind}(name={self.name!r}, ttl={self.ttl!r}, held={self._lease is not None})"
+        lease = self._lease  # one known lost does not count, as for acquire() (``_check_unheld``)
+        held = lease is not None and lease._lost is None
+        return f"{self.kind}(name={self.name!r}, ttl={self.ttl!r}, held={held})"

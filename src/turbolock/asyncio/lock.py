@@ -111,12 +111,6 @@ class AsyncLockCalls(LockFlows[Any]):
 
         return locked_call
 
-    def copy(self: L) -> L:
-        """A new, unheld Lock object with the same settings."""
-        kind: Any = type(self)
-        copied: L = kind(self.client, self.name, self.ttl, **self._settings())
-        return copied
-
 
 class AsyncLock(AsyncLockCalls, SingleLockFlows):
     """One lock name on one client, with a ttl and a default way to wait (see ``Lock``).
