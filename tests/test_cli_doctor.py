@@ -133,3 +133,32 @@ def test_a_server_that_stops_part_way_is_a_problem(capsys: pytest.CaptureFixture
         code, out = _doctor(capsys, server.url)
     assert code == 1, out
     assert out.splitlines()[-2].startswith("problem") and "part-way" in out, out
+
+
+MINIMAL_USER = "user locker on >{pw} ~{prefix}* -@all +set +pttl +evalsha +script|load +get +del +pexpire"
+"""The README's ACL user with only what its clients need (no INFO, CONFIG GET, PING or channels)."""
+
+
+def test_the_readmes_minimal_user_passes_with_notes(capsys: pytest.CaptureFixture[str]) -> None:
+    # doctor ended at its first INFO with one line, NoPermissionError, and exit 1 (found in review).
+    with RedisServer(extra_config=[MINIMAL_USER.format(pw=PASSWORD, prefix="turbolock:")]) as server:
+        url = f"redis://locker:{PASSWORD}@{server.host}:{server.port}/0"
+        code, out = _doctor(capsys, url)
+    assert code == 0, out
+    assert PASSWORD not in out
+    assert "ok       locks:" in out and "INFO is not allowed" in out and "PING is not allowed" in out
+
+
+def test_the_lock_checks_run_under_the_prefix_given(capsys: pytest.CaptureFixture[str]) -> None:
+    # A user scoped to its clients' own prefix: refused under turbolock:, which doctor used always.
+    scoped = MINIMAL_USER.format(pw=PASSWORD, prefix="myapp:") + " +ssubscribe &myapp:*"
+    with RedisServer(extra_config=[scoped]) as server:
+        url = f"redis://locker:{PASSWORD}@{server.host}:{server.port}/0"
+        code, out = _doctor(capsys, url)
+        assert code == 1 and "problem  locks:" in out and "--prefix" in out, out
+        code = main(["doctor", url, "--prefix", "myapp:"])
+        out = capsys.readouterr().out
+        assert code == 0 and "ok       locks:" in out and "ok       waking:" in out, out
+        with LockClient.from_url(url, key_prefix="myapp:") as client:
+            assert client.query("turbolock-doctor").held is False  # released
+    assert main(["doctor", url, "--prefix", "x" * 2000]) == 2

@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Checks the Redis at URL before it is trusted with locks. Writes nothing but one "
                     "lock of its own (taken and released). Exit code 1 when a check finds a problem.")
     doctor.add_argument("url", help="redis://, rediss:// or unix:// URL of the server (or of a cluster node)")
+    doctor.add_argument("--prefix", default="turbolock:",
+                        help="the clients' key_prefix, its own lock's (default turbolock:)")
     _add_locks(commands)
     _add_bench(commands)
     return parser
@@ -184,9 +186,11 @@ def _run(args: argparse.Namespace) -> int:
 
         return bench_main(args.url, args.core, args.quick, args.repeats, args.only, args.json, args.plot)
     if args.command == "doctor":
+        from turbolock._wire.validate import check_key_prefix
         from turbolock.doctor import main as doctor_main
 
-        return doctor_main(args.url)
+        check_key_prefix(args.prefix)  # bad input before any check runs
+        return doctor_main(args.url, args.prefix)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

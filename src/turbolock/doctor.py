@@ -104,13 +104,16 @@ def _round_trip(server: redis.Redis) -> Finding:
     samples = []
     for _ in range(20):
         started = time.perf_counter()
-        server.ping()
+        try:
+            server.ping()
+        except redis.exceptions.NoPermissionError:
+            return Finding(NOTE, "round trip", "PING is not allowed for this user: not timed")
         samples.append((time.perf_counter() - started) * 1000.0)
     median = statistics.median(samples)
     return Finding(OK, "round trip", f"PING median {median:.2f} ms, max {max(samples):.2f} ms (20 samples)")
 
 
-def _lock_cycle(url: str, cluster: bool) -> Finding:
+def _lock_cycle(url: str, cluster: bool, prefix: str) -> Finding:
     """Take, query, extend and release one lock with turbolock itself: the user's permissions
     (SET, EVALSHA and SCRIPT LOAD, PTTL) and the scripts, as a real client uses them."""
     # The URL's own timeout when it gives one (its replicas_timeout is checked against it).
@@ -119,11 +122,11 @@ def _lock_cycle(url: str, cluster: bool) -> Finding:
     if cluster:
         from turbolock.cluster import ClusterLockClient
 
-        client: Any = ClusterLockClient.from_url(url, **timeout)
+        client: Any = ClusterLockClient.from_url(url, key_prefix=prefix, **timeout)
     else:
         from turbolock.client import LockClient
 
-        client = LockClient.from_url(url, **timeout)
+        client = LockClient.from_url(url, key_prefix=prefix, **timeout)
     try:
         lease = client.try_acquire(DOCTOR_LOCK, 10)
         if lease is None:
@@ -134,20 +137,21 @@ def _lock_cycle(url: str, cluster: bool) -> Finding:
         finally:
             client.release(lease)
     except LockError as exc:
-        return Finding(PROBLEM, "locks", f"{type(exc).__name__}: {exc}")
+        return Finding(PROBLEM, "locks", f"{type(exc).__name__}: {exc} (under the key prefix {prefix!r}: "
+                                         "--prefix checks the one your clients use)")
     finally:
         client.close()
     return Finding(OK, "locks", "acquire, query, extend and release work for this user (scripts loaded)")
 
 
-def _waking(url: str, cluster: bool) -> Finding:
+def _waking(url: str, cluster: bool, prefix: str) -> Finding:
     """Whether this user may subscribe to lock releases (``SSUBSCRIBE``): without it, blocking
     acquires still work, polling instead of being woken."""
     listener = redis.Redis.from_url(redis_py_url(url), socket_timeout=5.0, socket_connect_timeout=5.0)
     subscriber = listener.pubsub()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     try:
         # A waiter subscribes to its lock's key, key prefix included: channel rights are checked on it.
-        subscriber.ssubscribe(DEFAULT_KEY_PREFIX + DOCTOR_LOCK)
+        subscriber.ssubscribe(prefix + DOCTOR_LOCK)
         confirmed = subscriber.get_sharded_message(timeout=5.0)
     except redis.ResponseError as exc:
         if cluster and isinstance(exc, redis.exceptions.AskError):  # permitted (a MovedError is one too)
@@ -166,29 +170,38 @@ def _waking(url: str, cluster: bool) -> Finding:
     return Finding(OK, "waking", "blocking acquires are woken by releases (SSUBSCRIBE allowed)")
 
 
-def diagnose(url: str) -> list[Finding]:
-    """Every finding about the server at ``url`` (``InvalidArgumentError`` for a bad URL)."""
+def diagnose(url: str, prefix: str = DEFAULT_KEY_PREFIX) -> list[Finding]:
+    """Every finding about the server at ``url``, its lock checks under the key ``prefix``
+    (``InvalidArgumentError`` for a bad URL)."""
     options = options_from_url(url)
     server = redis.Redis.from_url(redis_py_url(url), socket_timeout=5.0, socket_connect_timeout=5.0)
     try:
         try:
-            info = _info(server)
+            info: dict[str, Any] | None = _info(server)
         except redis.AuthenticationError:
             return [Finding(PROBLEM, "connect", f"{options.address} refused the credentials")]
         except redis.ConnectionError as exc:
             reason = _no_secret(exc, options)
             return [Finding(PROBLEM, "connect", f"cannot reach {options.address}: {reason}")]
-        findings = _mode(info)
-        if str(info.get("redis_mode")) == "sentinel":
-            return findings
+        except redis.exceptions.NoPermissionError:  # a user with only what its clients need
+            info = None
+        if info is None:
+            findings = [Finding(NOTE, "server", "INFO is not allowed for this user: version, mode, role and "
+                                                "persistence not checked (taken for a standalone master)")]
+            info = {}
+        else:
+            findings = _mode(info)
+            if str(info.get("redis_mode")) == "sentinel":
+                return findings
         try:
-            findings.append(_persistence(server, info))
+            if info:
+                findings.append(_persistence(server, info))
             findings.extend(_memory(server))
             findings.append(_round_trip(server))
             if str(info.get("role")) != "slave":
                 cluster = str(info.get("redis_mode")) == "cluster"
-                findings.append(_lock_cycle(url, cluster))
-                findings.append(_waking(url, cluster))
+                findings.append(_lock_cycle(url, cluster, prefix))
+                findings.append(_waking(url, cluster, prefix))
         except (redis.ConnectionError, redis.TimeoutError) as exc:  # stopped or cut off mid-run
             reason = _no_secret(exc, options)
             findings.append(Finding(PROBLEM, "connect", f"lost {options.address} part-way: {reason}"))
@@ -202,8 +215,8 @@ def _no_secret(exc: Exception, options: Any) -> str:
     return text.replace(options.password, "***") if options.password else text
 
 
-def main(url: str) -> int:
-    findings = diagnose(url)
+def main(url: str, prefix: str = DEFAULT_KEY_PREFIX) -> int:
+    findings = diagnose(url, prefix)
     for finding in findings:
         print(finding.line())
     problems = sum(1 for finding in findings if finding.level == PROBLEM)
