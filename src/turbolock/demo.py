@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from turbolock.client import LockClient
-from turbolock.errors import ConnectionError, LockError
+from turbolock.errors import ConnectionError, LockError, ReplyError
 from turbolock.options import redis_py_url
 from turbolock.redis_server import RedisServer
 
@@ -47,8 +47,24 @@ class SaleResult:
         return self.oversold == 0 and self.sold == self.items * self.stock_per_item
 
 
+Report = tuple[int, int, str]
+"""A buyer's (bought, acquisitions, its error in one line or "")."""
+
+
 def _buyer(url: str, core: str | None, items: int, seed: int, start: Any,
-           out: multiprocessing.Queue[tuple[int, int]]) -> None:
+           out: multiprocessing.Queue[Report]) -> None:
+    """One buyer process: its report, or its error in one line, never a traceback of its own (the
+    command ends a failure with one line)."""
+    try:
+        bought, acquisitions = _buy(url, core, items, seed, start)
+    except BaseException as exc:
+        start.abort()  # the parent stops waiting for the sale to start
+        out.put((0, 0, f"{type(exc).__name__}: {ReplyError(str(exc))}"))  # a reply's quoted token hidden
+        return
+    out.put((bought, acquisitions, ""))
+
+
+def _buy(url: str, core: str | None, items: int, seed: int, start: Any) -> tuple[int, int]:
     rng = random.Random(seed)
     bought = acquisitions = 0
     open_items = list(range(items))
@@ -72,29 +88,34 @@ def _buyer(url: str, core: str | None, items: int, seed: int, start: Any,
                 writes.execute()
                 bought += 1
         store.close()
-    out.put((bought, acquisitions))
+    return bought, acquisitions
 
 
 def _results(procs: list[Any], out: Any, give_up_at: float) -> list[tuple[int, int]]:
-    """Every buyer's (bought, acquisitions), as each reports; a buyer that died without reporting
-    (its traceback is above) or a sale past ``give_up_at`` stops the others and raises."""
+    """Every buyer's (bought, acquisitions), as each reports; a buyer that failed (or died
+    without reporting) or a sale past ``give_up_at`` stops the others and raises."""
     import queue
 
     results: list[tuple[int, int]] = []
     while len(results) < len(procs):
         try:
-            results.append(out.get(timeout=0.2))
-            continue
+            bought, acquisitions, error = out.get(timeout=0.2)
         except queue.Empty:
-            pass
+            error = ""
+        else:
+            if not error:
+                results.append((bought, acquisitions))
+                continue
         failed = [proc for proc in procs if proc.exitcode not in (None, 0)]
         late = time.perf_counter() > give_up_at
-        if failed or late:
+        if error or failed or late:
             for proc in procs:
                 proc.kill()
+            if error:
+                raise LockError(f"a buyer process failed: {error}")
             if late:
                 raise LockError(f"the sale did not finish within {SALE_TIMEOUT:g} s")
-            raise LockError(f"a buyer process failed (exit code {failed[0].exitcode}); its error is above")
+            raise LockError(f"a buyer process died (exit code {failed[0].exitcode})")
     return results
 
 
@@ -107,7 +128,7 @@ def run_sale(url: str, *, workers: int = 8, items: int = 10, stock: int = 100,
         store.set(STOCK_KEY.format(item), stock)
         store.delete(SOLD_KEY.format(item))
     context = multiprocessing.get_context("spawn")
-    out: multiprocessing.Queue[tuple[int, int]] = context.Queue()
+    out: multiprocessing.Queue[Report] = context.Queue()
     start = context.Barrier(workers + 1)
     procs = [context.Process(target=_buyer, args=(url, core, items, seed, start, out))
              for seed in range(workers)]
@@ -115,9 +136,17 @@ def run_sale(url: str, *, workers: int = 8, items: int = 10, stock: int = 100,
         proc.start()
     try:
         start.wait(timeout=START_TIMEOUT)
-    except threading.BrokenBarrierError:  # a worker failed before the sale (its traceback above)
+    except threading.BrokenBarrierError:  # a worker failed before the sale, or did not start in time
+        import queue
+
         for proc in procs:
             proc.kill()
+        try:
+            error = out.get(timeout=1.0)[2]
+        except queue.Empty:
+            error = ""
+        if error:
+            raise LockError(f"a buyer process failed: {error}") from None
         raise ConnectionError(f"the buyer processes did not all start within {START_TIMEOUT:g} s") from None
     started = time.perf_counter()
     results = _results(procs, out, started + SALE_TIMEOUT)
