@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import pickle
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +24,7 @@ import pytest
 import redis
 
 from _blocking_async import Blocking
-from turbolock import InvalidArgumentTypeError, LockClient, LockLostError, LockNotOwnedError
+from turbolock import InvalidArgumentTypeError, LockClient, LockLostError, LockNotOwnedError, LockUsageError
 from turbolock.redis_server import RedisServer
 
 
@@ -108,6 +109,8 @@ def test_a_copy_of_a_held_lock_holds_nothing(make_client: Callable[..., Any]) ->
             assert duplicate.lease is None and "held=False" in repr(duplicate), repr(duplicate)
             assert duplicate.client is _target(lock).client and duplicate.name == "copied"
         assert _target(lock).lease is not None
+        with pytest.raises(LockUsageError, match="cannot be pickled"):  # was a bare TypeError
+            pickle.dumps(_target(lock))
     finally:
         lock.release()
 

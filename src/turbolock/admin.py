@@ -184,7 +184,7 @@ def confirm_release(server: Any, name: str, prefix: str, yes: bool, ask: Callabl
         say(f"{shown(name)}: not held")
         return 1
     if not yes:
-        answer = ask(f"Release {shown(name)!r} ({held.left} left) by force? Its holder is not told and may "
+        answer = ask(f"Release '{shown(name)}' ({held.left} left) by force? Its holder is not told and may "
                      "still be working under it. [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             say("not released")

@@ -293,6 +293,11 @@ class LockState(Generic[LeaseT]):
     def __deepcopy__(self: StateT, memo: dict[int, Any]) -> StateT:
         return self.copy()
 
+    def __reduce__(self) -> Any:
+        # pickle: a lease and a client cannot go to another process (its token would be used twice).
+        raise LockUsageError(f"a {self.kind} object cannot be pickled: make one with client.lock(...) in the "
+                             "process that uses it", names=[self.name])
+
     def __repr__(self) -> str:
         lease = self._lease  # one known lost does not count, as for acquire() (``_check_unheld``)
         held = lease is not None and lease._lost is None
