@@ -1,6 +1,6 @@
 """The ``turbolock`` command on bad input or a server it cannot use: one clear line on stderr,
 exit 1 (the server) or 2 (the input), no traceback, no password, and never a hang: a wrong
-password or no server for ``locks``, a user without ``+info`` for ``doctor``, a URL that is not
+password or no server for ``locks``, a user without scripts for ``doctor``, a URL that is not
 one for ``bench`` and ``demo`` (whose worker processes once died on it while it waited for them
 for good). Found in review: each of these ended in a traceback, or hung."""
 
@@ -32,9 +32,16 @@ def test_locks_with_refused_credentials_or_no_server_fails_cleanly() -> None:
     _assert_clean_failure(_cli("locks", "list", f"redis://:{PASSWORD}@127.0.0.1:{port}/0"), 1)
 
 
-def test_doctor_with_a_user_not_allowed_info_fails_cleanly() -> None:
-    with RedisServer(extra_config=[f"user noinfo on >{PASSWORD} ~* +@all -info"]) as server:
-        _assert_clean_failure(_cli("doctor", f"redis://noinfo:{PASSWORD}@127.0.0.1:{server.port}/0"), 1)
+def test_doctor_with_a_user_not_allowed_info_or_scripts_ends_cleanly() -> None:
+    # Without INFO: a note, the rest checked (exit 0); without scripts too: a problem (exit 1).
+    with RedisServer(extra_config=[f"user noinfo on >{PASSWORD} ~* &* +@all -info",
+                                   f"user noscripts on >{PASSWORD} ~* &* +@all -info -@scripting"]) as server:
+        done = _cli("doctor", f"redis://noinfo:{PASSWORD}@127.0.0.1:{server.port}/0")
+        assert done.returncode == 0 and "INFO is not allowed" in done.stdout, done.stdout + done.stderr
+        assert PASSWORD not in done.stdout + done.stderr and "Traceback" not in done.stderr
+        done = _cli("doctor", f"redis://noscripts:{PASSWORD}@127.0.0.1:{server.port}/0")
+        assert done.returncode == 1 and "problem  locks:" in done.stdout, done.stdout + done.stderr
+        assert PASSWORD not in done.stdout + done.stderr and "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize("command", ["bench", "demo"])

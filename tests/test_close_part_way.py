@@ -13,10 +13,10 @@ takes its whole deadline):
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -26,6 +26,10 @@ from _blocking_async import FRONTS, Fronts, close_only
 from _forking import in_forked_child
 from turbolock import ClientClosedError, LockClient
 from turbolock.redis_server import RedisServer
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def _addresses(raw: redis.Redis) -> set[str]:
@@ -113,15 +117,17 @@ def test_an_interrupted_close_closes_the_client_at_once(own_server: RedisServer,
         before = _addresses(raw)
         assert client.try_acquire("renewed", 30, auto_renew=True) is not None
         own_server.pause()  # close's release of the renewed lock waits for the server
-        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+        # Ctrl-C as SIGALRM's handler raises it (a pytest-xdist worker ignores SIGINT itself).
+        previous = signal.signal(signal.SIGALRM, _interrupt)
         try:
-            timer.start()
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
             started = time.monotonic()
             with pytest.raises(KeyboardInterrupt):
                 client.close()
             took = time.monotonic() - started
         finally:
-            timer.cancel()
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
             own_server.resume()
         assert took < 1.5, f"the interrupted close() took {took:.2f}s"
         assert client.closed

@@ -4,9 +4,10 @@
   (allowed: a lease found lost does not count as held), ended with LockUsageError ("released
   inside its with block", which nobody did) instead of the loss, LockNotOwnedError;
 - ``repr`` said ``held=True`` of a lease found lost;
-- after ``owned()`` or ``remaining()`` heard from the server that the lock is someone else's,
-  ``ensure_held()`` still passed and ``valid_for()`` still gave seconds (``extend()`` hearing
-  the same dropped the lease): code checking right before acting acted under another's lock;
+- after ``owned()`` or ``remaining()`` (``client.check``) heard from the server that the lock
+  is someone else's, ``ensure_held()`` still passed and ``valid_for()`` still gave seconds
+  (``extend()`` hearing the same marks the lease lost): code checking right before acting acted
+  under another's lock;
 - ``copy.copy`` of a held Lock gave a second object holding the same lease;
 - the threaded decorator took a callable object whose ``__call__`` is ``async def``: each call
   took the lock, made a coroutine and released the lock before the body ran."""
@@ -97,8 +98,23 @@ def test_a_lock_the_server_says_is_anothers_is_not_held_any_more(
         with pytest.raises(LockLostError):
             lock.ensure_held()
         assert "held=False" in repr(_target(lock))
+        with pytest.raises(LockNotOwnedError):  # as before: its release is refused, not a misuse
+            lock.release()
     finally:
         raw.delete(key_prefix + "taken")
+
+
+def test_a_lease_a_check_found_gone_is_lost(make_client: Callable[..., Any], raw: redis.Redis,
+                                            key_prefix: str) -> None:
+    client = make_client()
+    lease = client.try_acquire("checked", 5)
+    assert lease is not None and client.check(lease) is not None and not lease.is_lost
+    raw.delete(key_prefix + "checked")
+    assert client.check(lease) is None
+    assert lease.is_lost and lease.valid_for() == 0.0
+    released = client.try_acquire("released", 5)
+    assert released is not None and client.release(released)
+    assert client.check(released) is None and not released.is_lost  # released, not lost
 
 
 def test_a_copy_of_a_held_lock_holds_nothing(make_client: Callable[..., Any]) -> None:

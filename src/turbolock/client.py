@@ -206,7 +206,8 @@ class LockClient(ClientRules[Lock]):
         return run(extend_flow(self, lease, ttl, additive))
 
     def check(self, lease: Lease) -> float | None:
-        """Seconds the lock has left on the server if the lease still holds it, else None."""
+        """Seconds the lock has left on the server if the lease still holds it, else None (the
+        lease is then lost: ``ensure_held()`` raises)."""
         return run(check_flow(self, lease))
 
     def query(self, name: str | bytes) -> LockInfo:

@@ -29,7 +29,7 @@ BOUNCED = (ClusterError, UnsentTimeoutError)
 EXPECTED: dict[str, tuple[type[LockError], ...]] = {
     "try_acquire": BOUNCED,
     "query": BOUNCED,
-    "acquire_many": (AcquireOutcomeUnknownError,),  # its item never sent: in .not_sent
+    "acquire_many": (AcquireOutcomeUnknownError,),  # its item never sent (.not_sent), or unanswered
     "query_many": (TimeoutError,),  # its keys bounced until the deadline
 }
 
@@ -66,7 +66,10 @@ def test_ask_answered_by_moved_is_followed_and_ends_in_a_typed_error_in_time(
     assert type(raised.value) in EXPECTED[op], repr(raised.value)
     assert "MOVED" not in str(raised.value)
     if isinstance(raised.value, AcquireOutcomeUnknownError):
-        assert raised.value.not_sent == [name] and raised.value.names == []
+        # Never sent at the deadline, or (a loaded host) a resend of it still unanswered then:
+        # maybe taken, in .names (cleaned up in the background; it cannot have run here).
+        outcome = (raised.value.not_sent, raised.value.names)
+        assert outcome in (([name], []), ([], [name])), outcome
     assert took < TIMEOUT + 0.5, f"{op} took {took:.2f}s with a {TIMEOUT}s timeout"
     assert src.exists(key_prefix + name) == 0  # nothing ran (the target serves no such slot)
     lease = client.try_acquire(name, 30)  # the slot stable again: the call goes through

@@ -168,9 +168,9 @@ class LockFlows(LockState[LeaseT]):
         return True
 
     def _found_gone(self, lease: LeaseT) -> None:
-        """The server said ``lease`` is not ours any more (an extend, an ``owned()``): the object
-        holds nothing from here (``ensure_held`` raises), and the exit of the ``with`` block that
-        entered with it reports the loss."""
+        """An extend heard ``lease`` is not ours any more: the object holds nothing from here
+        (``ensure_held`` raises), and the exit of the ``with`` block that entered with it reports
+        the loss."""
         with self._state_lock:
             if self._first is lease or _entered(self._blocks, lease):
                 if not isinstance(self._lost_in_blocks, set):
@@ -182,20 +182,14 @@ class LockFlows(LockState[LeaseT]):
         lease = self._lease
         if lease is None:
             return False
-        if (yield from self.client._check_flow(lease)) is None:
-            self._found_gone(lease)
-            return False
-        return True
+        return (yield from self.client._check_flow(lease)) is not None  # None: the lease is lost
 
     def _remaining_flow(self) -> Flow[float]:
         lease = self._lease
         if lease is None:
             return 0.0
         left = yield from self.client._check_flow(lease)
-        if left is None:
-            self._found_gone(lease)
-            return 0.0
-        return float(left)
+        return 0.0 if left is None else float(left)
 
     def _locked_flow(self) -> Flow[bool]:
         info = yield from self.client._query_flow(self.name)

@@ -17,6 +17,7 @@ from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import MAX_TTL_MS, check_flag, check_token, encode_name, ttl_ms
 from turbolock.errors import InvalidArgumentError, OutcomeUnknownError
 from turbolock.lease import (
+    RELEASED,
     FencedLease,
     Lease,
     LockInfo,
@@ -179,7 +180,10 @@ def check_flow(client: Any, lease: Lease) -> Flow[float | None]:
         reply = yield Call(client._exec.script_one, (_scripts.CHECK, lease.key, lease.token, None))
     except Unconfirmed as exc:
         raise exc.cause from None
-    return check_result(reply, lease)
+    left = check_result(reply, lease)
+    if left is None and lease._expires != RELEASED:  # not ours: lost (ensure_held raises from here)
+        client._lease_lost(lease, "a check found its key gone or held by another token")
+    return left
 
 
 def query_flow(client: Any, name: str | bytes) -> Flow[LockInfo]:

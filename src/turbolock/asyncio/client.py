@@ -299,7 +299,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         return await run(extend_flow(self, lease, ttl, additive))
 
     async def check(self, lease: Lease) -> float | None:
-        """Seconds the lock has left on the server if the lease still holds it, else None."""
+        """Seconds the lock has left on the server if the lease still holds it, else None (the
+        lease is then lost: ``ensure_held()`` raises)."""
         return await run(check_flow(self, lease))
 
     async def query(self, name: str | bytes) -> LockInfo:
