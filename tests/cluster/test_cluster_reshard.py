@@ -67,7 +67,14 @@ def test_a_reshard_under_load_loses_no_lock_and_grants_none_twice(
     assert run["moved"] == 1000
     assert run["lost"] == [], "\n".join(f"{r.relativeCreated:.0f}ms {r.name}: {r.getMessage()}"
                                          for r in caplog.records[:40])
-    assert all(info.held for info in client.query_many(NAMES)), "a renewed lock expired"
+    infos = client.query_many(NAMES)
+    gone = [lease for lease, info in zip(run["leases"], infos, strict=True) if not info.held]
+    # What the next failure needs (it failed once under a loaded host, 2026-11-28, py core, with no
+    # loss reported when run["lost"] was read): did the client know, and what did it believe?
+    beliefs = [f"{lease.name} (lost={lease.is_lost}, valid_for={lease.valid_for():.3f}, "
+               f"reported={lease.name in run['lost']})" for lease in gone[:10]]
+    log = [f"{r.relativeCreated:.0f}ms {r.name}: {r.getMessage()}" for r in caplog.records[-20:]]
+    assert not gone, f"{len(gone)} renewed locks expired: " + ", ".join(beliefs) + "\n" + "\n".join(log)
     assert all(client.check(lease) is not None for lease in run["leases"]), "a lock is no longer ours"
     for report in run["reports"]:
         assert report["rounds"] > 0 and report["errors"] == [], report["errors"][:3]
