@@ -150,11 +150,9 @@ def inspect(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> HeldLoc
     """The lock ``name`` if anyone holds it, else None (a key without a ttl, or one that is not a
     string, is no lock: ``NO_TTL``)."""
     key = lock_key(prefix, name)
-    pipe = server.pipeline(transaction=False)
-    pipe.type(key)
-    pipe.pttl(key)
-    kind, pttl = pipe.execute()
-    holder = server.get(key) if _is_lock(kind, pttl) else None  # a string: GET cannot be refused
+    # One command at a time: redis-py's cluster pipeline retries a stopped master's timeout.
+    pttl = server.pttl(key)
+    holder = server.get(key) if _is_lock(server.type(key), pttl) else None  # a string: GET cannot be refused
     if holder is None:  # no lock (NO_TTL), or released meanwhile
         return None
     return HeldLock(name, pttl / 1000.0, holder)
