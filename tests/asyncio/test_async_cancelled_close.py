@@ -8,6 +8,7 @@ released in the background either (``pending_cleanup`` 0), until its ttl ran out
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 import redis
@@ -46,5 +47,33 @@ def test_an_acquire_after_a_cancelled_close_leaves_no_lock_nobody_holds(
         assert lease is not None or not held, (
             "the acquire took the lock, then raised ClientClosedError: a lock nobody holds or releases "
             f"(pending_cleanup was {client.pending_cleanup}), until its 60 s ttl")
+
+    arun(body)
+
+
+def test_a_close_cancelled_before_it_stopped_the_renewer_stops_it(
+        arun: Runner, own_server: RedisServer, core_name: str) -> None:
+    """close() ends its waiters first; cancelled there (its subscriber still connecting to a
+    server that does not answer), the client was closed but its renewer task ran on, renewing
+    through connections that refuse every call, for the life of the loop."""
+    async def body() -> None:
+        client = AsyncLockClient.from_url(own_server.url, core=core_name, timeout=2)
+        renewed = await client.try_acquire("renewed", 30, auto_renew=True)
+        renewer = client._renewer_instance
+        assert renewed is not None and renewer is not None
+        assert renewer._task is not None and not renewer._task.done()
+        own_server.pause()
+        try:
+            await client._wake_join(client.key_prefix + b"awaited", time.monotonic() + 0.1)
+            closing = asyncio.ensure_future(client.close())
+            await asyncio.sleep(0)  # close() waits for its subscriber's connect to end
+            closing.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await closing
+        finally:
+            own_server.resume()
+        assert client.closed
+        await asyncio.sleep(0.05)
+        assert renewer._task.done(), "the renewer task outlived a cancelled close()"
 
     arun(body)

@@ -77,8 +77,9 @@ class ClusterExecutor:
         return executor
 
     def forget_after_fork(self) -> None:
-        """In a forked child: the parent's calls under way are none of the child's to wait for
-        (a close() the parent had begun still refuses new calls)."""
+        """In a forked child: the parent's calls under way are none of the child's to wait for.
+        ``closing`` stays: close() sets it only once the client is closed (``closed`` came with
+        the fork too), where its connections are closing."""
         self.calls = CallsUnderWay(self.calls.closing)
 
     def offers_set_ifeq(self) -> bool:

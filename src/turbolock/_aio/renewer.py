@@ -108,11 +108,19 @@ class Renewer:
 
     async def stop(self, deadline: float | None = None) -> None:
         """Stop the task; a renewal in flight is abandoned (``deadline`` is the thread's)."""
+        task = self.abort()
+        if task is not None:
+            await asyncio.wait([task])
+
+    def abort(self) -> asyncio.Task[None] | None:
+        """Stop the task without waiting for it to end (a close() cancelled part-way): the task
+        cancelled, if it runs in this loop."""
         self._stopping = True
         task = self._task
         if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
             task.cancel()  # a renewal in flight is abandoned; its replies are read and dropped
-            await asyncio.wait([task])
+            return task
+        return None
 
     async def wait_lost(self, lease: Lease, timeout: Seconds | None) -> bool:
         wait = timeout_seconds(timeout)

@@ -106,7 +106,11 @@ class ClusterWaker:
             join_by(thread, deadline)
 
     def forget_after_fork(self) -> None:
+        """In a forked child: the parent's subscribers, and its close if one was under way, are the
+        parent's (as one server's waker, ``Waker.forget_after_fork``)."""
         for waker in list(self._wakers.values()):
             waker.forget_after_fork()
         self._wakers = {}
         self._lock = threading.Lock()
+        self._closed = False
+        self._polling = set()

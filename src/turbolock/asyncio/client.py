@@ -470,6 +470,9 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         renewer stopped), the rest of the closing left to a task."""
         self._closed = True
         self._pauses.end_all()
+        renewer = self._stop_renewals()
+        if renewer is not None:  # cancelled before close stopped it (while its waiters ended)
+            renewer.abort()
         for pool in self._connection_pools():
             pool.abort()
         self._closing_connections = asyncio.ensure_future(self._close_connections())
