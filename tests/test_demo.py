@@ -29,11 +29,14 @@ def test_demo_starts_and_stops_its_own_server() -> None:
     assert lines["oversold"].strip() == "0"
 
 
-def test_demo_uses_the_given_server(own_server: RedisServer) -> None:
+def test_demo_uses_the_given_server_and_leaves_nothing_there(own_server: RedisServer) -> None:
+    data = redis.Redis(port=own_server.port)
+    data.set("demo:stock:0", "a key of the server's own")  # the demo's old key names
     done = _demo(REDIS_URL=own_server.url)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "throwaway" not in done.stdout
-    data = redis.Redis(port=own_server.port)
-    assert [int(data.get(f"demo:sold:{item}") or 0) for item in range(3)] == [20, 20, 20]
-    assert [int(data.get(f"demo:stock:{item}") or 0) for item in range(3)] == [0, 0, 0]
+    sold = data.info("commandstats")["cmdstat_incrby"]["calls"]  # one INCRBY of an item's sold count per sale
+    assert sold == 60, sold
+    assert [key.decode() for key in data.scan_iter()] == ["demo:stock:0"]
+    assert data.get("demo:stock:0") == b"a key of the server's own"
     data.close()

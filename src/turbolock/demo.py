@@ -6,9 +6,11 @@ makes safe, so an oversold item would mean the lock failed.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import random
+import secrets
 import threading
 import time
 from dataclasses import dataclass
@@ -19,8 +21,10 @@ from turbolock.errors import ConnectionError, LockError, ReplyError
 from turbolock.options import redis_py_url
 from turbolock.redis_server import RedisServer
 
-STOCK_KEY = "demo:stock:{}"
-SOLD_KEY = "demo:sold:{}"
+STOCK_KEY = "demo:stock:{}:{}"
+SOLD_KEY = "demo:sold:{}:{}"
+"""A sale's keys, by its run (a random id: two demos on one server keep apart) and item; deleted
+when the sale ends, as are its locks."""
 START_TIMEOUT = 120.0
 SALE_TIMEOUT = 300.0
 """How long the buyers may take, once started, before the demo gives up on them."""
@@ -51,12 +55,12 @@ Report = tuple[int, int, str]
 """A buyer's (bought, acquisitions, its error in one line or "")."""
 
 
-def _buyer(url: str, core: str | None, items: int, seed: int, start: Any,
+def _buyer(url: str, core: str | None, run: str, items: int, seed: int, start: Any,
            out: multiprocessing.Queue[Report]) -> None:
     """One buyer process: its report, or its error in one line, never a traceback of its own (the
     command ends a failure with one line)."""
     try:
-        bought, acquisitions = _buy(url, core, items, seed, start)
+        bought, acquisitions = _buy(url, core, run, items, seed, start)
     except BaseException as exc:
         start.abort()  # the parent stops waiting for the sale to start
         out.put((0, 0, f"{type(exc).__name__}: {ReplyError(str(exc))}"))  # a reply's quoted token hidden
@@ -64,7 +68,7 @@ def _buyer(url: str, core: str | None, items: int, seed: int, start: Any,
     out.put((bought, acquisitions, ""))
 
 
-def _buy(url: str, core: str | None, items: int, seed: int, start: Any) -> tuple[int, int]:
+def _buy(url: str, core: str | None, run: str, items: int, seed: int, start: Any) -> tuple[int, int]:
     rng = random.Random(seed)
     bought = acquisitions = 0
     open_items = list(range(items))
@@ -75,16 +79,16 @@ def _buy(url: str, core: str | None, items: int, seed: int, start: Any) -> tuple
         start.wait()
         while open_items:
             item = rng.choice(open_items)
-            with client.lock(f"item:{item}", ttl=5, timeout=30):
+            with client.lock(f"item:{run}:{item}", ttl=5, timeout=30):
                 acquisitions += 1
-                stock = int(store.get(STOCK_KEY.format(item)) or 0)
+                stock = int(store.get(STOCK_KEY.format(run, item)) or 0)
                 if stock <= 0:
                     open_items.remove(item)
                     continue
                 # Deliberately read-modify-write (not DECR): only the lock keeps it safe.
                 writes = store.pipeline(transaction=False)
-                writes.set(STOCK_KEY.format(item), stock - 1)
-                writes.incr(SOLD_KEY.format(item))
+                writes.set(STOCK_KEY.format(run, item), stock - 1)
+                writes.incr(SOLD_KEY.format(run, item))
                 writes.execute()
                 bought += 1
         store.close()
@@ -119,18 +123,13 @@ def _results(procs: list[Any], out: Any, give_up_at: float) -> list[tuple[int, i
     return results
 
 
-def run_sale(url: str, *, workers: int = 8, items: int = 10, stock: int = 100,
-             core: str | None = None) -> SaleResult:
-    import redis
-
-    store = redis.Redis.from_url(redis_py_url(url))
-    for item in range(items):
-        store.set(STOCK_KEY.format(item), stock)
-        store.delete(SOLD_KEY.format(item))
+def _sell(url: str, core: str | None, run: str, items: int,
+          workers: int) -> tuple[list[tuple[int, int]], float]:
+    """The buyers' (bought, acquisitions) and the sale's seconds."""
     context = multiprocessing.get_context("spawn")
     out: multiprocessing.Queue[Report] = context.Queue()
     start = context.Barrier(workers + 1)
-    procs = [context.Process(target=_buyer, args=(url, core, items, seed, start, out))
+    procs = [context.Process(target=_buyer, args=(url, core, run, items, seed, start, out))
              for seed in range(workers)]
     for proc in procs:
         proc.start()
@@ -153,8 +152,28 @@ def run_sale(url: str, *, workers: int = 8, items: int = 10, stock: int = 100,
     seconds = time.perf_counter() - started
     for proc in procs:
         proc.join()
-    stock_left = [int(store.get(STOCK_KEY.format(item)) or 0) for item in range(items)]
-    store.close()
+    return results, seconds
+
+
+def run_sale(url: str, *, workers: int = 8, items: int = 10, stock: int = 100,
+             core: str | None = None) -> SaleResult:
+    import redis
+
+    store = redis.Redis.from_url(redis_py_url(url))
+    run = secrets.token_hex(4)
+    keys = [key.format(run, item) for item in range(items) for key in (STOCK_KEY, SOLD_KEY)]
+    try:
+        store.mset({STOCK_KEY.format(run, item): stock for item in range(items)})
+        results, seconds = _sell(url, core, run, items, workers)
+        stock_left = [int(store.get(STOCK_KEY.format(run, item)) or 0) for item in range(items)]
+    except BaseException:
+        with contextlib.suppress(redis.RedisError):  # the error that ended the sale is the one to tell
+            store.delete(*keys)
+        raise
+    else:
+        store.delete(*keys)  # the sale's own keys: a demo on someone's server leaves nothing behind
+    finally:
+        store.close()
     with LockClient.from_url(url, core=core) as probe:
         implementation = probe.implementation
     sold = sum(b for b, _ in results)
