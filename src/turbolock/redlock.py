@@ -131,11 +131,13 @@ class RedlockClient(RedlockFlows):
     def try_acquire(self, name: str | bytes, ttl: Seconds, *, token: bytes | None = None,
                     auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
                     max_extensions: int | None = None, fenced: bool = False) -> RedlockLease | None:
-        """One attempt: a ``RedlockLease``, or None when others hold the lock on too many masters
-        (Conflicted) or the attempt used up its validity (Expired).
+        """One attempt: a ``RedlockLease``, or None when a quorum of masters answered and fewer
+        than a quorum granted it, others holding it on the rest (Conflicted: RedLock.net's rule;
+        a master that did not answer counts for neither side) or the attempt used up its
+        validity (Expired).
 
-        ``QuorumError`` (with ``.result``) when too many masters failed to answer to decide
-        (NoQuorum); what was taken is released again first.
+        ``QuorumError`` (with ``.result``) when fewer than a quorum of masters answered
+        (NoQuorum); what was taken is released again first, on every master.
         """
         attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions, fenced)
         key, tok, ms, _, node_timeout, _, policy, _ = attempt
@@ -164,13 +166,15 @@ class RedlockClient(RedlockFlows):
 
     def query(self, name: str | bytes) -> LockInfo:
         """Whether a quorum of masters holds ``name``, and for how long at least a quorum still
-        will (never whose it is). ``QuorumError`` when too few masters answer to tell."""
+        will (never whose it is). ``QuorumError`` when the masters that did not answer could make
+        it either."""
         return self._serve(self._query_flow(name))
 
     def check(self, lease: RedlockLease) -> float | None:
         """Seconds a majority of masters still holds the lock for ``lease`` (the quorum-th longest
-        remaining ttl among the masters where it is ours), None when fewer than a majority do.
-        ``QuorumError`` when too few masters answer to tell."""
+        remaining ttl among the masters where it is ours), None when fewer than a majority do,
+        even counting every master that did not answer as one. ``QuorumError`` when those could
+        make it either."""
         return self._serve(self._check_flow(lease))
 
     def release(self, lease: RedlockLease) -> bool:

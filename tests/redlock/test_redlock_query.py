@@ -46,5 +46,5 @@ def test_query_needs_a_quorum_of_answers(own_masters: Callable[[int], list[Redis
     servers[0].stop(remove_directory=False)
     assert redlock.query("down").held is True
     servers[1].stop(remove_directory=False)
-    with pytest.raises(QuorumError, match="answered the query"):
+    with pytest.raises(QuorumError, match=r"the query for .* is undecided"):
         redlock.query("down")

@@ -306,16 +306,23 @@ class RedlockFlows(RedlockRules):
             buf.append_pttl(key)
 
         replies, _ = yield Call(self._fan_one, (encode, self.node_timeout or DEFAULT_NODE_TIMEOUT))
-        answered = [reply for reply in replies if type(reply) is int]
-        if len(answered) < self.quorum:
-            raise QuorumError(
-                f"only {len(answered)} of {len(replies)} masters answered the query for {name!r}", [name])
-        # A lock stands while a quorum still has its key: the quorum-th longest remaining ttl.
-        held = sorted((math.inf if ms == -1 else ms for ms in answered if ms >= 0 or ms == -1), reverse=True)
-        if len(held) < self.quorum:
+        held = self._standing(replies, f"the query for {name!r}", name)
+        if held is None:
             return FREE
-        standing = held[self.quorum - 1]
-        return info_from_pttl(-1 if standing == math.inf else int(standing))
+        return info_from_pttl(-1 if held == math.inf else int(held))
+
+    def _standing(self, replies: list[Any], asked: str, name: str | bytes) -> float | None:
+        """From the masters' PTTLs of a key (-2 where it is gone): how long it stands on a quorum
+        (the quorum-th longest), or None when fewer than a quorum have it even counting every
+        master that did not answer as having it. ``QuorumError`` when those could make either."""
+        answered = [reply for reply in replies if type(reply) is int]
+        held = sorted((math.inf if ms == -1 else ms for ms in answered if ms >= 0 or ms == -1), reverse=True)
+        verdict = extend_verdict(len(held), len(replies) - len(answered), self.quorum)
+        if verdict is UNDECIDED:
+            raise QuorumError(
+                f"{asked} is undecided: {len(held)} of {len(replies)} masters have it, "
+                f"{len(replies) - len(answered)} did not answer (quorum {self.quorum})", [name])
+        return held[self.quorum - 1] if verdict is EXTENDED else None
 
     def _check_flow(self, lease: RedlockLease) -> Flow[float | None]:
         self._refuse_if_closed()
@@ -326,16 +333,10 @@ class RedlockFlows(RedlockRules):
             buf.append_evalsha(sha, key, token, None)
 
         replies, _ = yield Call(self._fan_one, (encode, self.node_timeout_for(lease.ttl_ms), _scripts.CHECK))
-        answered = [reply for reply in replies if type(reply) is int]
-        if len(answered) < self.quorum:
-            raise QuorumError(
-                f"only {len(answered)} of {len(replies)} masters answered the check of {lease.name!r}",
-                [lease.name])
-        ours = sorted((math.inf if ms == -1 else ms for ms in answered if ms >= 0 or ms == -1), reverse=True)
-        if len(ours) < self.quorum:
+        ours = self._standing(replies, f"the check of {lease.name!r}", lease.name)
+        if ours is None:
             return None
-        standing = ours[self.quorum - 1]
-        return math.inf if standing == math.inf else standing / 1000.0
+        return math.inf if ours == math.inf else ours / 1000.0
 
     def _extend_flow(self, lease: RedlockLease, ttl: Seconds, additive: bool) -> Flow[bool]:
         self._refuse_if_closed()

@@ -90,7 +90,7 @@ class AsyncRedlockClient(RedlockFlows):
                           auto_renew: bool | AutoRenew = False, on_lost: OnLost | None = None,
                           max_extensions: int | None = None, fenced: bool = False) -> RedlockLease | None:
         """One attempt: a ``RedlockLease``, or None (Conflicted or Expired); ``QuorumError`` when
-        too many masters failed to answer to decide."""
+        fewer than a quorum of masters answered (see ``RedlockClient.try_acquire``)."""
         attempt = self._attempting(name, ttl, token, auto_renew, on_lost, max_extensions, fenced)
         key, tok, ms, _, node_timeout, _, policy, _ = attempt
         if token is not None or self._closed:  # a token reused, or a closed client: the flow's checks
@@ -112,11 +112,13 @@ class AsyncRedlockClient(RedlockFlows):
         return lease
 
     async def query(self, name: str | bytes) -> LockInfo:
-        """Whether a quorum of masters holds ``name``, and for how long at least a quorum still will."""
+        """Whether a quorum of masters holds ``name``, and for how long at least a quorum still will
+        (see ``RedlockClient.query``)."""
         return await run(self._query_flow(name))
 
     async def check(self, lease: RedlockLease) -> float | None:
-        """Seconds a majority of masters still holds the lock for ``lease``, None when fewer do."""
+        """Seconds a majority of masters still holds the lock for ``lease``, None when fewer do
+        (see ``RedlockClient.check``)."""
         return await run(self._check_flow(lease))
 
     async def release(self, lease: RedlockLease) -> bool:
