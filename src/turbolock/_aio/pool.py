@@ -42,6 +42,8 @@ def cancelling() -> bool:
 SERVED_IDLE_TURNS = 3
 """Loop turns ``close()`` lets pass with nothing in flight before it closes: a caller woken by
 its reply, or by the connection it waited for, sends its next command a turn or two later."""
+ORPHAN_POLL = 0.001
+"""close()'s look at the replies cancelled acquires still await (their futures are done)."""
 
 
 def deadline_passed(address: str) -> UnsentTimeoutError:
@@ -294,6 +296,15 @@ class ConnectionPool:
         self._closed = True
         self._retired += self._open
         self._open, self._next = [], 0
+
+    async def orphans_answered(self, deadline: float) -> None:
+        """Until no connection awaits the reply of an acquire cancelled after it was sent (its
+        reply goes to ``on_orphan``: what it took is released by the client's cleanup), or
+        ``deadline``. Open connections: close() waits here before its last cleanup."""
+        while time.monotonic() < deadline and any(
+                entry[3] is not None and entry[0].done()
+                for conn in (*self._open, *self._retired) for entry in conn._pending):
+            await asyncio.sleep(ORPHAN_POLL)
 
     async def _served(self, deadline: float) -> None:
         """Until every reply awaited on the pool's connections has come (and the connect under

@@ -462,6 +462,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         end = min(deadline, time.monotonic() + FAIR_WAITERS_GRACE)
         while self._fair_waiting and time.monotonic() < end:
             await asyncio.sleep(0.001)
+        for pool in self._connection_pools():  # what cancelled acquires took goes in that cleanup
+            await pool.orphans_answered(deadline)
         await self._last_cleanup(deadline)
         await self._close_connections(deadline)  # the calls in flight are answered first
 
