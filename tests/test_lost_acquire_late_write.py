@@ -88,6 +88,7 @@ def test_a_lost_acquire_that_runs_after_its_release_is_released_again(
     assert time.monotonic() - started < TTL / 2  # released, not expired
 
 
+@pytest.mark.parametrize("core_name", ["c"], indirect=True)  # the cleanup book's rule: no core's own
 def test_without_the_second_release_the_late_acquire_keeps_its_lock(
         client: Any, proxy: FaultProxy, raw: redis.Redis, key_prefix: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,6 +102,7 @@ def test_without_the_second_release_the_late_acquire_keeps_its_lock(
     assert client.pending_cleanup == 0
 
 
+@pytest.mark.parametrize("core_name", ["c"], indirect=True)  # the cleanup book's rule: no core's own
 def test_a_lock_taken_with_a_given_token_is_not_released_again(
         client: Any, proxy: FaultProxy, raw: redis.Redis, key_prefix: str) -> None:
     """A caller-given token may be used again (a retry of the same acquire): a later release

@@ -507,11 +507,20 @@ _NODE_SETTINGS = {
 }
 
 
+def node_hint(node: str) -> str:
+    """What to say first of a bad URL in a list: a bare host:port is a common slip."""
+    return "" if "://" in node else "items are URLs (redis://host:port) or (host, port) pairs; "
+
+
 def node_address(node: object, argument: str) -> tuple[str, int]:
     """(host, port) of one node given as a URL or a (host, port) pair (cluster start-up nodes,
     Sentinels); ``argument`` names the list in the error."""
     if isinstance(node, str):
-        options = options_from_url(node)
+        try:
+            options = options_from_url(node)
+        except (InvalidArgumentError, InvalidArgumentTypeError) as exc:  # "url: ...": the list's name
+            reason = str(exc).removeprefix("url: ")
+            raise type(exc)(argument, node_hint(node) + reason) from None
         if options.unix_socket_path is not None:
             raise InvalidArgumentError(argument, "items are reached over TCP: redis:// URLs or (host, port)")
         if (options.username, options.password, options.db, options.ssl) != (None, None, 0, False) \

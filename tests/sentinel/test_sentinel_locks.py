@@ -12,6 +12,7 @@ import redis
 
 from turbolock import ConnectionError, InvalidArgumentError, InvalidArgumentTypeError
 from turbolock.asyncio import AsyncSentinelLockClient
+from turbolock.cluster import ClusterLockClient
 from turbolock.redis_sentinel import RedisSentinel
 from turbolock.redis_server import free_port
 from turbolock.sentinel import SentinelLockClient
@@ -64,6 +65,18 @@ def test_bad_arguments_are_refused_before_anything_is_sent(sentinel_group: Redis
         (lambda: SentinelLockClient(sentinel_group.sentinel_urls, 7), InvalidArgumentTypeError,  # type: ignore[arg-type]
          "service_name"),
         (lambda: SentinelLockClient(sentinel_group.sentinel_urls, " "), InvalidArgumentError, "service_name"),
+        # Each call raised a bare UnicodeEncodeError as it asked the Sentinels (found in review).
+        (lambda: SentinelLockClient(sentinel_group.sentinel_urls, "svc\udcff"), InvalidArgumentError,
+         "service_name"),
+        (lambda: AsyncSentinelLockClient(sentinel_group.sentinel_urls, "svc\udcff"), InvalidArgumentError,
+         "service_name"),
+        # A bad URL in the list was said to be a bad "url", an argument there is none of (found in review).
+        (lambda: SentinelLockClient(("127.0.0.1", 26379), "turbolock"), InvalidArgumentError,  # type: ignore[arg-type]
+         "sentinels"),
+        (lambda: SentinelLockClient(["sentinel-a:26379"], "turbolock"), InvalidArgumentError, "sentinels"),
+        (lambda: AsyncSentinelLockClient(["http://127.0.0.1:26379"], "turbolock"), InvalidArgumentError,
+         "sentinels"),
+        (lambda: ClusterLockClient(startup_nodes=["127.0.0.1:7000"]), InvalidArgumentError, "startup_nodes"),
         (lambda: SentinelLockClient(sentinel_group.sentinel_urls, "turbolock", unix_socket_path="/tmp/r"),
          InvalidArgumentError, "unix_socket_path"),
         (lambda: SentinelLockClient.from_url("redis://127.0.0.1:26379"), InvalidArgumentError, "url"),

@@ -151,7 +151,7 @@ class AsyncWaker(BookQueries):
             return
         now = time.monotonic()
         if self._alive.dead(now):
-            protocol.abort(ConnectionError(f"{self.options.address} did not answer the subscriber's PING "
+            protocol.abort(ConnectionError(f"{protocol.address} did not answer the subscriber's PING "
                                            "in time"))
             return
         if self._alive.ping_due(now):
@@ -172,8 +172,9 @@ class AsyncWaker(BookQueries):
             elif len(reply) == 3 and reply[0] == b"ssubscribe":
                 self._tell_waiters(reply[1])
         if refusal is None and book.refusal is not None:
+            server = self._protocol.address if self._protocol is not None else self.options.address
             log.warning("turbolock: %s refused to subscribe to lock releases (%s): blocking acquires "
-                        "poll instead of being woken", self.options.address, book.refusal)
+                        "poll instead of being woken", server, book.refusal)
             self._tell_waiters(None)
 
     def _tell_waiters(self, key: object) -> None:

@@ -298,6 +298,10 @@ def check_sentinels(sentinels: object, service_name: object) -> list[Address]:
         raise InvalidArgumentTypeError("service_name", "must be a str (the name Sentinels monitor)")
     if not service_name.strip():
         raise InvalidArgumentError("service_name", "must not be empty")
+    try:
+        service_name.encode()
+    except UnicodeEncodeError:  # else each call's ask of the Sentinels raised it, untyped
+        raise InvalidArgumentError("service_name", "must be encodable as UTF-8") from None
     return [node_address(node, "sentinels") for node in sentinels]
 
 

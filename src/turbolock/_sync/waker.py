@@ -188,7 +188,7 @@ class Waker(BookQueries):
                 outbox, self._outbox = self._outbox, []
                 outbox.extend((b"SUNSUBSCRIBE", k) for k in self.book.expire_idle(now))
             if alive.dead(now):
-                raise ConnectionError(f"{self.options.address} did not answer the subscriber's PING in time")
+                raise ConnectionError(f"{conn.options.address} did not answer the subscriber's PING in time")
             if alive.ping_due(now):
                 outbox.append((b"PING",))
             if outbox:
@@ -208,7 +208,7 @@ class Waker(BookQueries):
                     continue
             n = sock.recv_into(view)
             if not n:
-                raise ConnectionError(f"{self.options.address} closed the subscriber connection")
+                raise ConnectionError(f"{conn.options.address} closed the subscriber connection")
             alive.heard(time.monotonic())
             parser.feed(view[:n])
             try:
@@ -223,7 +223,7 @@ class Waker(BookQueries):
                     self._changed.notify_all()
                 if refusal is None and self.book.refusal is not None:
                     log.warning("turbolock: %s refused to subscribe to lock releases (%s): blocking "
-                                "acquires poll instead of being woken", self.options.address,
+                                "acquires poll instead of being woken", conn.options.address,
                                 self.book.refusal)
 
     def _lost(self, conn: Connection) -> None:

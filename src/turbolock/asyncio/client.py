@@ -371,7 +371,11 @@ class AsyncLockClient(ClientRules[AsyncLock]):
     async def _release_renewed(self, leases: list[Lease], deadline: float) -> list[bool]:
         """``close()``'s release of the renewed locks, by its deadline (what gets no answer by
         then is owed in the background, or expires by its ttl)."""
-        return await done_by(self.release_many(leases), deadline, f"{self.options.address} (close)")
+        return await done_by(self.release_many(leases), deadline, f"{self._server()} (close)")
+
+    def _server(self) -> str:
+        """Who this client's calls go to, for messages (a Sentinel client's: its master)."""
+        return self._pool.server
 
     def _remember_cleanup(self, key: bytes, token: bytes, forget_at: float, recheck: bool = False) -> None:
         """Release ``key`` with ``token`` in the background, until ``forget_at`` (its key's expiry);

@@ -63,6 +63,9 @@ class AsyncClusterLockClient(AsyncLockClient):
         self._cluster.on_new_loop = self._follow_running_loop
         self._wakes_waiters = options.wake_waiters
 
+    def _server(self) -> str:
+        return "the cluster's masters"
+
     def _new_waker(self) -> AsyncClusterWaker:
         return AsyncClusterWaker(self.options, self._cluster, self.key_prefix)
 
