@@ -95,7 +95,9 @@ def test_extend_and_lost_extend(client: LockClient, raw: redis.Redis) -> None:
     raw.delete(client.key_prefix + b"ext")
     with pytest.raises(LockNotOwnedError):
         lock.extend()
-    assert lock.lease is None
+    assert lock.lease is not None and lock.lease.is_lost and lock.valid_for() == 0.0
+    with pytest.raises(LockNotOwnedError):  # the loss again, not a misuse
+        lock.release()
 
 
 def test_locked_reports_any_holder(client: LockClient) -> None:

@@ -231,7 +231,7 @@ def test_extend_of_a_lock_lost_behind_its_back_raises_not_owned(kind: Kind, behi
 
     assert caught.names == ["gone"]
     _hides_token(caught, token)
-    assert lock.lease is None, "a Lock whose extend found the lock gone must hold nothing"
+    assert lock.lease is not None and lock.lease.is_lost, "an extend that found the lock gone marks it lost"
     assert lock.valid_for() == 0.0
     if behind_its_back == "taken":
         assert all(raw.get(kind.key("gone")) == b"someone-else-token" for raw in kind.majority)

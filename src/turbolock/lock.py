@@ -88,7 +88,7 @@ class LockCalls(LockFlows[Any]):
     def extend(self, ttl: Seconds | None = None, *, additive: bool = False) -> bool:
         """Reset the ttl (to ``ttl``, or the Lock's own) from now: True. With ``additive=True``,
         add ``ttl`` to what is left instead (redis-py's default). ``LockNotOwnedError`` when the
-        lock is no longer ours (the Lock then holds nothing)."""
+        lock is no longer ours (the Lock keeps the lease, lost: its release raises that again)."""
         return self._drive(self._extend_flow(ttl, additive))
 
     def owned(self) -> bool:

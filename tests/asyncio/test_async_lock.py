@@ -118,8 +118,8 @@ def test_usage_errors(arun: Runner, new_client: NewClient) -> None:
     arun(body)
 
 
-def test_extend_of_a_lost_lock_raises_and_forgets_it(arun: Runner, new_client: NewClient,
-                                                     raw: redis.Redis) -> None:
+def test_extend_of_a_lost_lock_raises_and_marks_it_lost(arun: Runner, new_client: NewClient,
+                                                        raw: redis.Redis) -> None:
     async def body() -> None:
         async with new_client() as client:
             lock = client.lock("ext", 5)
@@ -127,7 +127,9 @@ def test_extend_of_a_lost_lock_raises_and_forgets_it(arun: Runner, new_client: N
             raw.delete(client.key_prefix + b"ext")
             with pytest.raises(LockNotOwnedError):
                 await lock.extend()
-            assert lock.lease is None
+            assert lock.lease is not None and lock.lease.is_lost and lock.valid_for() == 0.0
+            with pytest.raises(LockNotOwnedError):  # the loss again, not a misuse
+                await lock.release()
 
     arun(body)
 

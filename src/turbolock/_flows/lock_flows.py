@@ -168,15 +168,13 @@ class LockFlows(LockState[LeaseT]):
         return True
 
     def _found_gone(self, lease: LeaseT) -> None:
-        """An extend heard ``lease`` is not ours any more: the object holds nothing from here
-        (``ensure_held`` raises), and the exit of the ``with`` block that entered with it reports
-        the loss."""
-        with self._state_lock:
-            if self._first is lease or _entered(self._blocks, lease):
-                if not isinstance(self._lost_in_blocks, set):
-                    self._lost_in_blocks = set()
-                self._lost_in_blocks.add(id(lease))
-            self._drop(lease)
+        """An extend found ``lease`` no longer ours: it is lost (the client marked it so when the
+        server said whose it is; not when its validity ran out first, or a Redlock extend came
+        back too late). The object keeps it, as for ``owned()``: ``ensure_held`` raises, acquire
+        may take the lock again, and a release is refused by the server (LockNotOwnedError), at
+        the end of a ``with`` block too."""
+        if lease._lost is None:
+            self.client._lease_lost(lease, "an extend found it no longer held")
 
     def _owned_flow(self) -> Flow[bool]:
         lease = self._lease
@@ -434,12 +432,3 @@ class RedlockLockFlows(LockFlows[RedlockLease]):
         return (f"{self.kind}(name={self.name!r}, ttl={self.ttl!r}, "
                 f"status={None if status is None else status.value!r})")
 
-
-def _entered(blocks: dict[object, tuple[Any, Any]] | None, lease: object) -> bool:
-    """Whether an open ``with`` block entered with ``lease`` (``LockRules._blocks``)."""
-    for entry in (blocks or {}).values():
-        while entry is not None:
-            if entry[0] is lease:
-                return True
-            entry = entry[1]
-    return False
