@@ -32,7 +32,7 @@ def test_a_child_forked_during_a_cluster_close_can_still_wait_for_a_lock(
         assert renewed is not None
         paused = quiet_cluster.master_of(key_slot(client.key_prefix + b"renewed"))
         busy = _name_off(quiet_cluster, client.key_prefix, paused.port, "busy")
-        assert client.try_acquire(busy, 1) is not None  # held: the child's acquire must wait for it
+        assert client.try_acquire(busy, 3) is not None  # held: the child's acquire must wait for it
         assert client.lock(busy, 10).acquire(timeout=0.1) is False  # the parent's subscribers are made
         paused.pause()
         closer = threading.Thread(target=client.close, daemon=True)
@@ -43,7 +43,7 @@ def test_a_child_forked_during_a_cluster_close_can_still_wait_for_a_lock(
             def work() -> str:
                 begun = time.monotonic()
                 try:
-                    got: object = client.lock(busy, 10).acquire(timeout=5)
+                    got: object = client.lock(busy, 10).acquire(timeout=8)
                 except Exception as exc:
                     got = f"{type(exc).__name__}: {exc}"
                 waited = time.monotonic() - begun > 0.3
