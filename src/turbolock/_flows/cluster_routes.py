@@ -435,6 +435,10 @@ def many_flow(routes: ClusterRoutes, nodes: Any, count: int, encode: Encoder, sc
                 if read_only:
                     raise _resend_cut(exc) from None
                 answers = [None]
+            except Exception:  # a resend's master failed: as ``_answers``, its items may have run
+                if first_round or read_only:
+                    raise
+                answers = [[UNKNOWN] * len(indices)]
         else:  # every master at once
             calls = tuple(_share_call(nodes, address, indices, encode, script, reencode, end, orphans,
                                       durable, read_only) for address, indices in shares)
@@ -558,10 +562,10 @@ def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
     last replies); when that is every share of the first round, the call raises it. A master
     whose call failed while others answered gets ``UNKNOWN`` for its items (the call may have
     written before it failed: maybe held, cleaned up by the caller's lost-reply path, as a broken
-    connection's are); a read (``read_only``) has nothing to clean up and raises, a share cut
-    before it went out too. When every master failed, or a call was interrupted, what the others
-    answered goes into ``results`` first (see ``settle_answered``) and the first failure is
-    raised."""
+    connection's are), as does every failed master of a resend; a read (``read_only``) has
+    nothing to clean up and raises, a share cut before it went out too. When every master of
+    the first round failed, or a call was interrupted, what the others answered goes into
+    ``results`` first (see ``settle_answered``) and the first failure is raised."""
     unsent = [not ok and isinstance(value, UnsentTimeoutError) for ok, value in outcomes]
     if first_round and unsent and all(unsent):
         raise outcomes[0][1]
@@ -578,7 +582,9 @@ def _answers(routes: ClusterRoutes, shares: list[tuple[Address, list[int]]],
         if read_only and cut_short is not None:
             raise cut_short if first_round else _resend_cut(cut_short)
         return [value for _, value in outcomes]
-    if not interrupted and not read_only and any(ok for ok, _ in outcomes):
+    if not interrupted and not read_only and (not first_round or any(ok for ok, _ in outcomes)):
+        # (a resend's masters all failing too: the first round's answers, and its lost replies
+        # kept in ``results``, are the caller's to settle, not dropped by an error)
         return [value if ok else [UNKNOWN] * len(indices)
                 for (_, indices), (ok, value) in zip(shares, outcomes, strict=True)]
     for (_, indices), (ok, value) in zip(shares, outcomes, strict=True):
