@@ -126,5 +126,10 @@ class Renewer:
         on_lost = lease._on_lost()
         if state is None or on_lost is None:
             return
-        call_on_lost(on_lost, lease)
+        try:
+            call_on_lost(on_lost, lease)
+        except SystemExit:  # this thread's end, not the program's: the renewer must go on
+            log.error("turbolock: on_lost callback for lock %r called sys.exit(), which ends only the "
+                      "thread it runs on, the client's renewer: ignored, renewal goes on. To end the "
+                      "program, signal its main thread (or os._exit)", lease.name)
 
