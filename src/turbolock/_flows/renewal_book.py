@@ -35,6 +35,7 @@ from turbolock._wire.scripts import KEYS_PER_CALL
 from turbolock._wire.validate import encode_name, timeout_seconds
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 from turbolock.lease import (
+    RELEASED,
     FencedLease,
     Lease,
     belief_changes,
@@ -546,16 +547,21 @@ class RenewalBook:
         commands_refused(batch, sent_at)
 
     def lose(self, lease: Lease, reason: str) -> RenewalState | None:
-        """Forget a lost lease and mark it lost; its state when this is news (signal it then)."""
+        """Forget a lost lease and mark it lost; its state when this is news (signal it then).
+        One no longer renewed (a release of it was tried, and failed before it was sent) is
+        marked lost all the same, without a signal: the server said it is not ours."""
         state = lease.renewal
         if state is None:
             return None
         with self._lock:
-            if state.released:
-                return None
+            forgotten = state.released
             state.released = True  # forgotten: not renewed, nor released if the program drops it
             self._wheel.cancel(state.id)
             self._held.pop(state.id, None)
+        if forgotten:
+            if lease._expires != RELEASED:
+                lease.mark_lost(reason)
+            return None
         if not lease.mark_lost(reason):
             return None
         log.warning("turbolock: lock %r lost: %s", lease.name, reason)
