@@ -24,6 +24,7 @@ from turbolock._flows.renewal_book import (
     AutoRenew,
     OnLost,
     RenewalBook,
+    RenewalState,
 )
 from turbolock._flows.renewal_round import (
     call_on_lost,
@@ -198,8 +199,11 @@ class Renewer:
 
     def _lost(self, lease: Lease, reason: str) -> None:
         state = self.book.lose(lease, reason)
-        if state is None:
-            return
+        if state is not None:
+            self._signal(lease, state)
+
+    def _signal(self, lease: Lease, state: RenewalState) -> None:
+        """A lease just marked lost: its ``wait_lost`` callers woken, its ``on_lost`` called."""
         self._wake_waiters(state.id, True)
         on_lost = lease._on_lost()
         if on_lost is None:

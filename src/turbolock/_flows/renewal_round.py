@@ -71,18 +71,25 @@ def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[Non
     except Exception as exc:  # no connection at all: nothing was sent
         log.warning("turbolock: renewal of %d locks could not be sent: %s", len(leases), exc)
         replies = [NOT_SENT] * len(batches)
-        for index in range(len(batches)):
-            if not settled[index]:
-                settled[index] = True
-                renewer._failed(batches[index][1], sent_at, sent=False)
+        unsent = [lease for index, (_, batch) in enumerate(batches) if not settled[index] for lease in batch]
+        settled = [True] * len(batches)
+        renewer._failed(unsent, sent_at, sent=False)  # together: see lose_together
     except BaseException:  # cancelled (stop, or the loop ends) or interrupted: whatever was sent may run
         for index, (_, batch) in enumerate(batches):
             if not settled[index]:
                 book.cut_short(batch, sent_at)
         raise
+    unanswered: dict[bool, list[Lease]] = {}
     for index, reply in enumerate(replies):
-        if not settled[index]:
+        if settled[index]:
+            continue
+        if no_reply(reply):  # the batches the round's end cut off, settled together (see lose_together)
+            settled[index] = True
+            unanswered.setdefault(reply is not NOT_SENT, []).extend(batches[index][1])
+        else:
             settle(index, reply)
+    for sent, cut_off in unanswered.items():
+        renewer._failed(cut_off, sent_at, sent=sent)
 
 
 def lose_unrenewed(renewer: Any, client: Any, leases: list[Lease], now: float) -> None:
@@ -90,9 +97,25 @@ def lose_unrenewed(renewer: Any, client: Any, leases: list[Lease], now: float) -
     renewal went out without a reply is released in the background too, since that renewal may
     still run (a stopped server runs what it buffered when it resumes) and hold the key for us
     after the program was told the lock is gone."""
+    lose_together(renewer, [(lease, "it could not be renewed before it expired") for lease in leases])
     for lease in leases:
-        renewer._lost(lease, "it could not be renewed before it expired")
         release_ghost(client, lease, now)
+
+
+def lose_together(renewer: Any, lost: list[tuple[Lease, str]]) -> None:
+    """Leases found lost at once, each with its reason: every one is marked lost first (its
+    ``lost`` set before its expiry, however many they are), then each is signalled to its
+    ``on_lost``; many are logged in one line, not one each."""
+    quiet = len(lost) > 1
+    book = renewer.book
+    states = [(lease, book.lose(lease, reason, quiet)) for lease, reason in lost]
+    marked = [(lease, state) for lease, state in states if state is not None]
+    if quiet and marked:
+        first = marked[0][0]
+        log.warning("turbolock: %d locks lost, lock %r among them: %s", len(marked), first.name,
+                    first.lost_reason)
+    for lease, state in marked:
+        renewer._signal(lease, state)
 
 
 def release_ghost(client: Any, lease: Lease, now: float) -> None:
@@ -110,9 +133,10 @@ def take_due(renewer: Any) -> list[Lease]:
     to_send: list[Lease]
     now = time.monotonic()
     to_send, lost = renewer.book.take_due(now, renewer.lead)
-    for lease, reason in lost:
-        renewer._lost(lease, reason)
-        release_ghost(renewer._client, lease, now)
+    if lost:
+        lose_together(renewer, lost)
+        for lease, _ in lost:
+            release_ghost(renewer._client, lease, now)
     return to_send
 
 

@@ -27,6 +27,7 @@ from turbolock._flows.renewal_book import (
     AutoRenew,
     OnLost,
     RenewalBook,
+    RenewalState,
 )
 from turbolock._flows.renewal_round import (
     call_on_lost,
@@ -123,8 +124,13 @@ class Renewer:
 
     def _lost(self, lease: Lease, reason: str) -> None:
         state = self.book.lose(lease, reason)
+        if state is not None:
+            self._signal(lease, state)
+
+    def _signal(self, lease: Lease, state: RenewalState) -> None:
+        """A lease just marked lost: its ``on_lost``, if any."""
         on_lost = lease._on_lost()
-        if state is None or on_lost is None:
+        if on_lost is None:
             return
         try:
             call_on_lost(on_lost, lease)
