@@ -133,6 +133,12 @@ class AsyncWaker(BookQueries):
                 if self._closed:
                     protocol.close(ClientClosedError())
                     return
+                if not protocol.is_open:  # closed as its handshake ended, before on_close was ours
+                    log.debug("turbolock: the subscriber's connection closed as it was made; waiters poll")
+                    self.failures += 1
+                    self._tell_waiters(None)
+                    await asyncio.sleep(next(delays, RECONNECT_DELAYS[-1]))
+                    continue
                 self.connects += 1
                 self._protocol = protocol
                 protocol.on_push = self._on_replies
