@@ -92,10 +92,21 @@ if (not head or head == waiter) and not holder and redis.call('set', key, token,
     if redis.call('zcard', queue) == 0 then
       redis.call('del', asked)
     end
+  else
+    redis.call('del', asked)
   end
   return %(taken)s
 end
 """
+
+_TRIED = b"""\
+if not head then
+  redis.call('del', asked)
+end
+return false
+"""
+"""A lone try that did not take the lock: ``_QUEUE`` may have dropped every place (their
+waiters stopped asking), leaving the ``:seen`` it wrote with nobody waiting."""
 
 _JOIN = b"""\
 local place = redis.call('zscore', queue, waiter)
@@ -121,7 +132,7 @@ def _source(queue: bool, fenced: bool) -> bytes:
     again = taken
     values = {b"waiter": WAITER_BYTES, b"patience": PATIENCE_MS, b"stall": STALL_MS, b"expire": EXPIRE_MS,
               b"taken": taken, b"again": again}
-    body = (TAKE_FENCE if fenced else b"") + _QUEUE + _TAKE + (_JOIN if queue else b"return false\n")
+    body = (TAKE_FENCE if fenced else b"") + _QUEUE + _TAKE + (_JOIN if queue else _TRIED)
     return body % values
 
 
