@@ -68,17 +68,19 @@ LOSS_MARKING = 8e-6
 ends 80 ms sooner, so that the last of them is marked by its expiry."""
 MAX_MARKING = 0.1
 """At most this much sooner (a round of 100,000 leases with a short ttl keeps its time to renew)."""
-
-
-def marking(leases: int) -> float:
-    """The time to settle and mark ``leases`` lost together (``LOSS_MARKING``, ``MAX_MARKING``)."""
-    return min(leases * LOSS_MARKING, MAX_MARKING)
 # The least time worth giving a round (a loopback round trip is well under it): a due lease is
 # renewed as long as this much is left before its round would have to end.
 ROUND_FLOOR = 0.002
 # The smallest renew_before that leaves room for a poll, a tick and one loopback round trip.
 MIN_RENEW_BEFORE = 0.05
 NO_LIMIT = math.inf  # one shared float, not one per renewed lock
+
+
+def marking(leases: int) -> float:
+    """The time to settle and mark ``leases`` lost together (``LOSS_MARKING``, ``MAX_MARKING``)."""
+    return min(leases * LOSS_MARKING, MAX_MARKING)
+
+
 TERMS_BY_TTL = 16
 """Terms for other ttls kept per ``add()`` (``RenewalTerms.for_ttl``)."""
 
