@@ -25,8 +25,10 @@ def _wait_forever(url: str, core: str, prefix: str) -> None:
         client.lock("job", 10, fair=True).acquire(timeout=60)
 
 
+@pytest.mark.parametrize("still_held", [False, True], ids=["then-taken", "still-held"])
 def test_a_dead_head_dropped_by_a_try_leaves_no_queue_keys(redis_server: RedisServer, core_name: str,
-                                                           key_prefix: str, raw: redis.Redis) -> None:
+                                                           key_prefix: str, raw: redis.Redis,
+                                                           still_held: bool) -> None:
     queue, asked = f"{{{key_prefix}job}}:queue", f"{{{key_prefix}job}}:asked"
     with LockClient.from_url(redis_server.url, core=core_name, key_prefix=key_prefix) as client:
         holder = client.lock("job", 30, fair=True)
@@ -37,18 +39,21 @@ def test_a_dead_head_dropped_by_a_try_leaves_no_queue_keys(redis_server: RedisSe
         assert eventually(lambda: raw.zcard(queue) == 1, 10)
         os.kill(dead.pid, signal.SIGKILL)  # a waiter that dies in the queue
         dead.join(5)
-        holder.release()
+        if not still_held:
+            holder.release()
         taken = None
         end = time.monotonic() + 10
-        while taken is None and time.monotonic() < end:  # tries keep the queue's clock going
+        while raw.exists(queue) and time.monotonic() < end:  # tries keep the queue's clock going
             lock = client.lock("job", 30, fair=True)
             if lock.acquire(blocking=False):
                 taken = lock
             else:
                 time.sleep(0.3)
-        assert taken is not None, "the dead waiter's place was never dropped"
-        taken.release()
-        # Nobody waits any more: the queue and its hash must be gone.
+        assert not raw.exists(queue), "the dead waiter's place was never dropped"
+        assert (taken is None) is still_held
+        (holder if still_held else taken).release()  # type: ignore[union-attr]
+        # Nobody waits any more: the queue and its hash must be gone (a try that did not take
+        # the lock too).
         leftovers = [k for k in (queue, asked) if raw.exists(k)]
         assert leftovers == [], f"left behind with nobody waiting: {leftovers} " \
                                 f"{raw.hgetall(asked)} pttl={raw.pttl(asked)}"
