@@ -17,6 +17,7 @@ import redis
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from _blocking_async import FRONTS, Blocking
 from turbolock import AutoRenew, telemetry
 from turbolock.errors import InvalidArgumentTypeError
 
@@ -213,23 +214,32 @@ def test_without_opentelemetry_the_error_names_the_extra() -> None:
     assert "pip install 'turbolock[otel]'" in done.stdout, done.stderr
 
 
+@pytest.mark.parametrize("front", FRONTS)
 def test_redlock_acquires_and_releases_are_counted(three: list[Any], core_name: str, key_prefix: str,
-                                                   recorded: Recorded) -> None:
+                                                   recorded: Recorded, front: str) -> None:
+    """Each call timed too: a Redlock release was counted but never timed (found in review)."""
     from turbolock import RedlockClient
+    from turbolock.asyncio import AsyncRedlockClient
 
-    with RedlockClient([server.url for server in three], core=core_name, key_prefix=key_prefix,
-                       retry_count=0) as client:
+    urls = [server.url for server in three]
+    client: Any = RedlockClient(urls, core=core_name, key_prefix=key_prefix, retry_count=0) \
+        if front == "threads" else Blocking(lambda: AsyncRedlockClient(urls, core=core_name,
+                                                                       key_prefix=key_prefix, retry_count=0))
+    try:
         lease = client.try_acquire("quorum", 30)
         assert lease is not None
         assert client.try_acquire("quorum", 30) is None
         assert client.release(lease)
         assert not client.release(lease)
+    finally:
+        client.close()
     assert recorded.total("turbolock.lock.acquisitions") == 1
     assert recorded.total("turbolock.lock.contended") == 1
     assert recorded.total("turbolock.lock.releases", **{"turbolock.released": "true"}) == 1
     assert recorded.total("turbolock.lock.releases", **{"turbolock.released": "false"}) == 1
-    count, _ = recorded.histogram("turbolock.call.duration", **{"turbolock.operation": "acquire"})
-    assert count == 2
+    for operation in ("acquire", "release"):
+        count, _ = recorded.histogram("turbolock.call.duration", **{"turbolock.operation": operation})
+        assert count == 2, f"{operation}: {count} durations for 2 calls"
 
 
 class _BrokenExemplarFilter:

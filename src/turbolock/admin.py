@@ -19,7 +19,7 @@ from redis.retry import Retry
 from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX
 from turbolock._wire.scripts import RELEASE, released
 from turbolock._wire.validate import encode_name
-from turbolock.errors import InvalidArgumentError
+from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 from turbolock.options import options_from_url, redis_py_url
 
 SCAN_COUNT = 1000
@@ -54,9 +54,13 @@ def shown(name: str, encoding: str | None = None) -> str:
     return name.encode(encoding, "backslashreplace").decode(encoding)
 
 
-def raw(text: str, argument: str) -> bytes:
+def raw(text: str | bytes, argument: str) -> bytes:
     """A name or pattern from the command line as the bytes it was given (a name that is not
-    UTF-8 arrives as surrogate escapes)."""
+    UTF-8 arrives as surrogate escapes); bytes as they are, as the clients take them."""
+    if isinstance(text, bytes):
+        return text
+    if not isinstance(text, str):
+        raise InvalidArgumentTypeError(argument, f"must be str or bytes, not {type(text).__name__}")
     try:
         return text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
@@ -102,15 +106,18 @@ def _decode(name: bytes) -> str:
     return name.decode("utf-8", "surrogateescape")  # as the command line gives names: ``shown`` escapes
 
 
-def held_locks(server: Any, prefix: str = DEFAULT_KEY_PREFIX, match: str = "*",
+def held_locks(server: Any, prefix: str | bytes = DEFAULT_KEY_PREFIX, match: str | bytes = "*",
                limit: int | None = None) -> Iterator[HeldLock]:
     """The keys under ``prefix`` whose name (after it) matches the glob ``match``, with their
     remaining ttl, as SCAN finds them (a lock taken or freed meanwhile may or may not show); at
     most ``limit`` locks."""
+    if limit is not None and (type(limit) is not int or limit < 0):
+        raise (InvalidArgumentError if type(limit) is int else InvalidArgumentTypeError)(
+            "limit", f"must be None or an int >= 0, not {limit!r}")
     return islice(_held_locks(server, prefix, match), limit)
 
 
-def _held_locks(server: Any, prefix: str, match: str) -> Iterator[HeldLock]:
+def _held_locks(server: Any, prefix: str | bytes, match: str | bytes) -> Iterator[HeldLock]:
     pattern = _escape_glob(raw(prefix, "--prefix")) + raw(match, "--match")
     start = len(raw(prefix, "--prefix"))
     batch: list[bytes] = []
@@ -141,12 +148,12 @@ def _escape_glob(text: bytes) -> bytes:
     return b"".join(b"\\" + bytes((byte,)) if byte in b"*?[]\\" else bytes((byte,)) for byte in text)
 
 
-def lock_key(prefix: str, name: str) -> bytes:
+def lock_key(prefix: str | bytes, name: str | bytes) -> bytes:
     """The key of the lock ``name``, refused as the clients refuse it (empty, too long)."""
     return raw(prefix, "--prefix") + encode_name(raw(name, "name"))
 
 
-def inspect(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> HeldLock | None:
+def inspect(server: Any, name: str | bytes, prefix: str | bytes = DEFAULT_KEY_PREFIX) -> HeldLock | None:
     """The lock ``name`` if anyone holds it, else None (a key without a ttl, or one that is not a
     string, is no lock: ``NO_TTL``)."""
     key = lock_key(prefix, name)
@@ -155,10 +162,10 @@ def inspect(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX) -> HeldLoc
     holder = server.get(key) if _is_lock(server.type(key), pttl) else None  # a string: GET cannot be refused
     if holder is None:  # no lock (NO_TTL), or released meanwhile
         return None
-    return HeldLock(name, pttl / 1000.0, holder)
+    return HeldLock(name if isinstance(name, str) else _decode(name), pttl / 1000.0, holder)
 
 
-def force_release(server: Any, name: str, prefix: str = DEFAULT_KEY_PREFIX,
+def force_release(server: Any, name: str | bytes, prefix: str | bytes = DEFAULT_KEY_PREFIX,
                   holder: bytes | None = None) -> bool:
     """Delete the lock ``name`` whoever holds it, or only while ``holder`` (``inspect``'s) still
     does; whether it was deleted. Deleted as its holder's own release would (the release script:

@@ -28,7 +28,9 @@ _PARAMETERS = ("key", "fence")
 def _identifier(name: object, argument: str) -> str:
     """``name`` quoted: a reserved word (``user``, ``order``) is then the column on every database
     (PostgreSQL reads a bare ``user`` as the session's user), and case matters."""
-    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+    if not isinstance(name, str):
+        raise InvalidArgumentTypeError(argument, f"must be str, not {type(name).__name__}")
+    if not _IDENTIFIER.match(name):
         raise InvalidArgumentError(argument, "must be a plain SQL identifier (letters, digits, _)")
     return f'"{name}"'
 

@@ -25,6 +25,7 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from turbolock import _metrics
 from turbolock._flows.client_settings import DEFAULT_CHUNK_SIZE
 from turbolock._flows.closing import CallsUnderWay, stop_renewing_flow
 from turbolock._flows.lock_rules import lock_ttl
@@ -185,6 +186,7 @@ class RedlockClient(RedlockFlows):
         on them when they answer again.
         """
         lease, node_timeout, forget_at = self._releasing(lease)
+        started = time.monotonic() if _metrics.sink is not None else 0.0  # timed only when reported
         serving = self._calls.entries
         serving.append(None)
         try:
@@ -194,7 +196,7 @@ class RedlockClient(RedlockFlows):
             except BaseException:  # interrupted: the release is still owed everywhere
                 self._release_owed(None, None, lease.key, lease.token, forget_at)
                 raise
-            return self._released(lease, replies, forget_at)
+            return self._released(lease, replies, forget_at, started)
         finally:
             serving.pop()
 

@@ -272,8 +272,9 @@ class RedlockFlows(RedlockRules):
         forget_at = time.monotonic() + lease.ttl_ms / 1000.0 + CLEANUP_GRACE
         return lease, self.node_timeout_for(lease.ttl_ms), forget_at
 
-    def _released(self, lease: RedlockLease, replies: list[object], forget_at: float) -> bool:
-        """A release's outcome from every master's reply to compare-and-delete."""
+    def _released(self, lease: RedlockLease, replies: list[object], forget_at: float, started: float) -> bool:
+        """A release's outcome from every master's reply to compare-and-delete; ``started``: when
+        it was sent (0.0 when no metrics sink listened then)."""
         if lease._unsure:
             for m, reply in enumerate(replies):
                 owe_release(self.masters[m], m, lease, reply, forget_at)
@@ -287,7 +288,8 @@ class RedlockFlows(RedlockRules):
                 released += 1
         sink = _metrics.sink
         if sink is not None and (released >= self.quorum or released + errored < self.quorum):
-            sink.released(int(released >= self.quorum), int(released < self.quorum), None, "release")
+            sink.released(int(released >= self.quorum), int(released < self.quorum), _metrics.since(started),
+                          "release")
         if released >= self.quorum:
             return True
         if released + errored >= self.quorum:

@@ -13,6 +13,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
+from turbolock import _metrics
 from turbolock._aio.drive import run
 from turbolock._aio.fanout import fan_out, fan_out_one
 from turbolock._aio.pauses import Pauses
@@ -124,13 +125,14 @@ class AsyncRedlockClient(RedlockFlows):
     async def release(self, lease: RedlockLease) -> bool:
         """Delete the lock on every master where it is still ours: True when that was a majority."""
         lease, node_timeout, forget_at = self._releasing(lease)
+        started = time.monotonic() if _metrics.sink is not None else 0.0  # timed only when reported
         try:
             replies, _ = await self._fan_one(self._compare_delete(lease.key, lease.token), node_timeout,
                                              _scripts.RELEASE)
         except BaseException:  # cancelled: the release is still owed everywhere
             self._release_owed(None, None, lease.key, lease.token, forget_at)
             raise
-        return self._released(lease, replies, forget_at)
+        return self._released(lease, replies, forget_at, started)
 
     async def extend(self, lease: RedlockLease, ttl: Seconds, *, additive: bool = False) -> bool:
         """Set the lock's ttl to ``ttl`` from now on a majority (see ``RedlockClient.extend``)."""
