@@ -133,7 +133,7 @@ class ConnectionPool:
             if task is None:
                 if len(self._open) >= self.size:
                     return self._open[0]
-                task = asyncio.get_running_loop().create_task(self._connect_one())
+                task = asyncio.get_running_loop().create_task(self._connect_one(until))
                 self._connecting = task
                 task.add_done_callback(self._connected)
             elif self._open:
@@ -173,8 +173,8 @@ class ConnectionPool:
             raise deadline_passed(self.server)
         return conn, since
 
-    async def _connect_one(self) -> RedisProtocol:
-        conn = await self._open_connection()
+    async def _connect_one(self, until: float | None = None) -> RedisProtocol:
+        conn = await self._open_connection(until)
         if conn.loop is not self._loop:  # opened for a loop the pool has since left
             conn.close(ConnectionError("the event loop this connection was opened in is gone"))
             raise ConnectionError("the event loop this connection was opened in is gone")
@@ -192,7 +192,8 @@ class ConnectionPool:
         """A new connection that is never handed out (a subscriber's), where this pool's go."""
         return await self._open_connection()
 
-    async def _open_connection(self) -> RedisProtocol:
+    async def _open_connection(self, until: float | None = None) -> RedisProtocol:
+        """A new connection; ``until``: the loop time its first caller waits until, if any."""
         return await open_connection(self.options, self.core, self.key_prefix, self.on_orphan)
 
     def drop_all(self) -> None:

@@ -40,6 +40,10 @@ from turbolock.options import ConnectionOptions
 
 log = logging.getLogger("turbolock")
 
+DIAGNOSIS_LEAD = 0.005
+"""Seconds the master's connect ends before its first caller's deadline: the Sentinels' answers
+(which failed, how) reach that caller, as the threaded client's do, not a bare "deadline passed"."""
+
 
 def _no_orphans(tag: Any, reply: object) -> None:
     """A Sentinel is only asked questions: nothing to clean up after a lost reply."""
@@ -91,7 +95,7 @@ class SentinelPool(ConnectionPool):
             return f"the master of {self.routes.service!r}"
         return f"{master[0]}:{master[1]} (the master of {self.routes.service!r})"
 
-    async def _open_connection(self) -> RedisProtocol:
+    async def _open_connection(self, until: float | None = None) -> RedisProtocol:
         watcher = self._watcher
         if not self._closed and (watcher is None or watcher.done()
                                  or watcher.get_loop() is not asyncio.get_running_loop()):
@@ -100,6 +104,9 @@ class SentinelPool(ConnectionPool):
         # One call timeout for the whole of it: the Sentinels asked, the connect and ROLE. One
         # connect at a time (the pool's): one question to the Sentinels.
         deadline = time.monotonic() + self.options.timeout
+        if until is not None:  # a little before its first caller's (DIAGNOSIS_LEAD)
+            left = until - asyncio.get_running_loop().time()
+            deadline = min(deadline, time.monotonic() + left - DIAGNOSIS_LEAD)
         flow = open_master_flow(self.routes, self._ask, self._open_checked, deadline)
         conn: RedisProtocol = await run(flow)
         return conn
