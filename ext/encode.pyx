@@ -3,7 +3,7 @@
 # 2x faster than hiredis's redisFormatCommandArgv for these fixed-shape commands (design.md).
 
 from cpython.long cimport PyLong_AsLongLongAndOverflow
-from cpython.sequence cimport PySequence_Fast
+from cpython.sequence cimport PySequence_Fast, PySequence_List
 from libc.stdlib cimport free, realloc
 
 cdef extern from "Python.h":
@@ -243,7 +243,9 @@ cdef class CommandBuffer:
         _check_bytes(<PyObject*>sha)
         cdef Py_ssize_t nargs = 3 + 2 * len(names) + (0 if ttl_ms is None else 1)
         cdef bytes count = _decimal(len(names))
-        names = PySequence_Fast(names, "names must be iterable")
+        # A copy of its own: the TTL's formatting and the tokens' iteration below may run Python
+        # code, which must not change the list whose item pointers are kept.
+        names = PySequence_List(names)
         cdef PyObject** name_items = _fast_items(names)
         cdef Py_ssize_t room = _COMMAND_WORDS + _bulk_room(len(sha)) + _bulk_room(len(count))
         cdef Py_ssize_t i

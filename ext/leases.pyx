@@ -144,7 +144,13 @@ cdef class LeaseMaker:
             if (type(columns[j]) is not list or first > len(<list>columns[j])
                     or count > len(<list>columns[j]) - first):
                 raise IndexError("a column is not a list that long")
+        # The columns' items taken first, as the pure core does: Python code may run in the loop
+        # (an old item's __del__, a collection set off by an allocation) and change the lists.
+        columns = tuple([(<list>columns[j])[first:first + count] for j in range(ncolumns)])
+        first = 0
         for i in range(count):
+            if len(out) - start < count:  # shrunk by such code: nothing written past it
+                raise IndexError("the list changed size while leases were made")
             lease = PyType_GenericAlloc(<PyTypeObject *>self.cls, 0)
             if untracked:
                 PyObject_GC_UnTrack(<void *>lease)

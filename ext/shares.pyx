@@ -5,7 +5,7 @@
 # a store per item after every master answered: a tenth of a 100k-lock call's time, none of it
 # overlapping the servers' work.
 
-from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_DECREF, Py_INCREF
 
 
@@ -62,4 +62,7 @@ def put_items(list target not None, list indices not None, list values not None)
         old = <object>PyList_GET_ITEM(target, i)
         Py_INCREF(value)
         PyList_SET_ITEM(target, i, value)
-        Py_DECREF(old)
+        Py_DECREF(old)  # the list's reference
+        old = None  # and this one: an old item's __del__ runs here, before the size is looked at
+        if PyList_GET_SIZE(target) != size:  # it changed the list: nothing written past it
+            raise IndexError("put_items: the list changed size")
