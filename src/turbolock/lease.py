@@ -168,8 +168,9 @@ class Lease:
                                 names=[self.name])
 
     def mark_lost(self, reason: str) -> bool:
-        """Record the loss (first reason wins) and set the event; False when already lost."""
-        if self._lost is not None:
+        """Record the loss (first reason wins) and set the event; False when already lost, or
+        released (a release answered stays so, whatever is heard of its key after it)."""
+        if self._lost is not None or self._expires == RELEASED:
             return False
         self._lost = reason
         signal = self._lost_event
@@ -205,7 +206,7 @@ def lease_released(lease: Lease, released: bool) -> None:
     if released:
         with _belief_lock:  # so a success settled at the same time (a renewal's) cannot undo it
             lease._expires = RELEASED
-    elif lease._expires != RELEASED:
+    else:
         lease.mark_lost("a release found its key gone or held by another token")
 
 

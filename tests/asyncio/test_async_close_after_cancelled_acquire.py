@@ -49,3 +49,26 @@ def test_close_after_a_cancelled_acquire_leaves_no_lock(own_server: RedisServer,
     raw.close()
     assert ttl == -2, (f"lock 'job' left held by nobody for {ttl} ms after close() returned in "
                        f"{took:.3f}s (pending_cleanup={pending})")
+
+
+def test_close_after_a_cancelled_acquire_ends_by_its_deadline_if_the_server_never_answers(
+        own_server: RedisServer, core_name: str) -> None:
+    """close() waits for the cancelled acquire's reply no longer than its deadline (the call
+    timeout, 0.5 s here): a server that never answers again leaves that lock to its ttl."""
+    async def body() -> float:
+        client = AsyncLockClient.from_url(own_server.url, core=core_name, key_prefix="rv:", timeout=0.5)
+        await client.query("warm")
+        own_server.pause()
+        try:
+            task = asyncio.ensure_future(client.try_acquire("job", 30))
+            await asyncio.sleep(0.05)  # the SET went out
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            began = time.monotonic()
+            await client.close()
+            return time.monotonic() - began
+        finally:
+            own_server.resume()
+
+    took = asyncio.run(body())
+    assert took < 0.5 + 0.25, f"close() took {took:.2f}s with a 0.5 s deadline and a server never answering"

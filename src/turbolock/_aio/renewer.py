@@ -29,6 +29,7 @@ from turbolock._flows.renewal_book import (
 from turbolock._flows.renewal_round import (
     call_on_lost,
     due_round_flow,
+    lose_together,
     lose_unrenewed,
     renew_round_flow,
     take_due,
@@ -198,9 +199,7 @@ class Renewer:
         lose_unrenewed(self, self._client, self.book.failed(batch, sent_at, now, sent), now)
 
     def _lost(self, lease: Lease, reason: str) -> None:
-        state = self.book.lose(lease, reason)
-        if state is not None:
-            self._signal(lease, state)
+        lose_together(self, [(lease, reason)])
 
     def _signal(self, lease: Lease, state: RenewalState) -> None:
         """A lease just marked lost: its ``wait_lost`` callers woken, its ``on_lost`` called."""

@@ -35,7 +35,6 @@ from turbolock._wire.scripts import KEYS_PER_CALL
 from turbolock._wire.validate import encode_name, timeout_seconds
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError
 from turbolock.lease import (
-    RELEASED,
     FencedLease,
     Lease,
     belief_changes,
@@ -559,11 +558,11 @@ class RenewalBook:
         """These leases' renewal found them not ours: the belief stands until they are lost."""
         commands_refused(batch, sent_at)
 
-    def lose(self, lease: Lease, reason: str, quiet: bool = False) -> RenewalState | None:
-        """Forget a lost lease and mark it lost; its state when this is news (signal it then).
-        One no longer renewed (a release of it was tried, and failed before it was sent) is
-        marked lost all the same, without a signal: the server said it is not ours. ``quiet``:
-        not logged (the caller tells of many in one line)."""
+    def lose(self, lease: Lease, reason: str) -> RenewalState | None:
+        """Forget a lost lease and mark it lost; its state when this is news (signal and log it
+        then: ``lose_together``). One no longer renewed (a release of it was tried, and failed
+        before it was sent) is marked lost all the same, without a signal: the server said it
+        is not ours."""
         state = lease.renewal
         if state is None:
             return None
@@ -572,14 +571,8 @@ class RenewalBook:
             state.released = True  # forgotten: not renewed, nor released if the program drops it
             self._wheel.cancel(state.id)
             self._held.pop(state.id, None)
-        if forgotten:
-            if lease._expires != RELEASED:
-                lease.mark_lost(reason)
+        if not lease.mark_lost(reason) or forgotten:
             return None
-        if not lease.mark_lost(reason):
-            return None
-        if not quiet:  # (many lost at once are told in one line: ``lose_together``)
-            log.warning("turbolock: lock %r lost: %s", lease.name, reason)
         return state
 
     def _schedule(self, state: RenewalState, when: float) -> None:

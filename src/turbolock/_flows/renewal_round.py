@@ -70,10 +70,7 @@ def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[Non
         replies = yield Call(client._renew_batches, (batches, encode, reencode, on_replies, deadline))
     except Exception as exc:  # no connection at all: nothing was sent
         log.warning("turbolock: renewal of %d locks could not be sent: %s", len(leases), exc)
-        replies = [NOT_SENT] * len(batches)
-        unsent = [lease for index, (_, batch) in enumerate(batches) if not settled[index] for lease in batch]
-        settled = [True] * len(batches)
-        renewer._failed(unsent, sent_at, sent=False)  # together: see lose_together
+        replies = [NOT_SENT] * len(batches)  # settled together below
     except BaseException:  # cancelled (stop, or the loop ends) or interrupted: whatever was sent may run
         for index, (_, batch) in enumerate(batches):
             if not settled[index]:
@@ -106,11 +103,12 @@ def lose_together(renewer: Any, lost: list[tuple[Lease, str]]) -> None:
     """Leases found lost at once, each with its reason: every one is marked lost first (its
     ``lost`` set before its expiry, however many they are), then each is signalled to its
     ``on_lost``; many are logged in one line, not one each."""
-    quiet = len(lost) > 1
     book = renewer.book
-    states = [(lease, book.lose(lease, reason, quiet)) for lease, reason in lost]
+    states = [(lease, book.lose(lease, reason)) for lease, reason in lost]
     marked = [(lease, state) for lease, state in states if state is not None]
-    if quiet and marked:
+    if len(marked) == 1:
+        log.warning("turbolock: lock %r lost: %s", marked[0][0].name, marked[0][0].lost_reason)
+    elif marked:
         first = marked[0][0]
         log.warning("turbolock: %d locks lost, lock %r among them: %s", len(marked), first.name,
                     first.lost_reason)

@@ -17,7 +17,6 @@ from turbolock._wire.replies import reply_error
 from turbolock._wire.validate import MAX_TTL_MS, check_flag, check_token, encode_name, ttl_ms
 from turbolock.errors import InvalidArgumentError, OutcomeUnknownError
 from turbolock.lease import (
-    RELEASED,
     FencedLease,
     Lease,
     LockInfo,
@@ -181,7 +180,7 @@ def check_flow(client: Any, lease: Lease) -> Flow[float | None]:
     except Unconfirmed as exc:
         raise exc.cause from None
     left = check_result(reply, lease)
-    if left is None and lease._expires != RELEASED:  # not ours: lost (ensure_held raises from here)
+    if left is None:  # not ours: lost (ensure_held raises from here), unless released
         client._lease_lost(lease, "a check found its key gone or held by another token")
     return left
 
