@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
+from redis.client import NEVER_DECODE
 from redis.retry import Retry
 
 from turbolock._flows.client_settings import DEFAULT_KEY_PREFIX
@@ -106,6 +107,11 @@ def _decode(name: bytes) -> str:
     return name.decode("utf-8", "surrogateescape")  # as the command line gives names: ``shown`` escapes
 
 
+def _as_bytes(reply: bytes | str) -> bytes:
+    """A key as bytes, also from a client made with ``decode_responses=True``."""
+    return reply.encode("utf-8", "surrogateescape") if isinstance(reply, str) else reply
+
+
 def held_locks(server: Any, prefix: str | bytes = DEFAULT_KEY_PREFIX, match: str | bytes = "*",
                limit: int | None = None) -> Iterator[HeldLock]:
     """The keys under ``prefix`` whose name (after it) matches the glob ``match``, with their
@@ -122,7 +128,7 @@ def _held_locks(server: Any, prefix: str | bytes, match: str | bytes) -> Iterato
     start = len(raw(prefix, "--prefix"))
     batch: list[bytes] = []
     for key in server.scan_iter(match=pattern, count=SCAN_COUNT):
-        batch.append(key)
+        batch.append(_as_bytes(key))
         if len(batch) == SCAN_COUNT:
             yield from _with_ttls(server, start, batch)
             batch = []
@@ -159,7 +165,11 @@ def inspect(server: Any, name: str | bytes, prefix: str | bytes = DEFAULT_KEY_PR
     key = lock_key(prefix, name)
     # One command at a time: redis-py's cluster pipeline retries a stopped master's timeout.
     pttl = server.pttl(key)
-    holder = server.get(key) if _is_lock(server.type(key), pttl) else None  # a string: GET cannot be refused
+    # A string: GET cannot be refused. Never decoded: a token is random bytes, which a client
+    # made with decode_responses=True would fail to decode.
+    holder = None
+    if _is_lock(server.type(key), pttl):
+        holder = server.execute_command("GET", key, **{NEVER_DECODE: []})
     if holder is None:  # no lock (NO_TTL), or released meanwhile
         return None
     return HeldLock(name if isinstance(name, str) else _decode(name), pttl / 1000.0, holder)
