@@ -19,13 +19,16 @@ cdef extern from "Python.h":
 def names_as_keys(names, Py_ssize_t max_bytes):
     """Each name as its key (a str UTF-8 encoded, bytes as they are), or None when the caller
     must check the names one by one: one is not exactly a str or bytes, is empty, is longer than
-    ``max_bytes`` encoded, or cannot be encoded. A list of keys means every name is fine."""
+    ``max_bytes`` encoded, or cannot be encoded, or str and bytes are mixed. A list of keys means
+    every name is fine, and all are str or all bytes: distinct names are then distinct keys."""
     cdef list items = names if type(names) is list else list(names)
     cdef Py_ssize_t i, n = len(items)
     cdef list keys = PyList_New(n)
-    cdef object key
+    cdef object key, name
+    cdef type kind = type(items[0]) if n else str
     for i in range(n):
-        key = _name_key(items[i], max_bytes)
+        name = items[i]
+        key = _name_key(name, max_bytes) if type(name) is kind else None
         if key is None:
             return _unfinished(keys, i)
         Py_INCREF(key)

@@ -217,7 +217,7 @@ def claim_many_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, lim
     the caller nothing: what it took, and what a chunk whose reply was lost may have taken, is
     released in the background; a lost reply raises ``AcquireOutcomeUnknownError`` naming every
     lock the call may hold. ``fenced``: each lock taken comes with its fence."""
-    plan = ClaimPlan(names, ttl_ms(ttl), limit, tokens, client._owner, client.chunk_size)
+    plan = ClaimPlan(names, ttl_ms(ttl), limit, tokens, client._owner, client.chunk_size, core=client.core)
     plan.fenced = check_fenced_keys(fenced, client.key_prefix, plan.keys, 0)
     return (yield from claim_plan_flow(client, plan, client._exec.many))
 

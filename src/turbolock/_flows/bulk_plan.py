@@ -75,17 +75,20 @@ def encode_unique_names(names: Sequence[str | bytes], core: Any = None) -> list[
 
 
 def names_checked(names: Sequence[str | bytes], core: Any = None) -> tuple[list[bytes], bool]:
-    """``encode_unique_names`` in ``core``'s pass, and whether every name is exactly a str or
-    bytes (``encode_names``)."""
+    """``encode_unique_names`` in ``core``'s pass, and whether the names were all exactly str or
+    all exactly bytes (``encode_names``)."""
     check_size(names, "names")
-    keys, plain = encode_names(names, "names", core)
-    if len(set(keys)) != len(keys):
+    keys, one_type = encode_names(names, "names", core)
+    # Distinct names of one type are distinct keys; a caller's strings keep their hashes from
+    # call to call (a claim's shard list), where the keys are new bytes to hash every time.
+    distinct = names if one_type and type(names) in (list, tuple) else keys
+    if len(set(distinct)) != len(keys):
         seen: set[bytes] = set()
         for name, key in zip(names, keys, strict=True):
             if key in seen:
                 raise InvalidArgumentError("names", f"lists {name!r} more than once")
             seen.add(key)
-    return keys, plain
+    return keys, one_type
 
 
 def check_leases(client: BulkClient, leases: Sequence[Lease]) -> tuple[list[bytes], list[bytes]]:
@@ -273,7 +276,7 @@ class AcquirePlan:
                  owner: object, core: Any, renewed: bool) -> None:
         """``core`` makes the leases; they are untracked by the cycle collector unless
         ``renewed`` or a name is of a subclass of str or bytes (one with a ``__dict__`` could
-        point back at its lease: see ``ext/leases.pyx``)."""
+        point back at its lease: see ``ext/leases.pyx``) or str and bytes are mixed."""
         self.keys, plain = names_checked(names, core)
         self.names = list(names)
         self.ttl_ms = ttl_ms

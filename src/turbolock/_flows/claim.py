@@ -123,8 +123,9 @@ class ClaimPlan:
 
     def __init__(self, names: Sequence[str | bytes], ttl_ms: int, limit: object,
                  tokens: Sequence[bytes] | None, owner: object, chunk_size: int,
-                 start: int | None = None, fenced: bool = False) -> None:
-        self.keys = encode_unique_names(names)
+                 start: int | None = None, fenced: bool = False, core: Any = None) -> None:
+        """``core``: the client's, whose one pass checks the names (the pure core's when None)."""
+        self.keys = encode_unique_names(names, core)
         self.names = list(names)
         self.count = count = len(self.keys)
         self.limit = check_limit(limit)

@@ -131,7 +131,7 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
                        tokens: Sequence[bytes] | None, fenced: bool = False) -> Flow[ClaimResult]:
     """At most ``limit`` free locks of ``names``, master by master (``client._cluster``);
     ``fenced``: each lock taken comes with its fence."""
-    keys = encode_unique_names(names)  # every argument checked before anything is sent
+    keys = encode_unique_names(names, client.core)  # every argument checked before anything is sent
     ms = ttl_ms(ttl)
     wanted = check_limit(limit)
     checked = None if tokens is None else check_tokens(tokens, len(keys))
@@ -162,7 +162,8 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
                 continue
             plan = NodeClaimPlan([names[i] for i in indices], ms, wanted - len(acquired),
                                  None if checked is None else [checked[i] for i in indices], client._owner,
-                                 client.chunk_size, fenced=fenced, timeout=cluster.timeout, until=end)
+                                 client.chunk_size, fenced=fenced, core=client.core, timeout=cluster.timeout,
+                                 until=end)
             try:
                 part = yield from claim_plan_flow(client, plan, cluster.node(address).many, end)
             except ResponseError as error:

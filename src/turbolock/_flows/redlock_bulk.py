@@ -58,7 +58,7 @@ def acquire_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: in
     that failed earlier in the same call (a claim's earlier chunks), left out and counted as
     failed; those that fail here are added to it."""
     client._refuse_if_closed()
-    keys = encode_unique_names(names)
+    keys = encode_unique_names(names, client.core)
     names = list(names)
     count = len(keys)
     fenced = check_fenced_keys(fenced, client.key_prefix, keys, 0)

@@ -40,7 +40,7 @@ def claim_many_flow(client: RedlockRules, names: Sequence[str | bytes], ms: int,
     input order. Everything is checked before anything is sent. ``fenced``: each lease taken
     comes with its fences, as in a fenced bulk acquire."""
     check_claim(limit, all_or_nothing)
-    keys = encode_unique_names(names)
+    keys = encode_unique_names(names, client.core)
     fenced = check_fenced_keys(fenced, client.key_prefix, keys, 0)
     wanted = check_limit(limit)
     names = list(names)

@@ -520,8 +520,8 @@ class LeaseMaker:
 def names_as_keys(names: Sequence[object], max_bytes: int) -> list[bytes] | None:
     """Each name as its key (a str UTF-8 encoded, bytes as they are), or None when the caller
     must check the names one by one: one is not exactly a str or bytes, is empty, is longer than
-    ``max_bytes`` encoded, or cannot be encoded (here also when str and bytes are mixed). A list
-    of keys means every name is fine."""
+    ``max_bytes`` encoded, or cannot be encoded, or str and bytes are mixed. A list of keys means
+    every name is fine, and all are str or all bytes: distinct names are then distinct keys."""
     if type(names) is not list:  # read once below, as the compiled core does (an iterator too)
         names = list(names)
     types = set(map(type, names))

@@ -55,7 +55,8 @@ def encode_name(name: object, argument: str = "name") -> bytes:
 
 def encode_names(names: Sequence[object], argument: str = "names",
                  core: Any = None) -> tuple[list[bytes], bool]:
-    """``encode_name`` for a whole list, and whether every name is exactly a str or bytes.
+    """``encode_name`` for a whole list, and whether the names were all exactly str or all
+    exactly bytes (then distinct names are distinct keys).
 
     In one pass of ``core`` (the client's; the pure core when None) when every name is fine,
     else name by name, so that the first bad name raises as ``encode_name`` would, before
@@ -64,7 +65,7 @@ def encode_names(names: Sequence[object], argument: str = "names",
     keys = (_core_py if core is None else core).names_as_keys(names, MAX_NAME_BYTES)
     if keys is not None:
         return keys, True
-    return [encode_name(name, argument) for name in names], set(map(type, names)) <= {str, bytes}
+    return [encode_name(name, argument) for name in names], False
 
 
 def check_flag(value: object, argument: str) -> bool:
