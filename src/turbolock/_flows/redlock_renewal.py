@@ -16,6 +16,7 @@ from typing import Any, cast
 from turbolock._flows.redlock_result import InstanceSummary, RedlockLease
 from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, batch_encoders, split_batches
+from turbolock._flows.renewal_round import lose_together
 from turbolock._flows.steps import Call, Flow, Outcome
 from turbolock._wire.redlock_scripts import EXTENDED, LOST, RENEW_MANY, extend_verdict, extended
 from turbolock.lease import Lease
@@ -71,6 +72,7 @@ def _renew_group_flow(client: RedlockRules, renewer: Any, ttl_ms: int,
         rows = [_answers(row[b], len(batch)) for row in outcome.replies]
         renewed: list[RedlockLease] = []
         summaries: list[InstanceSummary] = []
+        lost: list[tuple[Lease, str]] = []
         for j, one in enumerate(batch):
             done = held = theirs = 0
             for answers in rows:
@@ -93,12 +95,14 @@ def _renew_group_flow(client: RedlockRules, renewer: Any, ttl_ms: int,
                 summaries.append(summary)
             elif verdict == LOST:
                 book.refused((one,), sent_at)
-                renewer._lost(one, f"its renewal found it no longer held on a majority ({summary} of "
-                                   f"{masters} masters; quorum {quorum})")
+                lost.append((one, f"its renewal found it no longer held on a majority ({summary} of "
+                                  f"{masters} masters; quorum {quorum})"))
                 if done:  # set again or extended on a minority: released in the background
                     client._abandoned(one.key, one.token, now + ttl_ms / 1000.0 + CLEANUP_GRACE)
             else:
                 retry.append(one)
+        if lost:  # all marked before any on_lost runs, logged in one line
+            lose_together(renewer, lost)
         if renewed:
             book.renewed(renewed, sent_at, ttl_ms)
             for red, summary in zip(renewed, summaries, strict=True):

@@ -40,8 +40,9 @@ def renew_round_flow(client: Any, renewer: Any, leases: list[Lease]) -> Flow[Non
         failed = failures(reply, len(batch))
         if failed is not None:
             lost, undecided = book.settle(batch, failed, sent_at, ttl_ms)
-            for lease in lost:
-                renewer._lost(lease, "its key was gone or held by another token at renewal")
+            if lost:  # all marked before any on_lost runs, logged in one line
+                lose_together(renewer, [(lease, "its key was gone or held by another token at renewal")
+                                        for lease in lost])
             if undecided:
                 unknown = [lease for lease, outcome in undecided if outcome is UNKNOWN]
                 if unknown:
