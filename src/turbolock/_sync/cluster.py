@@ -93,8 +93,11 @@ class ClusterExecutor:
     def forget_after_fork(self) -> None:
         """In a forked child: the parent's calls under way are none of the child's to wait for.
         ``closing`` stays: close() sets it only once the client is closed (``closed`` came with
-        the fork too), where its connections are closing."""
+        the fork too), where its connections are closing. The locks may have been held by parent
+        threads that are not here (one reading the slot map, one opening a node's pool)."""
         self.calls = CallsUnderWay(self.calls.closing)
+        self._refresh_lock = threading.Lock()
+        self._nodes_lock = threading.Lock()
 
     def offers_set_ifeq(self) -> bool:
         """False: a bulk extend's keys are spread over the masters, and go as EXTEND scripts."""

@@ -62,6 +62,11 @@ class SentinelNodes:
                 executor = self._nodes[address] = Executor(pool, self._timeout, 1)
             return executor
 
+    def forget_after_fork(self) -> None:
+        """In a forked child: the lock may have been held by a parent thread that is not here
+        (each node's pool forgets its connections itself)."""
+        self._lock = threading.Lock()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -149,6 +154,7 @@ class SentinelPool(ConnectionPool):
 
     def _forget_parent_connections(self) -> None:
         super()._forget_parent_connections()
+        self.sentinels.forget_after_fork()
         self._asking = threading.Lock()
         self._watcher = None  # the parent's thread is not in the child
 
