@@ -342,12 +342,18 @@ def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:
     """
     if not isinstance(url, str):
         raise InvalidArgumentTypeError("url", f"must be str, not {type(url).__name__}")
+    # Each parser's error is raised from outside its except block: urllib's message may quote
+    # part of the password, and would stay in the exception's __context__ ("from None" only
+    # hides it from the default traceback).
+    problem = None
     try:
         parts = urlsplit(url)
         scheme = parts.scheme
         port = parts.port if scheme != "unix" else None
     except ValueError as exc:
-        raise InvalidArgumentError("url", _unparsable(str(exc), url)) from None
+        problem = str(exc)
+    if problem is not None:
+        raise InvalidArgumentError("url", _unparsable(problem, url))
     if scheme not in ("redis", "rediss", "unix"):
         raise InvalidArgumentError("url", f"unknown scheme {scheme!r}; use redis://, rediss:// or unix://")
     if scheme != "unix" and not parts.hostname:
@@ -360,7 +366,9 @@ def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:
     try:
         parsed: dict[str, Any] = parse_url(url)  # type: ignore[no-untyped-call]
     except ValueError as exc:
-        raise InvalidArgumentError("url", _unparsable(str(exc), url)) from None
+        problem = str(exc)
+    if problem is not None:
+        raise InvalidArgumentError("url", _unparsable(problem, url))
     kwargs: dict[str, Any] = {}
     for key in ("host", "port", "db", "username", "password"):
         if parsed.get(key) is not None:
@@ -423,8 +431,8 @@ def _number_in_url(text: str, name: str, read: Any, url: str) -> Any:
     try:
         return read(text)
     except ValueError:
-        shown = _shown(text, url)
-        raise InvalidArgumentError(name, f"the URL's {name} must be a number, not {shown}") from None
+        pass  # raised below, without this error as its context: it quotes ``text``
+    raise InvalidArgumentError(name, f"the URL's {name} must be a number, not {_shown(text, url)}")
 
 
 def _flag_in_url(text: str, name: str, url: str) -> bool:
