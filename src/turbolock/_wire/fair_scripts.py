@@ -156,7 +156,7 @@ FAIR_ACQUIRE_IN_SLOT = {(queue, fenced): script.in_slot() if fenced else script
 FAIR_LEAVE = Script("fair_leave", b"""\
 local key, queue, asked = KEYS[1], KEYS[2], KEYS[3]
 local waiter = string.sub(ARGV[1], 1, %(waiter)d)
-local first = redis.call('zrank', queue, waiter) == 0
+local first = redis.call('zrange', queue, 0, 0)[1] == waiter
 redis.call('zrem', queue, waiter)
 redis.call('hdel', asked, waiter)
 local left = redis.call('zcard', queue)
