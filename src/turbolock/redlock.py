@@ -123,7 +123,9 @@ class RedlockClient(RedlockFlows):
         (None: until the lock is taken, as every Lock waits; 0 or ``blocking=False``: one
         attempt), and at most ``retry_count`` times if the client has one. ``max_extensions``
         limits how often the lease may be extended, by hand or by auto-renewal. Never raises for
-        what the masters said: read ``result.status``.
+        what the masters said about the lock: read ``result.status``; ``AuthenticationError``
+        (or ``ResponseError``, NOPERM) when masters refusing this client leave too few for a
+        quorum, which no retry could reach.
         """
         flow = self._acquire_flow(name, ttl, blocking, timeout, token, auto_renew, on_lost, max_extensions,
                                   fenced)

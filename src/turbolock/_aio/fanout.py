@@ -20,6 +20,7 @@ from typing import Any
 
 from turbolock._aio.protocol import RedisProtocol
 from turbolock._aio.waiting import run_within
+from turbolock._flows.redlock_result import describe_failure
 from turbolock._flows.steps import Outcome
 from turbolock._wire.outcomes import (
     FANOUT_WINDOW,
@@ -36,10 +37,6 @@ from turbolock._wire.scripts import Script
 from turbolock.errors import ReplyError
 
 ChunkHandler = Callable[[int, int, float, list[list[object]]], None]
-
-
-def _describe(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
 
 
 def _noscript(reply: object) -> bool:
@@ -104,7 +101,7 @@ async def _wait(masters: Sequence[Any], opening: Opening, futs: dict[int, asynci
                         extended = time.monotonic() + timeout
                         deadline = max(deadline, extended if until is None else min(extended, until))
                 else:
-                    errors[m] = _describe(error)
+                    errors[m] = describe_failure(error)
                     if m in first:  # its grace given: the next calls wait a node timeout for it
                         masters[m]._pool.first_connect_over = True
             if answered is not None:
@@ -146,10 +143,10 @@ def _collect(masters: Sequence[Any], futs: dict[int, asyncio.Future[Any]], timeo
             continue
         reply, error = _settled(fut)
         if isinstance(error, NotSent):
-            errors[m] = _describe(error.cause)
+            errors[m] = describe_failure(error.cause)
         elif error is not None:
             replies[m] = UNKNOWN
-            errors[m] = _describe(error)
+            errors[m] = describe_failure(error)
         else:
             replies[m] = reply
 
@@ -164,7 +161,7 @@ def _submit(conns: list[RedisProtocol | None], targets: Sequence[int], data: byt
         try:
             futs[m] = conn.submit_encoded(data, count)
         except NotSent as exc:
-            errors[m] = _describe(exc.cause)
+            errors[m] = describe_failure(exc.cause)
     return futs
 
 
@@ -245,7 +242,7 @@ async def fan_out(masters: Sequence[Any], buffer: Any, count: int, encode: Encod
                 futs[m] = conn.submit_encoded(data, stop - start)
                 reached = True
             except NotSent as exc:
-                fail(m, _describe(exc.cause))
+                fail(m, describe_failure(exc.cause))
                 return
 
     def fail(m: int, reason: str) -> None:
@@ -276,7 +273,7 @@ async def fan_out(masters: Sequence[Any], buffer: Any, count: int, encode: Encod
                         futs[m] = conn.submit_encoded(data, stop - next_start)
                         reached = True
                     except NotSent as exc:
-                        fail(m, _describe(exc.cause))
+                        fail(m, describe_failure(exc.cause))
                 next_start = stop
             start, stop, futs, _ = inflight[0]
             # One wait for every master's replies (and, with the first chunk, their connections).
@@ -287,7 +284,7 @@ async def fan_out(masters: Sequence[Any], buffer: Any, count: int, encode: Encod
                     continue
                 got, error = _settled(fut)
                 if error is not None:
-                    fail(m, _describe(error.cause if isinstance(error, NotSent) else error))
+                    fail(m, describe_failure(error.cause if isinstance(error, NotSent) else error))
                     if isinstance(error, NotSent):
                         replies[m][start:stop] = [NOT_SENT] * (stop - start)
                     continue
@@ -325,7 +322,7 @@ async def _reload_many(masters: Sequence[Any], conn: RedisProtocol, buffer: Any,
         try:
             fut = conn.submit_encoded(data, len(indices) + load)
         except NotSent as exc:
-            errors[m] = _describe(exc.cause)
+            errors[m] = describe_failure(exc.cause)
             return  # the NOSCRIPT replies stay: those commands did not run
         try:
             finished, got = await run_within(fut, max(RELOAD_FLOOR, ends - time.monotonic()))
@@ -335,7 +332,7 @@ async def _reload_many(masters: Sequence[Any], conn: RedisProtocol, buffer: Any,
                     row[i] = UNKNOWN
                 return
         except Exception as exc:
-            errors[m] = _describe(exc)
+            errors[m] = describe_failure(exc)
             for i in indices:
                 row[i] = UNKNOWN
             return

@@ -179,6 +179,9 @@ class RedlockFlows(RedlockRules):
             if result.lease is not None:
                 self._taken(result, attempt[6], on_lost)
                 return result
+            refused = result.refused()
+            if refused is not None:
+                raise refused
             if wait == 0.0 or (self.retry_count is not None and attempts > self.retry_count):
                 return result
             delay = random.uniform(0.0, self.retry_delay)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
+from turbolock.errors import AuthenticationError, LockError, ResponseError
 from turbolock.lease import Lease
 
 
@@ -158,6 +159,26 @@ class FencedRedlockLease(RedlockLease):
         self.fences = fences
         """One per master (``MasterFences``, with the masters' names), None where not granted."""
 
+class Refusal(str):
+    """Why a master failed, when retrying cannot mend it: it refused this client's credentials,
+    or a command its ACL user may not run (``code``: ``AUTH`` or ``NOPERM``)."""
+
+    code = "AUTH"
+
+
+def refusal(text: str, code: str) -> Refusal:
+    made = Refusal(text)
+    made.code = code
+    return made
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A master's failure for ``RedlockResult.errors`` (a ``Refusal`` when it refused the
+    client's credentials)."""
+    text = str(exc) or type(exc).__name__
+    return refusal(text, "AUTH") if isinstance(exc, AuthenticationError) else text
+
+
 class RedlockResult:
     """One Redlock acquire: its ``status``, the masters' answers on the last attempt
     (``instances``), how many ``attempts`` were made, and the ``lease`` when Acquired.
@@ -195,6 +216,19 @@ class RedlockResult:
             more = len(self.errors) - 1
             text += f"; {self.errors[0]}" + (f" (and {more} more)" if more else "")
         return text
+
+    def refused(self) -> LockError | None:
+        """The error to raise when masters that refuse this client (``Refusal``) leave too few
+        for a quorum: no retry can take the lock, so a wait must not go on (it would, for ever)."""
+        refusals = [error for error in self.errors if type(error) is Refusal]
+        masters = sum(self.instances)
+        if masters - len(refusals) >= self.quorum:
+            return None
+        message = (f"lock {self.name!r}: {len(refusals)} of {masters} masters refused this client, too many "
+                   f"for a quorum of {self.quorum}: {'; '.join(refusals)}")
+        if any(error.code == "AUTH" for error in refusals):
+            return AuthenticationError(message, [self.name])
+        return ResponseError(message, "NOPERM", names=[self.name])
 
     def __repr__(self) -> str:
         return (f"RedlockResult(name={self.name!r}, status={self.status.value!r}, "

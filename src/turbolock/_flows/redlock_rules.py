@@ -14,7 +14,13 @@ from typing import Any
 from turbolock._flows.client_settings import CodecAndChunks, renew_policy
 from turbolock._flows.closing import Closable
 from turbolock._flows.ownership import Owner, check_lease
-from turbolock._flows.redlock_result import FencedRedlockLease, InstanceSummary, RedlockLease, drift_ms
+from turbolock._flows.redlock_result import (
+    FencedRedlockLease,
+    InstanceSummary,
+    RedlockLease,
+    drift_ms,
+    refusal,
+)
 from turbolock._flows.renewal_book import AutoRenew, OnLost
 from turbolock._flows.renewer_slot import RenewerSlot
 from turbolock._wire import scripts as _scripts
@@ -196,7 +202,8 @@ class RedlockRules(Closable, CodecAndChunks, RenewerSlot):
             if error is not None:
                 out.append(error)
             elif type(reply) is ReplyError:
-                out.append(f"{client.options.address} answered {reply.code}")
+                text = f"{client.options.address} answered {reply.code}"
+                out.append(refusal(text, "NOPERM") if reply.code == "NOPERM" else text)
         return tuple(out)
 
     def _addresses(self) -> str:

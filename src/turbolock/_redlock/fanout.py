@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from turbolock._flows.redlock_result import describe_failure
 from turbolock._flows.steps import Outcome
 from turbolock._redlock.links import READ_GRACE, Links
 from turbolock._sync.connection import Connection
@@ -50,10 +51,6 @@ soon as the last master's came in, while the masters already work on the next ch
 
 CLEANUP_PER_WRITE = 1000
 """Most maybe-held releases carried in front of one batch; the rest wait for the next."""
-
-
-def _describe(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
 
 
 class _Cleanup:
@@ -133,7 +130,7 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
             except (LockError, OSError) as exc:
                 links.drop(conns, m)
                 replies[m] = UNKNOWN
-                errors[m] = _describe(exc)
+                errors[m] = describe_failure(exc)
                 if cleanup is not None:
                     cleanup.settle(None)
                 return
@@ -147,7 +144,7 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
         if opening:
             links.finish_all(conns, opening, deadline, failed, write)
         for m in failed:
-            errors[m] = _describe(failed[m])
+            errors[m] = describe_failure(failed[m])
         while sent:
             m, conn, deadline, cleanup = sent[0]
             again = m in retrying
@@ -180,7 +177,7 @@ def fan_out_one(links: Links, encode: Callable[[Any], None], timeout: float,
             except (LockError, OSError) as exc:
                 links.drop(conns, m)
                 reply = UNKNOWN
-                errors[m] = _describe(exc)
+                errors[m] = describe_failure(exc)
                 if cleanup is not None:
                     cleanup.settle(None)
             del sent[0]
@@ -232,7 +229,7 @@ def fan_out(links: Links, count: int, encode: Encoder, timeout: float, chunk_siz
         failed, joining = links.open_all(conns, targets, timeout)
         for m in targets:
             if m in failed:
-                errors[m] = _describe(failed[m])
+                errors[m] = describe_failure(failed[m])
                 continue
             live.append(m)
             if clients[m]._cleanup:
@@ -326,7 +323,7 @@ def _join(links: Links, conns: list[Connection | None], joining: list[int],
     failed: dict[int, BaseException] = {}
     links.finish_all(conns, joining, deadline, failed, send_inflight)
     for m in failed:
-        errors[m] = _describe(failed[m])
+        errors[m] = describe_failure(failed[m])
 
 
 def _any_buffer(conns: Sequence[Connection | None]) -> Any:
@@ -340,7 +337,7 @@ def _fail(links: Links, conns: list[Connection | None], replies: list[list[objec
           cleanups: list[_Cleanup | None] | None, m: int, exc: BaseException, unknown_from: int,
           unknown_to: int) -> None:
     links.drop(conns, m)
-    errors[m] = _describe(exc)
+    errors[m] = describe_failure(exc)
     row = replies[m]
     for i in range(unknown_from, unknown_to):
         row[i] = UNKNOWN
