@@ -17,6 +17,7 @@ For SQL resources the same check is one statement per read or write: ``turbolock
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -28,7 +29,13 @@ from redis.client import Pipeline
 from redis.cluster import ClusterPipeline, RedisCluster
 from redis.exceptions import ResponseError
 
-from turbolock.errors import FencedWriteError, InvalidArgumentTypeError, ReplyError, StaleFenceError
+from turbolock.errors import (
+    FencedWriteError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    ReplyError,
+    StaleFenceError,
+)
 
 __all__ = ["MAX_FENCE", "Fence", "FencedStore"]
 
@@ -102,9 +109,16 @@ def _checked_key(key: object) -> str | bytes:
     return key
 
 
-def _checked_value(value: object) -> str | bytes | int:
+def _checked_value(value: object) -> str | bytes:
     if not isinstance(value, str | bytes | int) or isinstance(value, bool):
         raise InvalidArgumentTypeError("value", f"must be str, bytes or int, not {type(value).__name__}")
+    if isinstance(value, int):
+        try:  # its digits here: redis-py's encoder crashed (SIGSEGV with hiredis 3) on an int too long
+            return b"%d" % value
+        except ValueError:
+            pass  # raised below, without this error as its context
+        raise InvalidArgumentError("value", f"an int of more than {sys.get_int_max_str_digits()} digits "
+                                            "cannot be written (sys.set_int_max_str_digits)")
     return value
 
 
