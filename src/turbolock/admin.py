@@ -117,9 +117,9 @@ def held_locks(server: Any, prefix: str | bytes = DEFAULT_KEY_PREFIX, match: str
     """The keys under ``prefix`` whose name (after it) matches the glob ``match``, with their
     remaining ttl, as SCAN finds them (a lock taken or freed meanwhile may or may not show); at
     most ``limit`` locks."""
-    if limit is not None and (type(limit) is not int or limit < 0):
+    if limit is not None and (type(limit) is not int or not 0 <= limit <= sys.maxsize):
         raise (InvalidArgumentError if type(limit) is int else InvalidArgumentTypeError)(
-            "limit", f"must be None or an int >= 0, not {limit!r}")
+            "limit", f"must be None or an int from 0 to {sys.maxsize}, not {limit!r}")
     return islice(_held_locks(server, prefix, match), limit)
 
 
@@ -182,6 +182,9 @@ def force_release(server: Any, name: str | bytes, prefix: str | bytes = DEFAULT_
     compared and deleted in one step, so a lock taken meanwhile by someone else stays, and its
     waiters are told); the holder is not: it finds the lock gone at its next renewal, extend or
     check. A key without a ttl, or one that is not a string, is never deleted (``NO_TTL``)."""
+    if holder is not None and type(holder) is not bytes:
+        raise InvalidArgumentTypeError("holder", f"must be None or bytes (a HeldLock's holder), not "
+                                                 f"{type(holder).__name__}")
     if holder is None:
         held = inspect(server, name, prefix)
         if held is None:
