@@ -25,6 +25,10 @@ _CERT_REQS = {"none": _ssl.CERT_NONE, "optional": _ssl.CERT_OPTIONAL, "required"
 _CERT_REQS_NAMES = {mode: name for name, mode in _CERT_REQS.items()}
 
 
+MAX_C_INT = 2**31 - 1
+"""The largest ``db`` and ``replicas_ack`` a server takes."""
+
+
 @dataclass(frozen=True)
 class ConnectionOptions:
     """Where the server is and how to talk to it.
@@ -75,8 +79,8 @@ class ConnectionOptions:
             raise InvalidArgumentError("unix_socket_path", "must not be empty")
         object.__setattr__(self, "unix_socket_path", socket_path)
         _check_int(self.db, "db")
-        if self.db < 0:
-            raise InvalidArgumentError("db", "must be a non-negative int")
+        if not 0 <= self.db <= MAX_C_INT:  # the server's db index is a C int
+            raise InvalidArgumentError("db", f"must be an int from 0 to {MAX_C_INT}")
         for secret in ("password", "ssl_password"):
             value = getattr(self, secret)
             if value is not None and not isinstance(value, str):
@@ -98,8 +102,9 @@ class ConnectionOptions:
         object.__setattr__(self, "connect_timeout", positive_seconds(self.connect_timeout, "connect_timeout"))
         object.__setattr__(self, "timeout", positive_seconds(self.timeout, "timeout"))
         _check_int(self.replicas_ack, "replicas_ack")
-        if self.replicas_ack < 0:
-            raise InvalidArgumentError("replicas_ack", "must be an int >= 0 (0: no waiting for replicas)")
+        if not 0 <= self.replicas_ack <= MAX_C_INT:  # WAIT's count is a C int too
+            raise InvalidArgumentError("replicas_ack", f"must be an int from 0 to {MAX_C_INT} (0: no waiting "
+                                                       "for replicas)")
         replicas_timeout = positive_seconds(self.replicas_timeout, "replicas_timeout")
         if self.replicas_ack and replicas_timeout >= self.timeout:
             raise InvalidArgumentError("replicas_timeout", "must be shorter than timeout (a call's deadline)")
