@@ -313,6 +313,9 @@ _URL_KEYS = {
 """A URL's query options turbolock applies, under redis-py's names or its own: what each sets
 (``unix:///path?db=0&password=...``, redis-py's form for a socket's credentials, included)."""
 
+_SECRETS = frozenset(("username", "password", "ssl_password"))
+"""Query options an empty value may mean something for (a ``nopass`` user takes any password)."""
+
 REDIS_PY_TUNING = frozenset(("socket_keepalive", "socket_read_size", "retry_on_timeout", "retry_on_error",
                              "health_check_interval", "max_connections", "protocol", "legacy_responses"))
 """redis-py's own query options that tune redis-py's connections: accepted in a URL shared with
@@ -398,6 +401,9 @@ def options_from_url(url: str, **overrides: Any) -> ConnectionOptions:
             kwargs[name] = _number_in_url(kwargs[name], name, read, url)
     if isinstance(kwargs.get("wake_waiters"), str):
         kwargs["wake_waiters"] = _flag_in_url(kwargs["wake_waiters"], "wake_waiters", url)
+    for name, text in parse_qsl(parts.query):  # as written: redis-py reads "off" as true
+        if name == "ssl_check_hostname":
+            kwargs[name] = _flag_in_url(text, name, url)
     return _build(kwargs, overrides)
 
 
@@ -407,6 +413,8 @@ def _check_query(query: str, url: str, scheme: str) -> None:
     given: dict[str, str] = {}
     values: dict[str, str] = {}
     for name, value in parse_qsl(query, keep_blank_values=True):
+        if not value and name not in _SECRETS:  # redis-py drops it: a templated ``${N}`` left empty
+            raise InvalidArgumentError(name, "has no value in the URL; give one, or leave the option out")
         if values.setdefault(name, value) != value:  # redis-py would take the first one silently
             raise InvalidArgumentError(name, "is given twice with different values; give it once")
         target = _URL_KEYS.get(name)
