@@ -98,6 +98,8 @@ class LockClient(ClientRules[Lock]):
     def _forget_parent_locks(self) -> None:
         # In a forked child: the parent's leases, renewals and cleanups are the parent's business.
         self._forget_parent_bookkeeping()
+        if not self._closed:  # a close under way in the parent is the parent's: renewing goes on here
+            self._renewals_stopped = False
         self._cleaner.forget_after_fork()
         self._pauses = Pauses()
         self._renewer_lock = threading.Lock()

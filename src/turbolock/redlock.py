@@ -98,12 +98,16 @@ class RedlockClient(RedlockFlows):
         self._renewer_instance: RedlockRenewer | None = None
         self._renewer_lock = threading.Lock()
         self._closed = False
+        self._close_done = False
         self._pauses = Pauses()
         # Each call under way, until its bookkeeping is done (``_serve``): what close() waits for.
         self._calls = CallsUnderWay()
         forget_parent_locks_after_fork(self)
 
     def _forget_parent_locks(self) -> None:
+        if self._closed and not self._close_done:  # a close under way in the parent is the parent's
+            self._closed = False
+            self._renewals_stopped = False
         self._owner = Owner()
         self._calls = CallsUnderWay()  # the parent's calls under way, none of them the child's
         self._pauses = Pauses()
@@ -285,6 +289,7 @@ class RedlockClient(RedlockFlows):
         for client in self._opened:  # a master still down: its maybe-held keys expire by their ttl
             client._cleanup.clear()
             client._close(deadline)
+        self._close_done = True
 
     def _release_renewed(self, leases: list[RedlockLease], deadline: float) -> list[bool]:
         return run(release_many_flow(self, leases))  # close's own: the client is closing

@@ -50,6 +50,9 @@ class BackgroundCleaner:
             thread.join(max(0.0, deadline - time.monotonic()))
 
     def forget_after_fork(self) -> None:
+        """In a forked child: no thread runs here; one stopping in the parent (its client's close
+        under way) is the parent's."""
+        self._stopping = False
         self._lock = threading.Lock()
         self._wakeup = threading.Event()
         self._thread = None

@@ -92,7 +92,9 @@ class Renewer:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def forget_after_fork(self) -> None:
-        """In a forked child: the parent's locks are not ours to renew; no thread runs here."""
+        """In a forked child: the parent's locks are not ours to renew; no thread runs here (nor
+        stops: a close under way in the parent is the parent's)."""
+        self._stopping = False
         self._state_lock = threading.Lock()
         self.book.forget_after_fork(time.monotonic())
         self._thread = None
