@@ -53,3 +53,17 @@ def test_waking_is_not_ok_for_a_user_whose_lock_channels_are_refused(
         out = capsys.readouterr().out
     waking = next(line for line in out.splitlines() if "waking:" in line)
     assert not waking.startswith("ok"), out
+
+
+def test_waking_is_not_ok_for_a_user_whose_releases_cannot_publish(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A user allowed to subscribe and not to publish: the release script's SPUBLISH is refused
+    and goes on without a word, so every waiter polls; the doctor said ok (it tried SSUBSCRIBE
+    alone) and advised only ``&*``. Found in review."""
+    acl = f"user locker on >{PASSWORD} ~turbolock:* &* +@all -spublish"
+    with RedisServer(extra_config=[acl]) as server:
+        main(["doctor", f"redis://locker:{PASSWORD}@{server.host}:{server.port}/0"])
+        out = capsys.readouterr().out
+    waking = next(line for line in out.splitlines() if "waking:" in line)
+    assert not waking.startswith("ok") and "SPUBLISH refused" in waking, out
+    assert "+ssubscribe +sunsubscribe +spublish" in waking and PASSWORD not in out

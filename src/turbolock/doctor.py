@@ -144,9 +144,14 @@ def _lock_cycle(url: str, cluster: bool, prefix: str) -> Finding:
     return Finding(OK, "locks", "acquire, query, extend and release work for this user (scripts loaded)")
 
 
+WAKING_GRANTS = "&* +ssubscribe +sunsubscribe +spublish"
+"""What an ACL user needs to be woken by releases (or the lock keys' channel pattern for ``&*``)."""
+
+
 def _waking(url: str, cluster: bool, prefix: str) -> Finding:
-    """Whether this user may subscribe to lock releases (``SSUBSCRIBE``): without it, blocking
-    acquires still work, polling instead of being woken."""
+    """Whether this user may subscribe to lock releases (``SSUBSCRIBE``) and its releases tell
+    the waiters (``SPUBLISH``): without them, blocking acquires still work, polling instead of
+    being woken."""
     listener = redis.Redis.from_url(redis_py_url(url), socket_timeout=5.0, socket_connect_timeout=5.0)
     subscriber = listener.pubsub()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     try:
@@ -157,7 +162,7 @@ def _waking(url: str, cluster: bool, prefix: str) -> Finding:
         if cluster and isinstance(exc, redis.exceptions.AskError):  # permitted (a MovedError is one too)
             return Finding(OK, "waking", "blocking acquires are woken by releases (SSUBSCRIBE allowed)")
         return Finding(NOTE, "waking", f"SSUBSCRIBE refused ({exc}): blocking acquires poll instead of being "
-                                       "woken by releases; grant channels (&*) to wake them")
+                                       f"woken by releases; grant {WAKING_GRANTS} to wake them")
     except (redis.ConnectionError, redis.TimeoutError):
         raise  # the server is gone, not a missing permission: diagnose reports it
     except redis.RedisError as exc:
@@ -167,7 +172,24 @@ def _waking(url: str, cluster: bool, prefix: str) -> Finding:
         listener.close()
     if not confirmed or confirmed.get("type") != "ssubscribe":
         return Finding(NOTE, "waking", "SSUBSCRIBE was not confirmed in 5 s: blocking acquires may only poll")
-    return Finding(OK, "waking", "blocking acquires are woken by releases (SSUBSCRIBE allowed)")
+    return _publishing(url, prefix)
+
+
+def _publishing(url: str, prefix: str) -> Finding:
+    """Whether a release's script may tell the waiters (it publishes with ``SPUBLISH``, and goes
+    on without a word when refused: nobody is woken)."""
+    publisher = redis.Redis.from_url(redis_py_url(url), socket_timeout=5.0, socket_connect_timeout=5.0)
+    try:
+        publisher.execute_command("SPUBLISH", prefix + DOCTOR_LOCK, "")  # type: ignore[no-untyped-call]
+    except redis.exceptions.NoPermissionError as exc:
+        return Finding(NOTE, "waking", f"SPUBLISH refused ({exc}): releases tell no waiter, blocking "
+                                       "acquires poll instead of being woken; grant "
+                                       f"{WAKING_GRANTS} to wake them")
+    except redis.ResponseError:
+        pass  # a cluster's MOVED: the command is allowed; it is the slot that lives elsewhere
+    finally:
+        publisher.close()
+    return Finding(OK, "waking", "blocking acquires are woken by releases (SSUBSCRIBE and SPUBLISH allowed)")
 
 
 def diagnose(url: str, prefix: str = DEFAULT_KEY_PREFIX) -> list[Finding]:

@@ -153,6 +153,8 @@ class WakeBook:
         if type(reply) is not list:
             if reply == b"PONG":  # the keepalive's answer on a connection with no subscription left
                 return []
+            if "'ping'" in str(reply):  # the keepalive's PING refused (a user without +ping): an answer too
+                return []
             if str(reply).startswith(REDIRECTS + PASSING):  # its waiters poll; later ones ask again
                 self._not_subscribed()
             else:
