@@ -151,7 +151,8 @@ def test_the_readmes_minimal_user_passes_with_notes(capsys: pytest.CaptureFixtur
 
 def test_the_lock_checks_run_under_the_prefix_given(capsys: pytest.CaptureFixture[str]) -> None:
     # A user scoped to its clients' own prefix: refused under turbolock:, which doctor used always.
-    scoped = MINIMAL_USER.format(pw=PASSWORD, prefix="myapp:") + " +ssubscribe +sunsubscribe +spublish &myapp:*"
+    waking = " +ssubscribe +sunsubscribe +spublish &myapp:*"
+    scoped = MINIMAL_USER.format(pw=PASSWORD, prefix="myapp:") + waking
     with RedisServer(extra_config=[scoped]) as server:
         url = f"redis://locker:{PASSWORD}@{server.host}:{server.port}/0"
         code, out = _doctor(capsys, url)
