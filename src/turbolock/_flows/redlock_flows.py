@@ -52,7 +52,7 @@ from turbolock._flows.single import extend_ms
 from turbolock._flows.steps import Call, Flow
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import GIVE_BACK_FLOOR, UNKNOWN, floored
-from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, extended
+from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, UNDECIDED, extend_verdict, tally
 from turbolock._wire.validate import TOKEN_BYTES, Seconds, check_flag, check_token, encode_name
 from turbolock.errors import ClientClosedError, ExtensionLimitError, QuorumError
 from turbolock.lease import (
@@ -338,6 +338,9 @@ class RedlockFlows(RedlockRules):
             buf.append_evalsha(sha, key, token, None)
 
         replies, _ = yield Call(self._fan_one, (encode, self.node_timeout_for(lease.ttl_ms), _scripts.CHECK))
+        if lease._set_again:  # keys set again without a majority are not held there (see tally)
+            replies = [-2 if m in lease._set_again and type(reply) is int else reply
+                       for m, reply in enumerate(replies)]
         ours = self._standing(replies, f"the check of {lease.name!r}", lease.name)
         if ours is None:
             return None
@@ -356,7 +359,7 @@ class RedlockFlows(RedlockRules):
         if lease.valid_for() <= 0:
             return False
         began = time.monotonic()
-        ok, verdict, summary = yield from self._extend_one_flow(lease, ms, drift, node_timeout)
+        ok, verdict, standing = yield from self._extend_one_flow(lease, ms, drift, node_timeout)
         sink = _metrics.sink
         if sink is not None and verdict != UNDECIDED:
             sink.extended(int(ok), int(not ok), time.monotonic() - began, "extend")
@@ -365,13 +368,12 @@ class RedlockFlows(RedlockRules):
                 self._renewer().rescheduled(lease)
             return True
         if verdict == UNDECIDED:
-            raise QuorumError(
-                f"extend of lock {lease.name!r} is unconfirmed: extended on {summary.acquired}, no answer "
-                f"from {summary.errored} of {sum(summary)} masters (quorum {self.quorum})", [lease.name])
+            raise QuorumError(f"extend of lock {lease.name!r} is unconfirmed: {standing} "
+                              f"(quorum {self.quorum})", [lease.name])
         return False
 
     def _extend_one_flow(self, lease: RedlockLease, ms: int, drift: float,
-                         node_timeout: float) -> Flow[tuple[bool, str, InstanceSummary]]:
+                         node_timeout: float) -> Flow[tuple[bool, str, str]]:
         sha = EXTEND.sha
         key, token = lease.key, lease.token
 
@@ -385,23 +387,24 @@ class RedlockFlows(RedlockRules):
         except BaseException:
             extends_unconfirmed(self, (lease,), started)
             raise
-        done = sum(1 for reply in replies if extended(reply))
-        held = sum(1 for reply in replies if reply == 1)
-        theirs = sum(1 for reply in replies if reply == 0)
-        summary = InstanceSummary(done, theirs, len(replies) - done - theirs)
-        verdict = extend_verdict(held, summary.errored, self.quorum)
+        count = tally(replies, lease._set_again)
+        summary = InstanceSummary(count.done, count.theirs, len(replies) - count.done - count.theirs)
+        verdict = extend_verdict(count.held, summary.errored, self.quorum)
         if verdict == EXTENDED and started + (ms - drift) / 1000.0 > time.monotonic():
             lease.drift_ms = drift
             commands_ran((lease,), started, ms)
             lease.extensions += 1
             lease.instances = summary
-            return True, verdict, summary
+            lease._set_again = ()  # held on a majority: the keys set again are its copies now
+            return True, verdict, count.standing(len(replies))
+        lease._set_again = count.again
         extends_unconfirmed(self, (lease,), started)  # extended on some masters, perhaps: it can only shrink
         if verdict == LOST:
-            self._lease_lost(lease, f"an extend found it no longer held on a majority ({summary})")
-            if done:  # keys it set again or extended on a minority: released in the background
+            self._lease_lost(lease, f"an extend found it no longer held on a majority "
+                                    f"({count.standing(len(replies))}; quorum {self.quorum})")
+            if count.done:  # keys it set again or extended on a minority: released in the background
                 self._abandoned(key, token, time.monotonic() + ms / 1000.0 + CLEANUP_GRACE)
-        return False, verdict, summary
+        return False, verdict, count.standing(len(replies))
 
     def _acquire_many_flow(self, names: Sequence[str | bytes], ttl: Seconds, all_or_nothing: bool,
                            tokens: Sequence[bytes] | None, auto_renew: bool | AutoRenew,

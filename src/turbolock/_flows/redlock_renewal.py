@@ -18,7 +18,7 @@ from turbolock._flows.redlock_rules import CLEANUP_GRACE, RedlockRules
 from turbolock._flows.renewal_book import COMMANDS_PER_WRITE, batch_encoders, split_batches
 from turbolock._flows.renewal_round import lose_together
 from turbolock._flows.steps import Call, Flow, Outcome
-from turbolock._wire.redlock_scripts import EXTENDED, LOST, RENEW_MANY, extend_verdict, extended
+from turbolock._wire.redlock_scripts import EXTENDED, LOST, RENEW_MANY, extend_verdict, tally
 from turbolock.lease import Lease
 
 log = logging.getLogger("turbolock.renewal")
@@ -74,30 +74,24 @@ def _renew_group_flow(client: RedlockRules, renewer: Any, ttl_ms: int,
         summaries: list[InstanceSummary] = []
         lost: list[tuple[Lease, str]] = []
         for j, one in enumerate(batch):
-            done = held = theirs = 0
-            for answers in rows:
-                if answers is not None:
-                    reply = answers[j]
-                    if extended(reply):
-                        done += 1
-                        held += reply == 1
-                    elif reply == 0:
-                        theirs += 1
-            summary = InstanceSummary(done, theirs, masters - done - theirs)
+            count = tally([None if answers is None else answers[j] for answers in rows], one._set_again)
+            summary = InstanceSummary(count.done, count.theirs, masters - count.done - count.theirs)
             if one._released:  # released meanwhile: a master the renewal reached after the release's
-                if done or summary.errored:  # delete has the key set again, or may yet have
+                if count.done or summary.errored:  # delete has the key set again, or may yet have
                     client._abandoned(one.key, one.token, now + ttl_ms / 1000.0 + CLEANUP_GRACE,
                                       bool(summary.errored))
                 continue
-            verdict = extend_verdict(held, summary.errored, quorum)
+            verdict = extend_verdict(count.held, summary.errored, quorum)
             if verdict == EXTENDED and sent_at + (ttl_ms - one.drift_ms) / 1000.0 > now:
                 renewed.append(one)
                 summaries.append(summary)
-            elif verdict == LOST:
+                continue
+            one._set_again = count.again
+            if verdict == LOST:
                 book.refused((one,), sent_at)
-                lost.append((one, f"its renewal found it no longer held on a majority ({summary} of "
-                                  f"{masters} masters; quorum {quorum})"))
-                if done:  # set again or extended on a minority: released in the background
+                lost.append((one, f"its renewal found it no longer held on a majority "
+                                  f"({count.standing(masters)}; quorum {quorum})"))
+                if count.done:  # set again or extended on a minority: released in the background
                     client._abandoned(one.key, one.token, now + ttl_ms / 1000.0 + CLEANUP_GRACE)
             else:
                 retry.append(one)
@@ -110,6 +104,7 @@ def _renew_group_flow(client: RedlockRules, renewer: Any, ttl_ms: int,
                     continue
                 red.extensions += 1
                 red.instances = summary
+                red._set_again = ()  # held on a majority: the keys set again are its copies now
     if retry:
         renewer._failed(retry, sent_at)
 

@@ -64,7 +64,8 @@ class RedlockLease(Lease):
     that lasts, Expired after, Unlocked once released. The token is never shown.
     """
 
-    __slots__ = ("drift_ms", "extensions", "max_extensions", "instances", "_released", "_unsure")
+    __slots__ = ("drift_ms", "extensions", "max_extensions", "instances", "_released", "_unsure",
+                 "_set_again")
 
     def __init__(self, name: str | bytes, token: bytes, ttl_ms: int, acquired_at: float,
                  owner: object, drift: float, instances: InstanceSummary,
@@ -90,6 +91,9 @@ class RedlockLease(Lease):
         self._unsure: tuple[int, ...] = ()
         """Masters whose reply to the acquire was lost (its token the client's own): a release
         that finds the lock free there releases it again later, as the SET may still land."""
+        self._set_again: tuple[int, ...] = ()
+        """Masters where an extend or renewal not decided extended set the key again: no
+        majority stands behind it there (``redlock_scripts.tally``)."""
 
     def expiry_after(self, sent_at: float, ttl_ms: int) -> float:
         """Where a command sent at ``sent_at`` that sets ``ttl_ms`` leaves the validity."""

@@ -10,6 +10,9 @@ leases with validity left.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from turbolock._wire.scripts import Script
 
 # KEYS[1] = lock key; ARGV[1] = token, ARGV[2] = ttl in ms. Replies 1 extended, 2 set again
@@ -53,6 +56,49 @@ def extended(reply: object) -> bool:
 EXTENDED = "extended"
 LOST = "lost"
 UNDECIDED = "undecided"
+
+
+class Tally(NamedTuple):
+    """One lock's replies to an extend (or a renewal), one per master."""
+
+    done: int
+    """Masters where the key is ours now (held and extended, or set again)."""
+    held: int
+    """Masters that still *held* it: what a majority must be."""
+    theirs: int
+    """Masters where it is someone else's."""
+    again: tuple[int, ...]
+    """Masters where it stands only because it was set again, with no majority behind it: its
+    extend (or renewal) was not decided extended. Their key is counted as set again, not held,
+    until a round is (``tally``)."""
+
+    def standing(self, masters: int) -> str:
+        """For messages: where the lock stands on the ``masters``."""
+        silent = masters - self.done - self.theirs
+        return (f"held on {self.held}, set again on {self.done - self.held}, another's on {self.theirs}, no "
+                f"answer from {silent} of {masters} masters")
+
+
+def tally(replies: Sequence[object], set_again: tuple[int, ...]) -> Tally:
+    """``replies`` (one per master: 1 held and extended, 2 set again, 0 another's, anything else
+    no answer) counted for ``extend_verdict``. A 1 from a master in ``set_again`` (where an
+    earlier round that was not decided set the key again) is still a key set again: counted as
+    held, it would make a majority of a lock deleted behind its holder's back on a majority (and
+    someone else's meanwhile)."""
+    done = held = theirs = 0
+    again: list[int] = []
+    for m, reply in enumerate(replies):
+        if reply == 1 and m not in set_again:
+            done += 1
+            held += 1
+        elif reply == 1 or reply == 2:
+            done += 1
+            again.append(m)
+        elif reply == 0:
+            theirs += 1
+        elif m in set_again:  # no answer: the key set again may still be there
+            again.append(m)
+    return Tally(done, held, theirs, tuple(again))
 
 
 def extend_verdict(held: int, errored: int, quorum: int) -> str:
