@@ -55,6 +55,9 @@ class ConnectionOptions:
     db: int = 0
     username: str | None = None
     password: str | None = field(default=None, repr=False)
+    credential_provider: Any = field(default=None, repr=False, compare=False)
+    """redis-py's ``CredentialProvider`` (of ``from_redis``): asked by every new connection, so
+    credentials that rotate (cloud IAM tokens) are read when they are used, not once."""
     ssl: bool = False
     ssl_ca_certs: str | None = None
     ssl_certfile: str | None = None
@@ -85,6 +88,10 @@ class ConnectionOptions:
             value = getattr(self, secret)
             if value is not None and not isinstance(value, str):
                 raise InvalidArgumentTypeError(secret, f"must be str, not {type(value).__name__}")
+        provider = self.credential_provider
+        if provider is not None and not callable(getattr(provider, "get_credentials", None)):
+            raise InvalidArgumentTypeError("credential_provider", f"must have get_credentials(), not be a "
+                                                                  f"{type(provider).__name__}")
         if self.username is not None:
             _check_str(self.username, "username")
             if self.username and self.password is None:  # one-argument AUTH: the default user's
@@ -489,13 +496,6 @@ def options_from_redis(client: Any, **overrides: Any) -> ConnectionOptions:
     if pool is None or not hasattr(pool, "connection_kwargs"):
         raise InvalidArgumentTypeError("client", f"must be a redis.Redis, not {type(client).__name__}")
     source = dict(pool.connection_kwargs)
-    if source.get("credential_provider") is not None:
-        credentials = tuple(source["credential_provider"].get_credentials())
-        if len(credentials) == 1:  # redis-py's (password,) when there is no username
-            source["username"], source["password"] = None, credentials[0]
-        else:
-            username, password = credentials  # redis-py sends AUTH username password, "" included
-            source["username"], source["password"] = username or None, password
     if not source.get("path") and "host" not in source:  # a SentinelConnectionPool asks for each connection
         raise InvalidArgumentError("client", f"its {type(pool).__name__} keeps no server address (redis-py's "
                                    "Sentinel.master_for()); use SentinelLockClient, which follows the master")
@@ -505,7 +505,7 @@ def options_from_redis(client: Any, **overrides: Any) -> ConnectionOptions:
     else:
         kwargs["host"] = source.get("host", "127.0.0.1")
         kwargs["port"] = int(source.get("port", 6379))
-    for key in ("username", "password"):
+    for key in ("username", "password", "credential_provider"):  # the provider asked per connection
         if source.get(key) is not None:
             kwargs[key] = source[key]
     if source.get("socket_timeout"):

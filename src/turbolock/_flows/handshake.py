@@ -31,11 +31,12 @@ def append_handshake(buffer: Any, options: ConnectionOptions) -> int:
     user not allowed it, and is taken as a server without ``SET ... IFEQ``.
     """
     count = 2
-    if options.password is not None:
-        if options.username:
-            buffer.append_command(("AUTH", options.username, options.password))
+    username, password = credentials(options)
+    if password is not None:
+        if username:
+            buffer.append_command(("AUTH", username, password))
         else:
-            buffer.append_command(("AUTH", options.password))
+            buffer.append_command(("AUTH", password))
         count += 1
     if options.db:
         buffer.append_command(("SELECT", options.db))
@@ -43,6 +44,23 @@ def append_handshake(buffer: Any, options: ConnectionOptions) -> int:
     buffer.append_command(("PING",))
     buffer.append_command(("HELLO", "2"))
     return count
+
+
+def credentials(options: ConnectionOptions) -> tuple[str | None, str | None]:
+    """(username, password) for a new connection: a credential provider's, asked now, else the
+    options' own."""
+    provider = options.credential_provider
+    if provider is None:
+        return options.username, options.password
+    try:
+        given = tuple(provider.get_credentials())
+    except Exception as exc:  # its message may hold what it was fetching: not quoted
+        raise AuthenticationError(f"{options.address}: the credential provider failed "
+                                  f"({type(exc).__name__})") from None
+    username, password = (None, *given) if len(given) == 1 else given  # redis-py's (password,): no username
+    if not isinstance(password, str):
+        raise AuthenticationError(f"{options.address}: the credential provider gave no password")
+    return username or None, password  # redis-py sends AUTH username password, "" included
 
 
 def check_handshake(options: ConnectionOptions, replies: list[object]) -> bool:
@@ -58,10 +76,11 @@ def check_handshake(options: ConnectionOptions, replies: list[object]) -> bool:
     if refusal is not None:
         raise refusal
     replies = list(replies)
-    if options.password is not None:
+    if options.password is not None or options.credential_provider is not None:
         auth_reply = replies.pop(0)
         if isinstance(auth_reply, ReplyError):
-            who = f"user {options.username!r}" if options.username else "the default user"
+            who = (f"user {options.username!r}" if options.username else "the credential provider's user"
+                   if options.credential_provider is not None else "the default user")
             raise AuthenticationError(f"{address} refused the credentials of {who}: {auth_reply.code}")
         _expect(options, "AUTH", auth_reply, b"OK")
     if options.db:
