@@ -177,17 +177,23 @@ class LockFlows(LockState[LeaseT]):
             self.client._lease_lost(lease, "an extend found it no longer held")
 
     def _owned_flow(self) -> Flow[bool]:
-        lease = self._lease
+        lease = self._held_here()
         if lease is None:
             return False
         return (yield from self.client._check_flow(lease)) is not None  # None: the lease is lost
 
     def _remaining_flow(self) -> Flow[float]:
-        lease = self._lease
+        lease = self._held_here()
         if lease is None:
             return 0.0
         left = yield from self.client._check_flow(lease)
         return 0.0 if left is None else float(left)
+
+    def _held_here(self) -> Any:
+        """The lease this Lock holds, unless none, or it is the parent's (a forked child's Lock
+        holds nothing: the parent does)."""
+        lease = self._lease
+        return None if lease is None or getattr(lease.owner, "pid", None) != os.getpid() else lease
 
     def _locked_flow(self) -> Flow[bool]:
         info = yield from self.client._query_flow(self.name)
