@@ -30,3 +30,4 @@ def test_the_largest_db_is_taken() -> None:
     with pytest.raises(InvalidArgumentError) as raised:
         options_from_keywords(db=2**31)
     assert raised.value.argument == "db"
+

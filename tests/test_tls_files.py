@@ -14,6 +14,7 @@ import pytest
 from _pki import Pki
 from turbolock import InvalidArgumentError, LockClient
 from turbolock.asyncio import AsyncLockClient
+from turbolock.options import options_from_keywords
 from turbolock.redis_server import RedisServer
 
 
@@ -58,3 +59,10 @@ def test_the_asyncio_client_names_it_too(redis_server: RedisServer, pki: Pki, tm
             assert refused.value.argument == argument, (files, refused.value)
 
     asyncio.run(main())
+
+
+def test_a_key_without_its_certificate_is_refused_by_name() -> None:
+    """``ssl_keyfile`` alone was left out in silence: no client certificate was sent. Found in review."""
+    with pytest.raises(InvalidArgumentError) as raised:
+        options_from_keywords(ssl=True, ssl_keyfile=__file__)
+    assert raised.value.argument == "ssl_keyfile"

@@ -105,6 +105,9 @@ class ConnectionOptions:
             object.__setattr__(self, path, _optional_path(getattr(self, path), path))
             if getattr(self, path) is not None and not self.ssl:  # never plain text believed TLS
                 raise InvalidArgumentError(path, "is a TLS option, and TLS is off (rediss://, or ssl=True)")
+        if self.ssl_keyfile is not None and self.ssl_certfile is None:  # it would be left out in silence
+            raise InvalidArgumentError("ssl_keyfile", "comes without ssl_certfile, the certificate it is "
+                                                      "the key of")
         object.__setattr__(self, "ssl_cert_reqs", _cert_reqs_name(self.ssl_cert_reqs))
         object.__setattr__(self, "connect_timeout", positive_seconds(self.connect_timeout, "connect_timeout"))
         object.__setattr__(self, "timeout", positive_seconds(self.timeout, "timeout"))
