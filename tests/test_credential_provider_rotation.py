@@ -85,3 +85,4 @@ def test_a_failing_provider_is_an_authentication_error_quoting_nothing(server: R
         with pytest.raises(AuthenticationError) as raised:
             client.query("x")
         assert "RuntimeError" in str(raised.value) and "token-three" not in str(raised.value)
+        assert raised.value.__context__ is None and raised.value.__cause__ is None  # nor in its chain

@@ -52,11 +52,13 @@ def credentials(options: ConnectionOptions) -> tuple[str | None, str | None]:
     provider = options.credential_provider
     if provider is None:
         return options.username, options.password
+    failure = None
     try:
         given = tuple(provider.get_credentials())
-    except Exception as exc:  # its message may hold what it was fetching: not quoted
-        raise AuthenticationError(f"{options.address}: the credential provider failed "
-                                  f"({type(exc).__name__})") from None
+    except Exception as exc:  # raised below, not quoted nor chained: it may hold what it fetched
+        failure = type(exc).__name__
+    if failure is not None:
+        raise AuthenticationError(f"{options.address}: the credential provider failed ({failure})")
     username, password = (None, *given) if len(given) == 1 else given  # redis-py's (password,): no username
     if not isinstance(password, str):
         raise AuthenticationError(f"{options.address}: the credential provider gave no password")
