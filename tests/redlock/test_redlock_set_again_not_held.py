@@ -30,7 +30,7 @@ def _restart_empty(server: RedisServer) -> None:
     server.start()
 
 
-@pytest.mark.parametrize("asked", ["extend", "check"])
+@pytest.mark.parametrize("asked", ["extend", "extend_many", "check"])
 def test_extend_after_a_rivals_quorum_is_not_believed(own_masters: OwnMasters, core_name: str,
                                                        key_prefix: str, asked: str) -> None:
     servers = own_masters(3)
@@ -49,7 +49,7 @@ def test_extend_after_a_rivals_quorum_is_not_believed(own_masters: OwnMasters, c
         servers[1].pause()
         try:
             with pytest.raises(QuorumError):  # m0 set again (2), m1 no answer, m2 held (1): undecided
-                holder.extend(lease, 10)
+                holder.extend_many([lease], 10) if asked == "extend_many" else holder.extend(lease, 10)
         finally:
             servers[1].resume()
         # Without the pause this extend says False (lost). With it, master 0's key, which the
@@ -57,7 +57,7 @@ def test_extend_after_a_rivals_quorum_is_not_believed(own_masters: OwnMasters, c
         if asked == "check":  # what a Lock's owned() and remaining() ask
             assert holder.check(lease) is None
             return
-        extended = holder.extend(lease, 10)
+        extended = holder.extend_many([lease], 10)[0] if asked == "extend_many" else holder.extend(lease, 10)
         assert extended is False and lease.is_lost, (
             "the lock was gone from 2 of 3 masters and another client held a quorum meanwhile, "
             "yet the extend reported it held (a set-again key counted towards the majority)")

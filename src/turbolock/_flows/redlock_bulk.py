@@ -34,7 +34,7 @@ from turbolock._flows.renewal_book import check_renewed_ttl, extends_unconfirmed
 from turbolock._flows.steps import Call, Flow, Outcome
 from turbolock._wire import scripts as _scripts
 from turbolock._wire.outcomes import GIVE_BACK_FLOOR, UNKNOWN, bulk_budget, floored
-from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, extended
+from turbolock._wire.redlock_scripts import EXTEND, EXTENDED, LOST, extend_verdict, tally
 from turbolock._wire.validate import Seconds
 from turbolock.errors import ClientClosedError, ExtensionLimitError, InvalidArgumentError, QuorumError
 from turbolock.lease import (
@@ -329,9 +329,6 @@ def extend_many_flow(client: RedlockRules, leases: Sequence[RedlockLease], ttl: 
                           [lease.name for lease in extending_leases])
     now = time.monotonic()
     rows = outcome.replies
-    done = _tally(rows, len(live), extended)
-    held = _tally(rows, len(live), lambda reply: reply == 1)
-    theirs = _tally(rows, len(live), lambda reply: reply == 0)
     quorum = client.quorum
     masters = len(rows)
     life = (ms - drift) / 1000.0
@@ -340,20 +337,25 @@ def extend_many_flow(client: RedlockRules, leases: Sequence[RedlockLease], ttl: 
     for j, i in enumerate(live):
         lease = checked[i]
         started = outcome.started[j // chunk]
-        verdict = extend_verdict(held[j], masters - done[j] - theirs[j], quorum)
+        count = tally([row[j] for row in rows], lease._set_again)
+        summary = InstanceSummary(count.done, count.theirs, masters - count.done - count.theirs)
+        verdict = extend_verdict(count.held, summary.errored, quorum)
         if verdict == EXTENDED and started + life > now:
             lease.drift_ms = drift
             commands_ran((lease,), sent_at, ms)
             lease.extensions += 1
-            lease.instances = InstanceSummary(done[j], theirs[j], masters - done[j] - theirs[j])
+            lease.instances = summary
+            lease._set_again = ()  # held on a majority: the keys set again are its copies now
             results[i] = True
             if lease.renewal is not None and renewer is not None:
                 renewer.rescheduled(lease)
         else:
+            lease._set_again = count.again
             extends_unconfirmed(client, (lease,), sent_at)  # extended on some masters, perhaps
             if verdict == LOST:
-                client._lease_lost(lease, "an extend found it no longer held on a majority")
-                if done[j]:  # set again or extended on a minority: released in the background
+                client._lease_lost(lease, f"an extend found it no longer held on a majority "
+                                          f"({count.standing(masters)}; quorum {quorum})")
+                if count.done:  # set again or extended on a minority: released in the background
                     client._abandoned(lease.key, lease.token, now + ms / 1000.0 + CLEANUP_GRACE)
             elif verdict != EXTENDED:
                 unknown.append(lease.name)

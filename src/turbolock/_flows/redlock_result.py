@@ -163,6 +163,7 @@ class FencedRedlockLease(RedlockLease):
         self.fences = fences
         """One per master (``MasterFences``, with the masters' names), None where not granted."""
 
+
 class Refusal(str):
     """Why a master failed, when retrying cannot mend it: it refused this client's credentials,
     or a command its ACL user may not run (``code``: ``AUTH`` or ``NOPERM``)."""

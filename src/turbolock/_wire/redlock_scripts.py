@@ -49,10 +49,6 @@ return out
 """)
 
 
-def extended(reply: object) -> bool:
-    return reply == 1 or reply == 2
-
-
 EXTENDED = "extended"
 LOST = "lost"
 UNDECIDED = "undecided"
