@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from turbolock import AuthenticationError
+from turbolock import AuthenticationError, ResponseError
 from turbolock.asyncio import AsyncSentinelLockClient
 from turbolock.redis_sentinel import RedisSentinel
 from turbolock.sentinel import SentinelLockClient
@@ -85,3 +85,23 @@ def test_async_blocking_acquire_ends_at_once_on_refused_sentinel_credentials(gro
 
     outcome = asyncio.run(main())
     assert isinstance(outcome, AuthenticationError), f"acquire() gave {outcome!r}"
+
+
+def test_a_sentinel_user_refused_the_question_ends_a_blocking_acquire(core_name: str) -> None:
+    """A Sentinel user not allowed ``SENTINEL get-master-addr-by-name`` (NOPERM) is a
+    configuration error too: ``ResponseError`` naming the grant, at once; it was a plain
+    ConnectionError, and a blocking acquire waited its whole timeout. Found in review."""
+    with RedisSentinel(replicas=0, sentinels=1) as made:
+        sentinel = redis.Redis(port=made.sentinels[0].port)
+        sentinel.execute_command("ACL", "SETUSER", "asker", "on", ">asker-pw", "+ping", "+hello", "+auth")
+        sentinel.close()
+        client = SentinelLockClient(made.sentinel_urls, made.service, sentinel_username="asker",
+                                    sentinel_password="asker-pw", core=core_name, timeout=1.0)
+        try:
+            started = time.monotonic()
+            with pytest.raises(ResponseError, match="get-master-addr-by-name") as raised:
+                client.lock("a", 5).acquire(timeout=10)
+            assert time.monotonic() - started < 1.0 and raised.value.code == "NOPERM"
+            assert "asker-pw" not in str(raised.value)
+        finally:
+            client.close()

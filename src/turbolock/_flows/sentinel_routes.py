@@ -38,6 +38,7 @@ from turbolock.errors import (
     InvalidArgumentTypeError,
     LockError,
     ReplyError,
+    ResponseError,
     UnsentTimeoutError,
 )
 from turbolock.options import ConnectionOptions, node_address
@@ -160,7 +161,7 @@ def ask_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Ad
     """The master's address, asked of the Sentinels in turn (``sentinels.node(address)`` is a
     Sentinel's ``Server``) until one knows it."""
     errors: list[str] = []
-    refused = False
+    refused = denied = False
     order = list(routes.sentinels)
     for position, sentinel in enumerate(order):
         try:
@@ -177,11 +178,20 @@ def ask_flow(routes: SentinelRoutes, sentinels: Any, deadline: float) -> Flow[Ad
         address = routes.answered(sentinel, reply)
         if address is not None:
             return address
+        if type(reply) is ReplyError and reply.code == "NOPERM":
+            denied = True
+            errors.append(f"{sentinel[0]}:{sentinel[1]} refused the question ({reply})")
+            continue
         errors.append(f"{sentinel[0]}:{sentinel[1]} knows no master named {routes.service!r}"
                       + (f" ({reply})" if type(reply) is ReplyError else ""))
-    if refused:  # a configuration error, not an outage: a blocking acquire does not wait it out
+    # Configuration errors, not an outage: a blocking acquire does not wait them out.
+    if refused:
         raise AuthenticationError(f"no Sentinel gave the master of {routes.service!r}, and some refused the "
                                   f"credentials (sentinel_username, sentinel_password): {'; '.join(errors)}")
+    if denied:
+        raise ResponseError(f"no Sentinel gave the master of {routes.service!r}, and some refused the "
+                            "Sentinel user the question (grant +sentinel|get-master-addr-by-name): "
+                            f"{'; '.join(errors)}", "NOPERM")
     raise ConnectionError(f"no Sentinel gave the master of {routes.service!r}: {'; '.join(errors)}")
 
 
