@@ -18,9 +18,14 @@ are released once more after each of ``RECHECK_AFTER``, while their key may live
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
+
+from turbolock.errors import ReplyError
+
+log = logging.getLogger("turbolock")
 
 Entry = tuple[bytes, bytes, float]
 """A key, its token, and the monotonic time after which its key has certainly expired."""
@@ -37,7 +42,8 @@ after the next), for entries remembered with ``recheck``."""
 
 
 class CleanupBook:
-    __slots__ = ("_pending", "_lock", "_in_flight", "_in_flight_count", "_rechecked", "_rechecks")
+    __slots__ = ("_pending", "_lock", "_in_flight", "_in_flight_count", "_rechecked", "_rechecks",
+                 "_refusals")
 
     def __init__(self) -> None:
         # By key and token: two maybe-held attempts at one key with two tokens are both released.
@@ -51,6 +57,8 @@ class CleanupBook:
         """Entries to release again after an answer 0 (``recheck``): how many times they were."""
         self._rechecks: dict[tuple[bytes, bytes], tuple[float, float]] = {}
         """Entries answered 0 that wait for their next release: (forget_at, when it is due)."""
+        self._refusals: set[str] = set()
+        """The error codes the server answered releases with, each logged once."""
 
     def __len__(self) -> int:
         """Entries waiting for a definite answer, and entries being released right now (not
@@ -155,14 +163,21 @@ class CleanupBook:
                     elif rechecked:
                         rechecked.pop((key, token), None)
                 return
+            refused = None
             for (key, token, at), reply in zip(entries, replies, strict=True):
                 if type(reply) is not int:
+                    if type(reply) is ReplyError and reply.code not in self._refusals:
+                        self._refusals.add(reply.code)
+                        refused = reply
                     if at > now:
                         pending.setdefault((key, token), at)
                     elif rechecked:
                         rechecked.pop((key, token), None)
                 elif rechecked:
                     self._settle_recheck((key, token), at, reply, now)
+        if refused is not None:  # said once per error code: what the operator must fix (a NOPERM)
+            log.warning("turbolock: the server refused a background release of a maybe-held lock (%s); it is "
+                        "retried until the lock's ttl has surely ended", refused)
 
     def _settle_recheck(self, pair: tuple[bytes, bytes], at: float, reply: int, now: float) -> None:
         """After a definite answer: an entry with ``recheck`` answered 0 waits for its next release."""
