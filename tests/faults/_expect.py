@@ -31,6 +31,8 @@ def _record(outcome: Outcome, expected: str, problems: list[str]) -> None:
 def _enough(outcome: Outcome, least: int) -> list[str]:
     if outcome.sections < least:
         return [f"only {outcome.sections} critical sections ran (at least {least} expected)"]
+    if not any(section.renewed for section in outcome.history.sections):
+        return ["no renewed section ran: the renewal and loss-signal checks saw nothing"]
     return []
 
 

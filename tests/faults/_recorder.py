@@ -51,7 +51,11 @@ class Recorder:
     # -- decisions -------------------------------------------------------------------------------
 
     def pick(self) -> Shape:
+        """The next section's lock: the long one until the first worker has had one (so the
+        loss-signal checks never pass for want of a renewed section), then at random."""
         short, long = self.workload.shapes
+        if self.index == 0 and not any(section.renewed for section in self.sections):
+            return long
         return long if self._random.random() < self.workload.long_share else short
 
     def work(self, shape: Shape) -> float:
