@@ -58,7 +58,8 @@ def _start_connections(masters: Sequence[Any], targets: Sequence[int]) -> tuple[
         conn = pool.ready()
         if conn is not None:
             conns[m] = conn
-        else:
+        else:  # moved to the running loop first: a new loop's first connect is a cold one (_wait)
+            pool.adopt_running_loop()
             opening[m] = asyncio.ensure_future(pool.connect())
     return conns, opening
 

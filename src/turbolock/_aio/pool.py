@@ -230,6 +230,7 @@ class ConnectionPool:
         """Drop every connection and the connect in progress of ``old``, a loop that is not running."""
         task, self._connecting = self._connecting, None
         conns = self._take_all()
+        self.first_connect_over = False  # the new loop's first connect gets its grace again
         error = ConnectionError("the event loop this connection was opened in is gone")
         if old.is_closed():
             for conn in conns:
@@ -250,6 +251,7 @@ class ConnectionPool:
         self._parents.append((self._open, self._retired, self._connecting, self._loop))
         self._open, self._retired, self._next, self._connecting = [], [], 0, None
         self._loop, self._thread = None, 0
+        self.first_connect_over = False  # no connection here yet: the first connect's grace again
 
     def _connected(self, task: asyncio.Task[RedisProtocol]) -> None:
         if self._connecting is task:

@@ -507,6 +507,8 @@ class AsyncLockClient(ClientRules[AsyncLock]):
         # In a forked child: the parent's leases, renewals, cleanups and connections are the
         # parent's (their tasks and sockets belong to its event loop, never touched here).
         self._forget_parent_bookkeeping()
+        if not self._closed:  # a close under way in the parent is the parent's: renewing goes on here
+            self._renewals_stopped = False
         self._parents.append((self._renewer_instance, self._waker_instance, self._cleanup_runner))
         self._renewer_instance = self._waker_instance = self._cleanup_runner = None
         self._pauses = Pauses()

@@ -62,6 +62,7 @@ class AsyncRedlockClient(RedlockFlows):
         self._fan_many = partial(fan_out, self.masters, self._buffer)
         self._renewer_instance: AsyncRedlockRenewer | None = None
         self._closed = False
+        self._close_done = False
         self._pauses = Pauses()
         self._parents: list[Any] = []
         forget_parent_locks_after_fork(self)  # after the masters' clients: each forgets its own first
@@ -70,6 +71,9 @@ class AsyncRedlockClient(RedlockFlows):
 
     def _forget_parent_locks(self) -> None:
         # In a forked child: the parent's Redlock leases and their renewal task are the parent's.
+        if self._closed and not self._close_done:  # a close under way in the parent is the parent's
+            self._closed = False
+            self._renewals_stopped = False
         self._owner = Owner()
         self._parents.append(self._renewer_instance)
         self._renewer_instance = None
@@ -199,10 +203,12 @@ class AsyncRedlockClient(RedlockFlows):
             # a master still down expires them by their ttl (as the threaded client's close does).
             deadline = time.monotonic() + (self.node_timeout or DEFAULT_NODE_TIMEOUT)
             await asyncio.gather(*(client._close(deadline) for client in self._opened))
+            self._close_done = True
         except BaseException:  # cancelled part-way (a shutdown's wait_for): closed all the same, at once
             for client in self._opened:
                 if not client.closed:  # one whose close() began closed itself as it was cancelled
                     client._abort()
+            self._close_done = True
             raise
 
     async def _release_renewed(self, leases: list[RedlockLease], deadline: float) -> list[bool]:
