@@ -35,6 +35,9 @@ from turbolock._wire.validate import (
 )
 from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, ReplyError
 
+SCRIPT_REFUSED = "can't run this command"
+"""What Redis 7.0 answers (an ERR) when a script calls a command its ACL user may not run."""
+
 DEFAULT_NODE_TIMEOUT = 0.05
 """Longest wait for one master's reply, unless a tenth of the ttl is shorter."""
 MAX_CHUNK_TIMEOUT = 1.0
@@ -203,7 +206,9 @@ class RedlockRules(Closable, CodecAndChunks, RenewerSlot):
                 out.append(error)
             elif type(reply) is ReplyError:
                 text = f"{client.options.address} answered {reply.code}"
-                out.append(refusal(text, "NOPERM") if reply.code == "NOPERM" else text)
+                # Redis 7.0 words an ACL refusal inside a script as an ERR
+                forbidden = reply.code == "NOPERM" or SCRIPT_REFUSED in str(reply)
+                out.append(refusal(text + " (not permitted)", "NOPERM") if forbidden else text)
         return tuple(out)
 
     def _addresses(self) -> str:

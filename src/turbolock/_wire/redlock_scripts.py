@@ -80,9 +80,14 @@ def tally(replies: Sequence[object], set_again: tuple[int, ...]) -> Tally:
     no answer) counted for ``extend_verdict``. A 1 from a master in ``set_again`` (where an
     earlier round that was not decided set the key again) is still a key set again: counted as
     held, it would make a majority of a lock deleted behind its holder's back on a majority (and
-    someone else's meanwhile)."""
+    someone else's meanwhile). Masters that gave no answer join them when the round shows keys
+    were lost (a key set again, or another's): their command may still run, and set the key
+    again there. Without that sign they do not: a majority silent for a while (paused, cut off)
+    while the others still held the lock keeps it, as nobody could take it meanwhile. What that
+    leaves open: masters restarted empty, then silent in the very round that would have shown it."""
     done = held = theirs = 0
     again: list[int] = []
+    silent: list[int] = []
     for m, reply in enumerate(replies):
         if reply == 1 and m not in set_again:
             done += 1
@@ -92,9 +97,13 @@ def tally(replies: Sequence[object], set_again: tuple[int, ...]) -> Tally:
             again.append(m)
         elif reply == 0:
             theirs += 1
-        elif m in set_again:  # no answer: the key set again may still be there
+        elif m in set_again:
             again.append(m)
-    return Tally(done, held, theirs, tuple(again))
+        else:
+            silent.append(m)
+    if silent and (again or theirs):  # keys were lost: a silent master's command may still set one again
+        again.extend(silent)
+    return Tally(done, held, theirs, tuple(sorted(again)))
 
 
 def extend_verdict(held: int, errored: int, quorum: int) -> str:
