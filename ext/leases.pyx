@@ -171,8 +171,8 @@ cdef class LeaseMaker:
 
     def columns(self, leases not None, owner, Py_ssize_t max_bytes):
         """(keys, tokens) of ``leases`` in one pass, when each is exactly an instance of this
-        maker's class whose ``owner`` slot is ``owner`` and whose name ``names_as_keys`` takes;
-        None sends the caller to its checks one by one."""
+        maker's class whose ``owner`` slot is ``owner`` and whose name ``names_as_keys`` takes
+        (all str or all bytes); None sends the caller to its checks one by one."""
         cdef list items = leases if type(leases) is list else list(leases)
         cdef Py_ssize_t i, n = len(items)
         cdef list keys, tokens
@@ -180,6 +180,7 @@ cdef class LeaseMaker:
         cdef PyObject *name
         cdef PyObject *token
         cdef char *base
+        cdef object kind = None  # the names' one type: str and bytes mixed are declined (names_as_keys)
         if self.name_at < 0 or self.token_at < 0 or self.owner_at < 0:
             raise TypeError(f"{self.cls.__name__} has no _name, token and owner slots")
         keys, tokens = PyList_New(n), PyList_New(n)
@@ -192,7 +193,9 @@ cdef class LeaseMaker:
             token = (<PyObject **>(base + self.token_at))[0]
             if (<PyObject **>(base + self.owner_at))[0] != <PyObject *>owner or name == NULL or token == NULL:
                 return _unfinished_pair(keys, tokens, i)
-            key = _name_key(<object>name, max_bytes)
+            if kind is None:
+                kind = type(<object>name)
+            key = _name_key(<object>name, max_bytes) if type(<object>name) is kind else None
             if key is None:
                 return _unfinished_pair(keys, tokens, i)
             Py_INCREF(key)

@@ -208,7 +208,8 @@ def cluster_claim_flow(client: Any, names: Sequence[str | bytes], ttl: Seconds, 
                                    client._closed) from error.__cause__
         raise
     names_list = list(names)
-    return ClusterClaimResult(names_list, leases, [names_list[i] for i in sorted(not_acquired)], acquired,
+    in_order = [lease for lease in leases if lease is not None]  # as one server's claim: input order
+    return ClusterClaimResult(names_list, leases, [names_list[i] for i in sorted(not_acquired)], in_order,
                               not_tried)
 
 
