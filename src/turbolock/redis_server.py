@@ -66,6 +66,7 @@ class RedisServer:
         self.startup_timeout = startup_timeout
         self.directory = tempfile.mkdtemp(prefix="turbolock-redis-")
         self.process: subprocess.Popen[bytes] | None = None
+        self._started_once = False
 
     @property
     def url(self) -> str:
@@ -101,9 +102,15 @@ class RedisServer:
             with open(config_path, "w") as config:
                 config.write(self._config())
         command = [self.executable, config_path, *self.arguments]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        start_new_session=True)
-        self._wait_ready()
+        first = not self._started_once
+        self._started_once = True
+        try:
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                            start_new_session=True)
+            self._wait_ready()
+        except BaseException:  # an error or Ctrl-C: no server left running in its own session
+            self.stop(remove_directory=first)  # a restart's directory (a Sentinel's config) is kept
+            raise
         return self
 
     def _wait_ready(self) -> None:
@@ -114,10 +121,13 @@ class RedisServer:
                 raise RedisServerError(f"redis-server exited at start: {self._log_tail()}")
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.2):
-                    return
+                    pass
             except OSError:
                 time.sleep(0.01)
-        self.stop()
+                continue
+            if listening_pid_matches(self.process.pid, self.port) is not False:
+                return
+            time.sleep(0.01)  # another process has the port: ours exits ("Address already in use")
         raise RedisServerError(f"redis-server did not listen on port {self.port} in {self.startup_timeout}s")
 
     def _log_tail(self) -> str:
@@ -179,3 +189,27 @@ class RedisServer:
 
     def __repr__(self) -> str:
         return f"RedisServer(port={self.port}, running={self.running})"
+
+
+def listening_pid_matches(pid: int, port: int) -> bool | None:
+    """Whether the socket listening on loopback ``port`` belongs to process ``pid`` (Linux's
+    /proc); None where that cannot be told. A server that lost the port to another process
+    would otherwise pass for started: the other one answers the connection."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as rows:
+                next(rows)
+                for row in rows:
+                    fields = row.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                        inodes.add(fields[9])
+        except (OSError, IndexError, ValueError):
+            return None
+    if not inodes:
+        return None
+    try:
+        links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    except OSError:
+        return None
+    return any(f"socket:[{inode}]" in links for inode in inodes)
