@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -147,6 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from turbolock.errors import InvalidArgumentError, InvalidArgumentTypeError, LockError, ReplyError
 
+    # A killed job (SIGTERM) cleans up as Ctrl-C does; only the main thread may set a handler.
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupted) if main_thread else None
     try:
         return _run(args)
     except (InvalidArgumentError, InvalidArgumentTypeError) as exc:
@@ -164,6 +169,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"turbolock {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """SIGTERM (a job killed, ``timeout``) as an interrupt: the throwaway server is stopped, the
+    demo's buyers and keys go, instead of the process ending where it stands."""
+    raise KeyboardInterrupt
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -23,12 +23,17 @@ from turbolock.redis_server import RedisServer
 
 STOCK_KEY = "demo:stock:{}:{}"
 SOLD_KEY = "demo:sold:{}:{}"
+LOCK_PREFIX = "demo:lock:"
+LOCK_NAME = "item:{}:{}"
+LOCK_KEY = LOCK_PREFIX + LOCK_NAME
 """A sale's keys, by its run (a random id: two demos on one server keep apart) and item; deleted
 when the sale ends, as are its locks."""
 START_TIMEOUT = 120.0
+"""Seconds for every buyer process to start and connect (a spawned Python imports turbolock)."""
 SALE_TIMEOUT = 300.0
 """How long the buyers may take, once started, before the demo gives up on them."""
-"""Seconds for every buyer process to start and connect (a spawned Python imports turbolock)."""
+KEYS_LIVE = int(START_TIMEOUT + SALE_TIMEOUT) + 60
+"""Seconds the sale's keys live at most: a demo killed outright (SIGKILL) leaves them that long."""
 
 
 @dataclass(frozen=True)
@@ -72,14 +77,14 @@ def _buy(url: str, core: str | None, run: str, items: int, seed: int, start: Any
     rng = random.Random(seed)
     bought = acquisitions = 0
     open_items = list(range(items))
-    with LockClient.from_url(url, core=core, key_prefix="demo:lock:") as client:
+    with LockClient.from_url(url, core=core, key_prefix=LOCK_PREFIX) as client:
         import redis
 
         store = redis.Redis.from_url(redis_py_url(url))  # without turbolock's own URL options
         start.wait()
         while open_items:
             item = rng.choice(open_items)
-            with client.lock(f"item:{run}:{item}", ttl=5, timeout=30):
+            with client.lock(LOCK_NAME.format(run, item), ttl=5, timeout=30):
                 acquisitions += 1
                 stock = int(store.get(STOCK_KEY.format(run, item)) or 0)
                 if stock <= 0:
@@ -112,9 +117,7 @@ def _results(procs: list[Any], out: Any, give_up_at: float) -> list[tuple[int, i
                 continue
         failed = [proc for proc in procs if proc.exitcode not in (None, 0)]
         late = time.perf_counter() > give_up_at
-        if error or failed or late:
-            for proc in procs:
-                proc.kill()
+        if error or failed or late:  # _sell stops the others
             if error:
                 raise LockError(f"a buyer process failed: {error}")
             if late:
@@ -131,15 +134,24 @@ def _sell(url: str, core: str | None, run: str, items: int,
     start = context.Barrier(workers + 1)
     procs = [context.Process(target=_buyer, args=(url, core, run, items, seed, start, out))
              for seed in range(workers)]
-    for proc in procs:
-        proc.start()
+    try:
+        for proc in procs:
+            proc.start()
+        return _sale(procs, start, out)
+    except BaseException:  # a failure, Ctrl-C or SIGTERM: no buyer goes on writing the sale's keys
+        for proc in procs:
+            if proc.pid is not None:
+                proc.kill()
+                proc.join()
+        raise
+
+
+def _sale(procs: list[Any], start: Any, out: Any) -> tuple[list[tuple[int, int]], float]:
     try:
         start.wait(timeout=START_TIMEOUT)
     except threading.BrokenBarrierError:  # a worker failed before the sale, or did not start in time
         import queue
 
-        for proc in procs:
-            proc.kill()
         try:
             error = out.get(timeout=1.0)[2]
         except queue.Empty:
@@ -161,9 +173,14 @@ def run_sale(url: str, *, workers: int = 8, items: int = 10, stock: int = 100,
 
     store = redis.Redis.from_url(redis_py_url(url))
     run = secrets.token_hex(4)
-    keys = [key.format(run, item) for item in range(items) for key in (STOCK_KEY, SOLD_KEY)]
+    # The sale's own keys, its buyers' locks among them (held by a buyer stopped part-way).
+    keys = [key.format(run, item) for item in range(items) for key in (STOCK_KEY, SOLD_KEY, LOCK_KEY)]
     try:
-        store.mset({STOCK_KEY.format(run, item): stock for item in range(items)})
+        with store.pipeline() as setting:  # a backstop ttl: a demo killed outright leaves them for that long
+            for item in range(items):
+                setting.set(STOCK_KEY.format(run, item), stock, ex=KEYS_LIVE)
+                setting.set(SOLD_KEY.format(run, item), 0, ex=KEYS_LIVE)  # INCR keeps the ttl
+            setting.execute()
         results, seconds = _sell(url, core, run, items, workers)
         stock_left = [int(store.get(STOCK_KEY.format(run, item)) or 0) for item in range(items)]
     except BaseException:
