@@ -15,7 +15,6 @@ from turbolock import LockClient
 from .contenders import BenchmarkError, redis_py
 from .workload import KEY_PREFIX
 
-LOCK = "contention"
 TTL = 10.0
 CRITICAL_SECONDS = 0.0005
 """The flash sale's critical section: read the stock, 0.5 ms of work, write it back."""
@@ -77,12 +76,13 @@ def contend(locks: list[Any], seconds: float) -> Contention:
 class TurbolockContention:
     """``client.lock(name).acquire()`` blocking, woken by the release."""
 
-    def __init__(self, url: str, core: str, threads: int) -> None:
+    def __init__(self, url: str, core: str, threads: int, name: str) -> None:
         self.client = LockClient.from_url(url, core=core, key_prefix=KEY_PREFIX, timeout=TTL)
         self.threads = threads
+        self.name = name
 
     def run(self, seconds: float) -> Contention:
-        return contend([self.client.lock(LOCK, TTL, timeout=TTL) for _ in range(self.threads)], seconds)
+        return contend([self.client.lock(self.name, TTL, timeout=TTL) for _ in range(self.threads)], seconds)
 
     def close(self) -> None:
         self.client.close()
@@ -91,12 +91,13 @@ class TurbolockContention:
 class RedisPyContention:
     """redis-py's ``Lock(sleep=0.001).acquire()``: its own polling, every millisecond."""
 
-    def __init__(self, url: str, threads: int, hiredis: bool | None = None) -> None:
+    def __init__(self, url: str, threads: int, name: str, hiredis: bool | None = None) -> None:
         self.redis = redis_py(url, hiredis, max_connections=threads + 1)
         self.threads = threads
+        self.name = name
 
     def run(self, seconds: float) -> Contention:
-        locks = [self.redis.lock(KEY_PREFIX + LOCK, timeout=TTL, sleep=0.001, blocking_timeout=TTL)
+        locks = [self.redis.lock(KEY_PREFIX + self.name, timeout=TTL, sleep=0.001, blocking_timeout=TTL)
                  for _ in range(self.threads)]
         return contend(locks, seconds)
 

@@ -146,11 +146,12 @@ def _renewal(url: str, core: str, sizes: Sizes) -> Iterator[Contender]:
 
 def _contention(url: str, core: str, sizes: Sizes) -> Iterator[Contender]:
     seconds = sizes.contention_seconds
-    turbolock = TurbolockContention(url, core, sizes.threads)
+    name = f"contention:{RUN}"  # named after the run, as every bench key: two runs never share it
+    turbolock = TurbolockContention(url, core, sizes.threads, name)
     yield Contender("contention", f"turbolock Lock, woken by the release ({core} core)",
                     lambda: {"contention": turbolock.run(seconds).rate}, turbolock.close)
     for suffix, hiredis in parser_variants():
-        lock = RedisPyContention(url, sizes.threads, hiredis)
+        lock = RedisPyContention(url, sizes.threads, name, hiredis)
         yield Contender("contention", "redis-py Lock, sleep=1ms" + suffix,
                         lambda lock=lock: {"contention": lock.run(seconds).rate},  # type: ignore[misc]
                         lock.close)
