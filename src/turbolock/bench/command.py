@@ -98,6 +98,13 @@ def main(url: str | None, core: str | None, quick: bool, repeats: int | None, on
         except PlotUnavailable as exc:
             print(f"turbolock bench: {exc}", file=sys.stderr)
             return 2
+    if json_path and json_path != "-":
+        try:  # opened for appending, left as it was: a path that cannot be written fails now, not after
+            with open(json_path, "a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            print(f"turbolock bench: --json: cannot write {json_path!r}: {exc.strerror}", file=sys.stderr)
+            return 2
     base = QUICK if quick else FULL
     sizes = Sizes(base.pairs, base.bulk, base.renewal, base.contention_seconds, base.threads,
                   repeats or base.repeats)
