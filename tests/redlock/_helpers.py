@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 import redis
 
+from turbolock.redis_server import RedisServer
+
 TTL = 2.0
 """Long enough next to the 50 ms node timeout that a loaded 2-core machine keeps validity."""
 
@@ -23,3 +25,9 @@ def wait_for(predicate: Callable[[], object], limit: float) -> bool:
             return True
         time.sleep(0.01)
     return bool(predicate())
+
+
+def restart_empty(server: RedisServer) -> None:
+    """A master killed (SIGKILL) and started again without persistence: its keys are gone."""
+    server.kill()
+    server.start()

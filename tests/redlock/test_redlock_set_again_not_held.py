@@ -20,14 +20,11 @@ from turbolock import QuorumError, RedlockClient
 from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer
 
+from ._helpers import restart_empty
+
 pytestmark = pytest.mark.parametrize("core_name", ["c"], indirect=True)  # one tally for both cores
 
 OwnMasters = Callable[[int], list[RedisServer]]
-
-
-def _restart_empty(server: RedisServer) -> None:
-    server.kill()  # SIGKILL: no persistence, the key is gone
-    server.start()
 
 
 @pytest.mark.parametrize("asked", ["extend", "extend_many", "check"])
@@ -40,8 +37,8 @@ def test_extend_after_a_rivals_quorum_is_not_believed(own_masters: OwnMasters, c
     try:
         lease = holder.try_acquire("k", 10)
         assert lease is not None
-        _restart_empty(servers[0])
-        _restart_empty(servers[1])  # the holder's lock is left on master 2 alone
+        restart_empty(servers[0])
+        restart_empty(servers[1])  # the holder's lock is left on master 2 alone
         taken = rival.try_acquire("k", 10)
         assert taken is not None, "the documented hazard: the rival gets masters 0 and 1"
         # ... the rival's critical section ...
@@ -77,8 +74,8 @@ def test_renewal_after_a_rivals_quorum_reports_the_loss(own_masters: OwnMasters,
     try:
         lease = holder.try_acquire("k", 3.0, auto_renew=True, on_lost=lost.append)  # renewed ~2 s in
         assert lease is not None
-        _restart_empty(servers[0])
-        _restart_empty(servers[1])
+        restart_empty(servers[0])
+        restart_empty(servers[1])
         taken = rival.try_acquire("k", 10)
         assert taken is not None
         assert rival.release(taken)
@@ -114,8 +111,8 @@ def test_async_renewal_after_a_rivals_quorum_reports_the_loss(own_masters: OwnMa
         try:
             lease = await holder.try_acquire("k", 3.0, auto_renew=True, on_lost=lost.append)
             assert lease is not None
-            await asyncio.to_thread(_restart_empty, servers[0])
-            await asyncio.to_thread(_restart_empty, servers[1])
+            await asyncio.to_thread(restart_empty, servers[0])
+            await asyncio.to_thread(restart_empty, servers[1])
             taken = await rival.try_acquire("k", 10)
             assert taken is not None
             assert await rival.release(taken)

@@ -19,12 +19,9 @@ from turbolock._wire.redlock_scripts import EXTEND, RENEW_MANY
 from turbolock.asyncio import AsyncRedlockClient
 from turbolock.redis_server import RedisServer
 
+from ._helpers import restart_empty
+
 OwnMasters = Callable[[int], list[RedisServer]]
-
-
-def _restart_empty(server: RedisServer) -> None:
-    server.kill()
-    server.start()
 
 
 def _wait_key(raw: redis.Redis, key: str, token: bytes, seconds: float = 3.0) -> bool:
@@ -48,8 +45,8 @@ def test_silent_masters_late_set_again_counts_as_held(own_masters: OwnMasters, c
     try:
         lease = holder.try_acquire("k", 10)
         assert lease is not None
-        _restart_empty(servers[0])
-        _restart_empty(servers[1])  # the holder's lock is left on master 2 alone
+        restart_empty(servers[0])
+        restart_empty(servers[1])  # the holder's lock is left on master 2 alone
         for raw in raws[:2]:  # any client's extend of any lock loads the script again; the test does it
             raw.script_load(EXTEND.source)
         taken = rival.try_acquire("k", 10)
@@ -92,8 +89,8 @@ def test_async_extend_silent_masters_late_set_again(own_masters: OwnMasters, cor
         try:
             lease = await holder.try_acquire("k", 10)
             assert lease is not None
-            _restart_empty(servers[0])
-            _restart_empty(servers[1])
+            restart_empty(servers[0])
+            restart_empty(servers[1])
             for raw in raws[:2]:
                 raw.script_load(EXTEND.source)
             taken = await rival.try_acquire("k", 10)
@@ -134,8 +131,8 @@ def test_renewal_silent_masters_late_set_again(own_masters: OwnMasters, core_nam
     try:
         lease = holder.try_acquire("k", 6.0, auto_renew=True, on_lost=lost.append)  # renewed ~4 s in
         assert lease is not None
-        _restart_empty(servers[0])
-        _restart_empty(servers[1])
+        restart_empty(servers[0])
+        restart_empty(servers[1])
         for raw in raws[:2]:
             raw.script_load(RENEW_MANY.source)
         taken = rival.try_acquire("k", 10)
