@@ -53,14 +53,17 @@ def _start_connections(masters: Sequence[Any], targets: Sequence[int]) -> tuple[
     """Each target master's open connection, and the connects started for those without one."""
     conns: list[RedisProtocol | None] = [None] * len(masters)
     opening: Opening = {}
+    unready = []
     for m in targets:
-        pool = masters[m]._pool
-        conn = pool.ready()
+        conn = masters[m]._pool.ready()
         if conn is not None:
             conns[m] = conn
-        else:  # moved to the running loop first: a new loop's first connect is a cold one (_wait)
-            pool.adopt_running_loop()
-            opening[m] = asyncio.ensure_future(pool.connect())
+        else:
+            unready.append(m)
+    for m in unready:  # moved to the running loop first (a new loop's first connects are cold ones:
+        masters[m]._pool.adopt_running_loop()  # see _wait), or refused before any connect starts
+    for m in unready:
+        opening[m] = asyncio.ensure_future(masters[m]._pool.connect())
     return conns, opening
 
 
