@@ -102,7 +102,7 @@ def _buy(url: str, core: str | None, run: str, items: int, seed: int, start: Any
 
 def _results(procs: list[Any], out: Any, give_up_at: float) -> list[tuple[int, int]]:
     """Every buyer's (bought, acquisitions), as each reports; a buyer that failed (or died
-    without reporting) or a sale past ``give_up_at`` stops the others and raises."""
+    without reporting) or a sale past ``give_up_at`` raises (``_sell`` then stops the others)."""
     import queue
 
     results: list[tuple[int, int]] = []
@@ -117,7 +117,7 @@ def _results(procs: list[Any], out: Any, give_up_at: float) -> list[tuple[int, i
                 continue
         failed = [proc for proc in procs if proc.exitcode not in (None, 0)]
         late = time.perf_counter() > give_up_at
-        if error or failed or late:  # _sell stops the others
+        if error or failed or late:
             if error:
                 raise LockError(f"a buyer process failed: {error}")
             if late:
