@@ -30,6 +30,13 @@ def _buyers(parent: int) -> list[int]:
     return found
 
 
+def _sigint_by_default() -> None:
+    """In the demo's process before it runs: a test run started in the background
+    (``bash .ci/run &``, as the clean-clone CI is) hands its children SIGINT ignored, and Python
+    then installs no handler of its own (the clean-clone CI failed so)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_interrupted_demo_stops_its_buyers_and_exits(own_server: RedisServer) -> None:
     data = redis.Redis(port=own_server.port)
     environment = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
@@ -37,7 +44,7 @@ def test_interrupted_demo_stops_its_buyers_and_exits(own_server: RedisServer) ->
         [sys.executable, "-m", "turbolock", "demo", "--url", own_server.url, "--workers", "2",
          "--items", "1", "--stock", "1000000"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-        env=environment, start_new_session=True)
+        env=environment, start_new_session=True, preexec_fn=_sigint_by_default)
     buyers: list[int] = []
     try:
         deadline = time.monotonic() + 60
